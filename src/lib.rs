@@ -1,1 +1,15 @@
-pub mod x {}
+//! code-execution-mcp: an MCP server whose `execute_code` runs agent-written Python in a fresh,
+//! locked-down Docker container per execution, with path-safe workspace tools around it.
+//!
+//! The library holds all logic; `main.rs` only parses the command line. See `app::App` for how
+//! the pieces are assembled and `sandbox::Sandbox::run` for the one entry point of execution.
+
+pub mod app;
+pub mod config;
+pub mod doctor;
+pub mod limits;
+pub mod mcp;
+pub mod sandbox;
+pub mod serve;
+pub mod stats;
+pub mod workspace;

@@ -1,1 +1,125 @@
-fn main(){}
+//! The `code-execution-mcp` binary: command-line parsing and the process edge (logging to
+//! stderr, signals, exit codes). Everything else is the library.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use code_execution_mcp::app::App;
+use code_execution_mcp::config::{Config, Transport};
+use code_execution_mcp::sandbox::{Engine, image};
+use code_execution_mcp::{doctor, serve};
+
+#[derive(Parser)]
+#[command(
+    name = "code-execution-mcp",
+    version,
+    about = "MCP server that runs agent-written Python in a fresh, locked-down Docker container per execution"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP (stdio by default; `--transport http` for streamable HTTP at /mcp).
+    Serve(Box<Config>),
+    /// Manage the sandbox image.
+    Image {
+        #[command(subcommand)]
+        command: ImageCommand,
+    },
+    /// Check the engine, the image and the limits; print each problem with its fix.
+    Doctor {
+        #[command(flatten)]
+        config: Box<Config>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// Build the sandbox image from the embedded images/python (pinned base, or the offline
+    /// base when no registry is reachable).
+    Build {
+        /// Base image to build on instead of the pinned python:3.13-slim-trixie digest.
+        #[arg(long, env = "CEM_BASE_IMAGE")]
+        base: Option<String>,
+        /// Rebuild even when the image exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print the tag the server uses by default.
+    Tag,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "code_execution_mcp=info,warn".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().expect("starting the async runtime");
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("code-execution-mcp: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve(config) => {
+            let config = *config;
+            let transport = config.transport;
+            let listen = config.listen;
+            let app = Arc::new(App::start(config).await.context("cannot start")?);
+            match transport {
+                Transport::Stdio => serve::serve_stdio(app, serve::shutdown_signal()).await?,
+                Transport::Http => {
+                    serve::serve_http(app, listen, serve::shutdown_signal(), None).await?
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Image { command } => {
+            let tag = image::default_tag();
+            if let ImageCommand::Build { base, force } = command {
+                let engine = Engine::connect().await?;
+                let id = match image::image_id(&engine, &tag).await? {
+                    Some(id) if !force => {
+                        eprintln!("{tag} is already built");
+                        id
+                    }
+                    _ => image::build(&engine, &tag, base.as_deref()).await?,
+                };
+                eprintln!("built {tag} ({id})");
+            }
+            println!("{tag}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Doctor { config } => {
+            let checks = doctor::run(&config).await;
+            let mut failed = false;
+            for check in &checks {
+                let mark = if check.ok { "ok  " } else { "FAIL" };
+                println!("{mark} {:<14} {}", check.name, check.detail);
+                if let Some(fix) = &check.fix {
+                    println!("     {:<14} fix: {fix}", "");
+                    failed = true;
+                }
+            }
+            Ok(if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+    }
+}

@@ -1,0 +1,392 @@
+"""In-container harness: runs one job of agent-written Python and reports over stdio.
+
+Frames are JSON objects, one per line, at most 8 MiB each:
+  in:  {"type":"job","code","context_vars","limits":{"max_output_bytes","max_result_bytes"}} first,
+       then {"type":"reply","id","result"} or {"type":"reply","id","error"} answering our calls.
+  out: {"type":"output","stream","data"}, once per stream {"type":"output","stream","truncated":true,
+       "dropped_bytes"}, {"type":"call","id","method","params"}, and last {"type":"done","success",
+       "result","result_truncated","error","error_type","traceback"}; then exit 0 (1: bad job frame).
+
+Why it is built this way:
+
+- The container's stdio is the only channel to the server, so the harness owns it. Frames go out
+  on a private, non-inheritable dup of the ORIGINAL stdout; the job and the replies to calls come
+  in on a private dup of stdin. fd 0 becomes /dev/null, so neither user code nor its children can
+  read (and steal) reply frames, and fd 1 never reaches the channel, so nothing user code prints,
+  however it is shaped, can be mistaken for a frame: it travels as data inside output frames.
+- User output is captured at the fd level (pipes dup2'd onto fd 1 and 2), so subprocesses and C
+  extensions are captured too. One reader thread per pipe drains it continuously: past
+  max_output_bytes it drops instead of forwarding, so a chatty program never blocks on a full pipe,
+  and the loss is reported once, at the end.
+- A background child can hold a pipe's write end forever. After user code returns the harness
+  points fd 1/2 away from the pipes, waits briefly for the readers, and sends done regardless.
+- Everything the server relies on (frame shape, one done frame, exit code) is kept even when user
+  code misbehaves; then the harness leaves with os._exit so leftover user threads cannot hang it.
+- Stdlib only, all imports at start-up: a pooled container has paid for them before its job arrives.
+"""
+
+import builtins, codecs, io, itertools, linecache, os, sys, threading, time, traceback, types
+import warnings
+# The globals user code gets (names of the original project), imported before the job arrives:
+import collections, json, math, re, statistics
+from datetime import date, datetime, timedelta
+
+MAX_FRAME = 8 << 20  # longest frame line we accept (bytes, without the newline)
+READ_CHUNK = 16 << 10  # <= 16 KiB read => an output frame's data stays under 64 KiB of UTF-8
+JOIN_IDLE, JOIN_MAX = 0.2, 0.5  # how long done waits for quiet pipes once user code returned
+TEXT_CAP = 64 << 10  # error and traceback strings are cut to this many characters
+SOURCE = "<sandbox>"
+HARNESS = __file__
+WORKSPACE = "/workspace"
+
+
+class Channel:
+    """Frames out on a dup of the original stdout, frames in on a dup of the original stdin."""
+
+    def __init__(self):
+        self.out_fd = os.dup(1)  # os.dup is non-inheritable: children never see the channel
+        self.err_fd = os.dup(2)  # original stderr, put back on fd 2 after the job
+        self.inp = open(os.dup(0), "rb", buffering=1 << 16)
+        self.devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(self.devnull, 0)  # stdin readers (and children) get EOF, not our replies
+        os.dup2(self.devnull, 1)  # stray writes before capture cannot corrupt the frame stream
+        self.lock = threading.Lock()  # one frame at a time on the wire
+        self.call_lock = threading.Lock()  # one call in flight: the reply is the next one for us
+        self.ids = itertools.count(1)
+        self.closed = False
+
+    def send(self, frame, final=False):
+        line = json.dumps(frame, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        data = memoryview((line + "\n").encode("utf-8", "replace"))  # lone surrogates -> "?"
+        with self.lock:
+            if self.closed:  # nothing may follow done
+                return
+            if final:
+                self.closed = True
+            try:
+                while data:
+                    data = data[os.write(self.out_fd, data):]
+            except OSError:
+                os._exit(3)  # the server went away (or user code closed our fd): no one to tell
+
+    def read_line(self):
+        line = self.inp.readline(MAX_FRAME + 1)
+        if not line:
+            raise EOFError("stdin closed")
+        if len(line) > MAX_FRAME and not line.endswith(b"\n"):
+            raise OverflowError("frame longer than 8 MiB")
+        return line
+
+    def call(self, method, params):
+        with self.call_lock:
+            call_id = next(self.ids)
+            self.send({"type": "call", "id": call_id, "method": method, "params": params})
+            while True:
+                try:
+                    frame = json.loads(self.read_line())
+                except (EOFError, OverflowError) as e:
+                    raise RuntimeError(f"server channel broken during {method}: {e}") from None
+                except (ValueError, RecursionError):
+                    continue  # not a frame for us: keep waiting for our reply
+                if isinstance(frame, dict) and frame.get("type") == "reply" and frame.get("id") == call_id:
+                    break
+        if frame.get("error") is not None:
+            raise RuntimeError(str(frame["error"]))
+        return frame.get("result")
+
+
+class Pump(threading.Thread):
+    """Drains one capture pipe; forwards up to `limit` bytes as output frames, drops the rest."""
+
+    def __init__(self, chan, stream, fd, limit):
+        super().__init__(name=f"harness-{stream}", daemon=True)
+        self.chan, self.stream, self.fd, self.limit = chan, stream, fd, limit
+        self.forwarded = self.dropped = 0
+        self.last_read = 0.0
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def run(self):
+        while True:
+            try:
+                chunk = os.read(self.fd, READ_CHUNK)
+            except OSError:  # user code closed our read end
+                return
+            if not chunk:
+                break
+            self.last_read = time.monotonic()
+            room = self.limit - self.forwarded
+            if room <= 0:
+                self.dropped += len(chunk)
+                continue
+            cut = len(chunk) >= room  # this chunk reaches the limit: flush the decoder now
+            if len(chunk) > room:
+                self.dropped += len(chunk) - room
+                chunk = chunk[:room]
+            self.forwarded += len(chunk)
+            self.emit(self.decoder.decode(chunk, final=cut))
+        if self.forwarded < self.limit:
+            self.emit(self.decoder.decode(b"", final=True))
+        os.close(self.fd)
+
+    def emit(self, text):
+        if text:
+            self.chan.send({"type": "output", "stream": self.stream, "data": text})
+
+
+def start_capture(chan, limit):
+    pumps = []
+    for fd, stream in ((1, "stdout"), (2, "stderr")):
+        r, w = os.pipe()
+        os.dup2(w, fd)  # fd 1/2 are the only write ends we keep; children inherit them
+        os.close(w)
+        pumps.append(Pump(chan, stream, r, limit))
+        pumps[-1].start()
+    # -I ignores PYTHONUNBUFFERED: rebuild unbuffered text streams so prints interleave with
+    # subprocess output in order and show up as progress while the job runs.
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+                                  errors="surrogateescape", write_through=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", write_through=True)
+    return pumps
+
+
+def stop_capture(chan, pumps):
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os.dup2(chan.devnull, 1)  # drop our write ends: readers see EOF unless a child holds one
+    os.dup2(chan.err_fd, 2)
+    start = time.monotonic()
+    for pump in pumps:
+        while pump.is_alive():
+            pump.join(0.02)
+            now = time.monotonic()
+            if now - start > JOIN_MAX or now - max(pump.last_read, start) > JOIN_IDLE:
+                break  # a background child keeps the pipe open: done goes out anyway
+    for pump in pumps:
+        if pump.dropped:
+            chan.send({"type": "output", "stream": pump.stream, "truncated": True,
+                       "dropped_bytes": pump.dropped})
+
+
+# ---- helpers visible to user code (names and behaviour of the original project) ----
+
+_chan = None
+
+
+def _resolve(name):
+    root = os.path.realpath(WORKSPACE)
+    path = os.path.realpath(os.path.join(root, os.fspath(name)))
+    if path != root and not path.startswith(root + os.sep):
+        raise PermissionError("Access denied: path outside workspace")
+    return path
+
+
+def read_file(filename):
+    path = _resolve(filename)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"File not found: {filename}")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def write_file(filename, content):
+    path = _resolve(filename)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(content)
+    return f"Written {len(content)} bytes to {filename}"
+
+
+def list_files(subpath="."):
+    path, root = _resolve(subpath), os.path.realpath(WORKSPACE)
+    found = []
+    for top, _dirs, files in os.walk(path):
+        found.extend(os.path.relpath(os.path.join(top, n), root) for n in files
+                     if os.path.isfile(os.path.join(top, n)))
+    return sorted(found)
+
+
+def delete_file(filename):
+    path = _resolve(filename)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"File not found: {filename}")
+    os.remove(path)
+    return f"Deleted {filename}"
+
+
+def aggregate_stats(data, numeric_fields=None):
+    if not data:
+        return {"count": 0}
+    stats = {"count": len(data)}
+    if numeric_fields is None and isinstance(data[0], dict):
+        numeric_fields = [k for k, v in data[0].items() if isinstance(v, (int, float))]
+    for field in numeric_fields or ():
+        values = [d.get(field, 0) for d in data if isinstance(d, dict)]
+        if values:
+            stats[f"{field}_sum"] = sum(values)
+            stats[f"{field}_avg"] = sum(values) / len(values)
+            stats[f"{field}_min"] = min(values)
+            stats[f"{field}_max"] = max(values)
+    return stats
+
+
+def _server_call(method, **params):
+    """Ask the server; its error reply is raised as RuntimeError(message)."""
+    return _chan.call(method, params)
+
+
+def tokenize_pii(text):
+    reply = _server_call("tokenize_pii", text=text)
+    if isinstance(reply, dict):  # {"sanitized": str, "tokens": {...}}
+        return reply.get("sanitized"), reply.get("tokens")
+    if isinstance(reply, list) and len(reply) == 2:  # a serialised (sanitized, tokens) pair
+        return reply[0], reply[1]
+    raise RuntimeError("tokenize_pii: unexpected reply from the server")
+
+
+HELPERS = dict(
+    json=json, re=re, math=math, statistics=statistics, collections=collections,
+    datetime=datetime, date=date, timedelta=timedelta, workspace=WORKSPACE,
+    read_file=read_file, write_file=write_file, list_files=list_files, delete_file=delete_file,
+    filter_by_field=lambda data, field, value: [d for d in data if d.get(field) == value],
+    summarize_list=lambda data, limit=10: {"count": len(data), "sample": data[:limit]},
+    aggregate_stats=aggregate_stats,
+    format_output=lambda data, max_chars=5000: json.dumps(data, indent=2)[:max_chars],
+    _server_call=_server_call,
+    save_skill=lambda name, code, description="": _server_call(
+        "save_skill", name=name, code=code, description=description),
+    load_skill=lambda name: _server_call("load_skill", name=name),
+    list_skills=lambda: _server_call("list_skills"),
+    tokenize_pii=tokenize_pii,
+    detokenize_pii=lambda text, tokens=None: _server_call("detokenize_pii", text=text, tokens=tokens),
+)
+
+
+# ---- running the job ----
+
+def _cap(text):
+    return text if len(text) <= TEXT_CAP else text[:TEXT_CAP] + "\n... [truncated]"
+
+
+def _user_frames(stack):
+    """Frames from the first <sandbox> frame on, up to (not into) any harness helper."""
+    frames = list(stack)
+    first = next((i for i, f in enumerate(frames) if f.filename == SOURCE), None)
+    if first is None:
+        return [f for f in frames if f.filename != HARNESS]
+    return list(itertools.takewhile(lambda f: f.filename != HARNESS, frames[first:]))
+
+
+def _traceback(exc):
+    te = traceback.TracebackException.from_exception(exc)
+    todo, seen = [te], set()
+    while todo:  # the whole chain: causes, contexts, exception-group members
+        t = todo.pop()
+        if t is None or id(t) in seen:
+            continue
+        seen.add(id(t))
+        t.stack = traceback.StackSummary.from_list(_user_frames(t.stack))
+        todo += [t.__cause__, t.__context__, *(t.exceptions or ())]
+    return "".join(te.format())
+
+
+def _failure(exc):
+    try:
+        message = str(exc)
+    except Exception:
+        message = f"<str() of {type(exc).__name__} failed>"
+    try:
+        tb = _traceback(exc)
+    except Exception:
+        tb = None
+    return {"success": False, "result": None, "result_truncated": False, "error": _cap(message),
+            "error_type": type(exc).__name__, "traceback": tb and _cap(tb)}
+
+
+def _encode_result(value, limit):
+    """json.dumps(default=str) semantics; a value that still cannot be encoded becomes str()."""
+    try:
+        text = json.dumps(value, default=str, allow_nan=False)
+    except Exception:  # NaN/inf, cycles, non-string keys, a failing __str__ ...
+        try:
+            text = json.dumps(str(value))
+        except Exception:
+            text = json.dumps(f"<unserialisable {type(value).__name__}>")
+    if len(text) > limit:  # ASCII JSON text: characters == bytes
+        return text[:limit], True
+    return json.loads(text), False
+
+
+def run_job(code, context_vars, max_result_bytes):
+    # User code is the program: a fresh module registered as __main__, so pickle, dataclasses
+    # and `import __main__` see the user's globals rather than the harness's.
+    main = sys.modules["__main__"] = types.ModuleType("__main__")
+    g = main.__dict__
+    g.update(HELPERS)
+    g.update(context_vars or {})  # merged after the helpers: a context var may shadow one
+    g["__builtins__"] = builtins
+    linecache.cache[SOURCE] = (len(code), None, code.splitlines(True), SOURCE)  # lines in tracebacks
+    try:
+        try:
+            exec(compile(code, SOURCE, "exec", dont_inherit=True), g)
+        except SystemExit as e:
+            if e.code is not None and e.code != 0:
+                return _failure(e)
+        result, truncated = _encode_result(g.get("result"), max_result_bytes)
+    except BaseException as e:
+        return _failure(e)
+    return {"success": True, "result": result, "result_truncated": truncated,
+            "error": None, "error_type": None, "traceback": None}
+
+
+def read_job(chan):
+    """The first frame, checked; anything else ends the harness with a failed done frame."""
+    try:
+        job = json.loads(chan.read_line())
+    except EOFError:
+        raise ValueError("stdin closed before the job frame arrived") from None
+    except OverflowError:
+        raise ValueError("job frame longer than 8 MiB") from None
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"job frame is not valid JSON: {e}") from None
+    if not isinstance(job, dict) or job.get("type") != "job":
+        raise ValueError('first frame must be an object with "type": "job"')
+    if not isinstance(job.get("code"), str):
+        raise ValueError('job frame: "code" must be a string')
+    if not isinstance(job.get("context_vars"), (dict, type(None))):
+        raise ValueError('job frame: "context_vars" must be an object or null')
+    limits = job.get("limits")
+    for key in ("max_output_bytes", "max_result_bytes"):
+        value = limits.get(key) if isinstance(limits, dict) else None
+        if type(value) is not int or value < 0:
+            raise ValueError(f'job frame: "limits.{key}" must be a non-negative integer')
+    return job["code"], job.get("context_vars"), limits
+
+
+def main():
+    global _chan
+    sys.dont_write_bytecode = True  # -I ignores PYTHONDONTWRITEBYTECODE
+    # Our two reader threads would make every os.fork() warn; they never hold anything a child needs.
+    warnings.filterwarnings("ignore", r"This process .* is multi-threaded", DeprecationWarning)
+    _chan = chan = Channel()
+    try:
+        code, context_vars, limits = read_job(chan)
+    except ValueError as e:
+        chan.send({"type": "done", "success": False, "result": None, "result_truncated": False,
+                   "error": str(e), "error_type": "HarnessError", "traceback": None}, final=True)
+        os._exit(1)
+    try:
+        pumps = start_capture(chan, limits["max_output_bytes"])
+        outcome = run_job(code, context_vars, limits["max_result_bytes"])
+        stop_capture(chan, pumps)
+    except BaseException as e:  # a harness bug: still end with a done frame
+        outcome = dict(_failure(e), error=f"harness failure: {e!r}", error_type="HarnessError")
+    chan.send({"type": "done", **outcome}, final=True)
+    os._exit(0)  # user threads may still run: do not wait for them
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+//! The assembled server: engine, sandbox image, workspace (with its quota), sandbox and stats,
+//! started in the right order and shut down cleanly. Both transports and the tests share one
+//! `App`; the MCP layer only holds an `Arc<App>`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::config::{Config, SANDBOX_UID};
+use crate::limits::{self, ExecLimits, InputError};
+use crate::sandbox::image::{self, ImageError};
+use crate::sandbox::{
+    BuiltinCalls, CallHandler, Engine, EngineError, EngineInfo, HarnessLimits, Job, Outcome,
+    Sandbox, SandboxError, SandboxSettings, reaper,
+};
+use crate::stats::Stats;
+use crate::workspace::quota::{self, QuotaMode};
+use crate::workspace::{Workspace, WorkspaceError, WorkspaceLimits};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error("workspace {path}: {source}")]
+    Workspace {
+        path: PathBuf,
+        source: WorkspaceError,
+    },
+    #[error("workspace quota for {path}: {message}")]
+    Quota { path: PathBuf, message: String },
+    #[error("cannot create {path}: {source}")]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Why an execution request did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecuteError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    #[error("{0}")]
+    Workspace(WorkspaceError),
+}
+
+pub struct App {
+    pub config: Config,
+    pub engine_info: EngineInfo,
+    pub image: String,
+    pub image_id: String,
+    pub workspace: Arc<Workspace>,
+    pub workspace_path: PathBuf,
+    pub quota: QuotaMode,
+    pub skills_dir: PathBuf,
+    pub registry_dir: PathBuf,
+    pub sandbox: Sandbox,
+    pub stats: Arc<Stats>,
+}
+
+impl App {
+    /// Connects to the engine, removes containers a crashed server left, makes sure the image
+    /// exists (building it on first start), prepares the workspace and its quota.
+    pub async fn start(config: Config) -> Result<Self, StartError> {
+        Self::start_with_calls(config, Arc::new(BuiltinCalls)).await
+    }
+
+    pub async fn start_with_calls(
+        config: Config,
+        calls: Arc<dyn CallHandler>,
+    ) -> Result<Self, StartError> {
+        config.validate().map_err(StartError::Config)?;
+        let engine = Engine::connect().await?;
+        let engine_info = engine.info().await?;
+        reaper::reap_orphans(&engine).await?;
+
+        let image = config.image.clone().unwrap_or_else(image::default_tag);
+        let image_id = if config.image.is_some() {
+            image::image_id(&engine, &image)
+                .await?
+                .ok_or_else(|| EngineError::ImageMissing(image.clone()))?
+        } else {
+            image::ensure(&engine, &image).await?
+        };
+
+        let workspace_path = config.workspace_dir();
+        let quota = if config.workspace_quota_mb == 0 {
+            QuotaMode::Soft {
+                reason: "no quota configured (--workspace-quota-mb 0)".into(),
+            }
+        } else {
+            let path = workspace_path.clone();
+            let bytes = config.workspace_quota_bytes();
+            tokio::task::spawn_blocking(move || quota::ensure(&path, bytes))
+                .await
+                .expect("quota setup does not panic")
+                .map_err(|e| StartError::Quota {
+                    path: workspace_path.clone(),
+                    message: e.to_string(),
+                })?
+        };
+        if let QuotaMode::Soft { reason } = &quota
+            && config.workspace_quota_mb > 0
+        {
+            tracing::warn!(
+                "workspace quota is enforced between executions only: {reason} (see README, \"Workspace quota\")"
+            );
+        }
+        let quota_bytes = config.workspace_quota_bytes();
+        let ws_limits = WorkspaceLimits {
+            max_file_bytes: config.max_file_mb * 1024 * 1024,
+            // No quota configured: a limit nothing reaches.
+            quota_bytes: if quota_bytes == 0 {
+                u64::MAX
+            } else {
+                quota_bytes
+            },
+            soft_quota: quota_bytes > 0 && !quota.kernel_enforced(quota_bytes),
+            ..WorkspaceLimits::default()
+        };
+        let workspace = Workspace::open(&workspace_path, ws_limits).map_err(|source| {
+            StartError::Workspace {
+                path: workspace_path.clone(),
+                source,
+            }
+        })?;
+        let user = workspace
+            .prepare_for_sandbox(SANDBOX_UID)
+            .map_err(|source| StartError::Workspace {
+                path: workspace_path.clone(),
+                source,
+            })?;
+
+        let skills_dir = config.skills_dir();
+        std::fs::create_dir_all(&skills_dir).map_err(|source| StartError::Dir {
+            path: skills_dir.clone(),
+            source,
+        })?;
+        let registry_dir = config.registry_dir();
+
+        let stats = Arc::new(Stats::new());
+        let settings = SandboxSettings {
+            image: image.clone(),
+            workspace: workspace_path
+                .canonicalize()
+                .unwrap_or(workspace_path.clone()),
+            uid: user.uid,
+            gid: user.gid,
+            pids_limit: config.pids_limit,
+            tmpfs_bytes: config.tmpfs_mb * 1024 * 1024,
+            limits: HarnessLimits {
+                max_output_bytes: config.max_output_bytes,
+                max_result_bytes: config.max_result_bytes,
+            },
+            max_concurrency: config.max_concurrency,
+            max_queue: config.max_queue,
+            runtime: None,
+        };
+        let sandbox = Sandbox::new(engine, settings, calls, stats.clone());
+        Ok(Self {
+            config,
+            engine_info,
+            image,
+            image_id,
+            workspace: Arc::new(workspace),
+            workspace_path,
+            quota,
+            skills_dir,
+            registry_dir,
+            sandbox,
+            stats,
+        })
+    }
+
+    /// Checks and clamps the request, then runs it in a fresh container.
+    pub async fn execute(
+        &self,
+        code: String,
+        context_vars: Option<serde_json::Value>,
+        timeout_seconds: Option<f64>,
+        memory_mb: Option<f64>,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<(Outcome, ExecLimits), ExecuteError> {
+        limits::check_code(&code, self.config.max_code_bytes)?;
+        limits::check_context_vars(context_vars.as_ref())?;
+        let limits = limits::clamp(timeout_seconds, memory_mb, &self.config)?;
+        self.check_soft_quota().await?;
+        let job = Job {
+            code,
+            context_vars: context_vars.unwrap_or(serde_json::Value::Null),
+            timeout: limits.timeout,
+            memory_bytes: limits.memory_bytes,
+        };
+        let outcome = self.sandbox.run(job, cancel).await?;
+        Ok((outcome, limits))
+    }
+
+    /// In soft-quota mode, refuses work while the workspace is at or over its quota.
+    pub async fn check_soft_quota(&self) -> Result<(), ExecuteError> {
+        self.with_workspace(|ws| ws.check_quota())
+            .await
+            .map_err(ExecuteError::Workspace)
+    }
+
+    /// Runs blocking workspace I/O off the async threads.
+    pub async fn with_workspace<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Workspace) -> T + Send + 'static,
+    ) -> T {
+        let ws = self.workspace.clone();
+        tokio::task::spawn_blocking(move || f(&ws))
+            .await
+            .expect("workspace operations do not panic")
+    }
+
+    pub async fn shutdown(&self) {
+        self.sandbox.shutdown().await;
+    }
+}

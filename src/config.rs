@@ -1,0 +1,244 @@
+//! One `Config` for the whole server, built from command-line flags and their environment
+//! variables (clap), with defaults that work for a user who starts the binary from any directory.
+//!
+//! Mutable data (the workspace, saved skills) lives under `$XDG_DATA_HOME/code-execution-mcp`
+//! (or `~/.local/share/code-execution-mcp`); data the project ships (the tool registry, the
+//! starter skills) is looked up next to the installed binary and in the source tree it was
+//! built from.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+/// The sandbox image's non-root user. A workspace owned by another non-root user runs the
+/// sandbox as that user instead (see `workspace::Workspace::prepare_for_sandbox`).
+pub const SANDBOX_UID: u32 = 10001;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Transport {
+    /// MCP over the process's stdin/stdout (what Claude Desktop and Claude Code launch).
+    Stdio,
+    /// MCP streamable HTTP, served at /mcp.
+    Http,
+}
+
+/// Everything `serve` needs. Each flag has an environment variable of the same meaning.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// Transport to serve MCP on.
+    #[arg(long, env = "CEM_TRANSPORT", value_enum, default_value_t = Transport::Stdio)]
+    pub transport: Transport,
+
+    /// Address for `--transport http` (streamable HTTP at /mcp).
+    #[arg(long, env = "CEM_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Host directory bind-mounted at /workspace in every sandbox
+    /// [default: $XDG_DATA_HOME/code-execution-mcp/workspace].
+    #[arg(long, env = "CEM_WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+
+    /// Workspace disk quota in MiB (0 = no quota).
+    #[arg(long, env = "CEM_WORKSPACE_QUOTA_MB", default_value_t = 1024)]
+    pub workspace_quota_mb: u64,
+
+    /// Directory of saved skills [default: $XDG_DATA_HOME/code-execution-mcp/skills].
+    #[arg(long, env = "CEM_SKILLS_DIR")]
+    pub skills_dir: Option<PathBuf>,
+
+    /// Directory of the tool registry used for discovery [default: the registry shipped with
+    /// the binary].
+    #[arg(long, env = "CEM_REGISTRY_DIR")]
+    pub registry_dir: Option<PathBuf>,
+
+    /// Sandbox image to run [default: code-execution-mcp-sandbox:<hash of the embedded
+    /// images/python>, built on first start when missing].
+    #[arg(long, env = "CEM_IMAGE")]
+    pub image: Option<String>,
+
+    /// Timeout of an execution when the caller gives none, in seconds.
+    #[arg(long, env = "CEM_DEFAULT_TIMEOUT_SECS", default_value_t = 30)]
+    pub default_timeout_secs: u64,
+
+    /// Largest timeout a caller may ask for, in seconds; larger requests are clamped.
+    #[arg(long, env = "CEM_MAX_TIMEOUT_SECS", default_value_t = 300)]
+    pub max_timeout_secs: u64,
+
+    /// Memory limit of an execution when the caller gives none, in MiB (swap is not allowed).
+    #[arg(long, env = "CEM_DEFAULT_MEMORY_MB", default_value_t = 500)]
+    pub default_memory_mb: u64,
+
+    /// Largest memory limit a caller may ask for, in MiB; larger requests are clamped.
+    #[arg(long, env = "CEM_MAX_MEMORY_MB", default_value_t = 4096)]
+    pub max_memory_mb: u64,
+
+    /// Executions that run at once; further ones wait in a queue.
+    #[arg(long, env = "CEM_MAX_CONCURRENCY", default_value_t = 4)]
+    pub max_concurrency: usize,
+
+    /// Executions that may wait for a free slot; beyond that a call fails with "busy".
+    #[arg(long, env = "CEM_MAX_QUEUE", default_value_t = 32)]
+    pub max_queue: usize,
+
+    /// Largest accepted `code` argument, in bytes.
+    #[arg(long, env = "CEM_MAX_CODE_BYTES", default_value_t = 1024 * 1024)]
+    pub max_code_bytes: usize,
+
+    /// Output kept per stream (stdout, stderr) of an execution, in bytes; the rest is dropped
+    /// and the response says it was truncated.
+    #[arg(long, env = "CEM_MAX_OUTPUT_BYTES", default_value_t = 128 * 1024)]
+    pub max_output_bytes: usize,
+
+    /// Largest `result` value returned, in bytes of JSON; larger ones are truncated.
+    #[arg(long, env = "CEM_MAX_RESULT_BYTES", default_value_t = 256 * 1024)]
+    pub max_result_bytes: usize,
+
+    /// Processes and threads one sandbox may have at once.
+    #[arg(long, env = "CEM_PIDS_LIMIT", default_value_t = 128)]
+    pub pids_limit: i64,
+
+    /// Size of the sandbox's writable /tmp (tmpfs), in MiB; counts against its memory limit.
+    #[arg(long, env = "CEM_TMPFS_MB", default_value_t = 64)]
+    pub tmpfs_mb: u64,
+
+    /// Largest file the workspace tools read or write, in MiB.
+    #[arg(long, env = "CEM_MAX_FILE_MB", default_value_t = 10)]
+    pub max_file_mb: u64,
+}
+
+impl Config {
+    /// Defaults as if no flag and no environment variable were given (used by tests).
+    pub fn defaults() -> Self {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            config: Config,
+        }
+        Wrapper::parse_from(["code-execution-mcp"]).config
+    }
+
+    pub fn workspace_dir(&self) -> PathBuf {
+        self.workspace
+            .clone()
+            .unwrap_or_else(|| data_home().join("workspace"))
+    }
+
+    pub fn skills_dir(&self) -> PathBuf {
+        self.skills_dir
+            .clone()
+            .unwrap_or_else(|| data_home().join("skills"))
+    }
+
+    pub fn registry_dir(&self) -> PathBuf {
+        self.registry_dir
+            .clone()
+            .or_else(|| shipped_dir("tools_registry"))
+            .unwrap_or_else(|| data_home().join("tools_registry"))
+    }
+
+    pub fn workspace_quota_bytes(&self) -> u64 {
+        self.workspace_quota_mb.saturating_mul(1024 * 1024)
+    }
+
+    pub fn default_timeout(&self) -> Duration {
+        Duration::from_secs(self.default_timeout_secs)
+    }
+
+    /// Checks the flags against each other; the message says which flag to change.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.default_timeout_secs == 0 || self.default_timeout_secs > self.max_timeout_secs {
+            return Err(format!(
+                "--default-timeout-secs {} must be between 1 and --max-timeout-secs {}",
+                self.default_timeout_secs, self.max_timeout_secs
+            ));
+        }
+        if self.default_memory_mb < crate::limits::MIN_MEMORY_MB
+            || self.default_memory_mb > self.max_memory_mb
+        {
+            return Err(format!(
+                "--default-memory-mb {} must be between {} and --max-memory-mb {}",
+                self.default_memory_mb,
+                crate::limits::MIN_MEMORY_MB,
+                self.max_memory_mb
+            ));
+        }
+        if self.max_concurrency == 0 {
+            return Err("--max-concurrency must be at least 1".into());
+        }
+        if self.max_code_bytes == 0 || self.max_output_bytes == 0 || self.max_result_bytes == 0 {
+            return Err(
+                "--max-code-bytes, --max-output-bytes and --max-result-bytes must be positive"
+                    .into(),
+            );
+        }
+        if self.pids_limit < 16 {
+            return Err(
+                "--pids-limit must be at least 16 (Python and its helpers need a few)".into(),
+            );
+        }
+        if self.tmpfs_mb == 0 {
+            return Err("--tmpfs-mb must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// `$XDG_DATA_HOME/code-execution-mcp`, else `~/.local/share/code-execution-mcp`, else
+/// `/var/lib/code-execution-mcp` (a service account without a home).
+pub fn data_home() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("code-execution-mcp");
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(home).join(".local/share/code-execution-mcp");
+    }
+    PathBuf::from("/var/lib/code-execution-mcp")
+}
+
+/// A directory the project ships (`tools_registry`, `skills`): next to the installed binary
+/// (`<prefix>/share/code-execution-mcp/NAME` for `<prefix>/bin/code-execution-mcp`), or in the
+/// source tree the binary was built from.
+pub fn shipped_dir(name: &str) -> Option<PathBuf> {
+    let mut candidates = Vec::new();
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(bin_dir) = exe.parent()
+    {
+        candidates.push(bin_dir.join("../share/code-execution-mcp").join(name));
+        candidates.push(bin_dir.join(name));
+    }
+    candidates.push(Path::new(env!("CARGO_MANIFEST_DIR")).join(name));
+    candidates.into_iter().find(|c| c.is_dir())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_match_the_original_limits() {
+        let c = Config::defaults();
+        c.validate().unwrap();
+        assert_eq!(c.default_timeout_secs, 30);
+        assert_eq!(c.default_memory_mb, 500);
+        assert_eq!(c.transport, Transport::Stdio);
+        assert_eq!(c.workspace_quota_bytes(), 1 << 30);
+    }
+
+    #[test]
+    fn validate_names_the_flag_to_change() {
+        let mut c = Config::defaults();
+        c.default_timeout_secs = 900;
+        assert!(c.validate().unwrap_err().contains("--default-timeout-secs"));
+        let mut c = Config::defaults();
+        c.max_concurrency = 0;
+        assert!(c.validate().unwrap_err().contains("--max-concurrency"));
+    }
+
+    #[test]
+    fn shipped_registry_is_found_from_the_source_tree() {
+        assert!(shipped_dir("tools_registry").is_some());
+    }
+}

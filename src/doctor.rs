@@ -1,0 +1,216 @@
+//! `code-execution-mcp doctor`: checks what the server needs from this machine and prints each
+//! problem with its fix. The memory check runs a real container with a small limit and expects
+//! the kernel to kill it: a limit the engine accepts but does not enforce is worse than none.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::sandbox::image;
+use crate::sandbox::spec::LABEL_MANAGED;
+use crate::sandbox::{BuiltinCalls, Engine, HarnessLimits, Job, Sandbox, SandboxSettings, Status};
+use crate::stats::Stats;
+
+/// One check's verdict.
+#[derive(Debug)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn pass(name: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            name,
+            ok: true,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            name,
+            ok: false,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+/// Runs every check; later checks are skipped when the engine is unreachable.
+pub async fn run(config: &Config) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let engine = match Engine::connect().await {
+        Ok(e) => e,
+        Err(e) => {
+            checks.push(Check::fail(
+                "engine",
+                e.to_string(),
+                "start the Docker engine (`systemctl start docker`, or `dockerd &` as root), or set DOCKER_HOST",
+            ));
+            return checks;
+        }
+    };
+    match engine.info().await {
+        Ok(info) => {
+            let api_ok = version_at_least(&info.api_version, 1, 41);
+            let detail = format!(
+                "Docker {} (API {}), kernel {}",
+                info.version, info.api_version, info.kernel
+            );
+            checks.push(if api_ok {
+                Check::pass("engine", detail)
+            } else {
+                Check::fail(
+                    "engine",
+                    detail,
+                    "upgrade Docker Engine to 20.10 (API 1.41) or later",
+                )
+            });
+        }
+        Err(e) => checks.push(Check::fail(
+            "engine",
+            e.to_string(),
+            "check the engine's logs",
+        )),
+    }
+
+    match engine.client().info().await {
+        Ok(sys) => {
+            let mem = sys.memory_limit.unwrap_or(false) && sys.swap_limit.unwrap_or(false);
+            checks.push(if mem {
+                Check::pass("cgroup limits", "memory and swap limits supported")
+            } else {
+                Check::fail(
+                    "cgroup limits",
+                    "the engine reports no memory or swap limit support",
+                    "enable the memory cgroup (kernel cmdline `cgroup_enable=memory swapaccount=1`) and restart the engine",
+                )
+            });
+            let seccomp = sys
+                .security_options
+                .unwrap_or_default()
+                .iter()
+                .any(|o| o.contains("seccomp"));
+            checks.push(if seccomp {
+                Check::pass("seccomp", "supported by the engine")
+            } else {
+                Check::fail(
+                    "seccomp",
+                    "the engine has no seccomp support",
+                    "use a Docker build with seccomp (Debian's docker.io has it)",
+                )
+            });
+        }
+        Err(e) => checks.push(Check::fail(
+            "cgroup limits",
+            e.to_string(),
+            "check the engine's logs",
+        )),
+    }
+
+    let tag = config.image.clone().unwrap_or_else(image::default_tag);
+    let image_present = matches!(image::image_id(&engine, &tag).await, Ok(Some(_)));
+    checks.push(if image_present {
+        Check::pass("image", format!("{tag} present"))
+    } else {
+        Check::fail(
+            "image",
+            format!("{tag} is not on the engine"),
+            "run `code-execution-mcp image build` (or start `serve`, which builds it)",
+        )
+    });
+
+    match engine.list_labelled(&[LABEL_MANAGED.to_string()]).await {
+        Ok(list) => checks.push(Check::pass(
+            "containers",
+            format!("{} sandbox containers on the engine", list.len()),
+        )),
+        Err(e) => checks.push(Check::fail("containers", e.to_string(), "check the engine")),
+    }
+
+    if image_present {
+        checks.push(memory_enforced(engine, tag).await);
+    }
+    checks
+}
+
+/// Runs a container with a 64 MB limit that allocates 256 MB and expects a memory-limit kill.
+async fn memory_enforced(engine: Engine, image: String) -> Check {
+    let dir = std::env::temp_dir().join(format!("cem-doctor-{}", uuid::Uuid::new_v4().simple()));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return Check::fail(
+            "memory limit",
+            e.to_string(),
+            "make the temp directory writable",
+        );
+    }
+    let _ = std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777));
+    let settings = SandboxSettings {
+        image,
+        workspace: dir.clone(),
+        uid: crate::config::SANDBOX_UID,
+        gid: crate::config::SANDBOX_UID,
+        pids_limit: 64,
+        tmpfs_bytes: 8 << 20,
+        limits: HarnessLimits {
+            max_output_bytes: 4096,
+            max_result_bytes: 4096,
+        },
+        max_concurrency: 1,
+        max_queue: 0,
+        runtime: None,
+    };
+    let sandbox = Sandbox::new(
+        engine,
+        settings,
+        Arc::new(BuiltinCalls),
+        Arc::new(Stats::new()),
+    );
+    let job = Job {
+        code: "b = bytearray(256 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1".into(),
+        context_vars: serde_json::Value::Null,
+        timeout: Duration::from_secs(30),
+        memory_bytes: 64 << 20,
+    };
+    let outcome = sandbox.run(job, Default::default()).await;
+    sandbox.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    match outcome {
+        Ok(o) if o.status == Status::MemoryLimit => Check::pass(
+            "memory limit",
+            "a 64 MB sandbox allocating 256 MB was stopped",
+        ),
+        Ok(o) => Check::fail(
+            "memory limit",
+            format!(
+                "a 64 MB sandbox allocating 256 MB ended with status {}",
+                o.status.as_str()
+            ),
+            "enable memory and swap accounting in the kernel (cgroup_enable=memory swapaccount=1) and restart the engine",
+        ),
+        Err(e) => Check::fail("memory limit", e.to_string(), "see the checks above"),
+    }
+}
+
+fn version_at_least(version: &str, major: u32, minor: u32) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (a, b) >= (major, minor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_at_least;
+
+    #[test]
+    fn api_versions_compare_numerically() {
+        assert!(version_at_least("1.41", 1, 41));
+        assert!(version_at_least("1.50", 1, 41));
+        assert!(!version_at_least("1.9", 1, 41));
+        assert!(!version_at_least("junk", 1, 41));
+    }
+}

@@ -1,0 +1,222 @@
+//! Turns the caller's `execute_code` arguments into checked limits: code size and text checks,
+//! and timeout/memory requests clamped to the configured bounds. Clamping is reported back, so
+//! a model that asked for 10 000 seconds learns it got 300.
+//!
+//! Pure logic, no I/O: unit-tested here, used by the MCP layer before anything reaches Docker.
+
+use std::time::Duration;
+
+use crate::config::Config;
+
+/// Below this the interpreter itself does not start reliably.
+pub const MIN_MEMORY_MB: u64 = 32;
+/// Shortest timeout a caller can get.
+pub const MIN_TIMEOUT_SECS: f64 = 1.0;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InputError {
+    #[error("`code` is empty: pass the Python source to run")]
+    EmptyCode,
+    #[error(
+        "`code` is {size} bytes, over the {limit}-byte limit: write large data to the workspace with write_workspace_file and read it from the code"
+    )]
+    CodeTooLarge { size: usize, limit: usize },
+    #[error(
+        "`code` contains a NUL character at byte {0}: send plain Python source text without NUL characters"
+    )]
+    NulInCode(usize),
+    #[error("`{name}` must be a finite number, got {value}")]
+    NotFinite { name: &'static str, value: f64 },
+    #[error(
+        "`context_vars` must be a JSON object of variable names to values, got {0}: pass e.g. {{\"data\": [1, 2, 3]}}"
+    )]
+    ContextNotObject(&'static str),
+    #[error(
+        "`context_vars` key {0:?} is not a Python identifier: use names made of letters, digits and underscores"
+    )]
+    ContextBadName(String),
+}
+
+/// Limits that apply to one execution after clamping.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecLimits {
+    pub timeout: Duration,
+    pub memory_bytes: i64,
+    /// One note per argument that was changed to fit the bounds, e.g.
+    /// "timeout_seconds 10000 clamped to the maximum 300".
+    pub adjustments: Vec<String>,
+}
+
+/// Checks the code text: not empty, within the size limit, no NUL.
+pub fn check_code(code: &str, max_bytes: usize) -> Result<(), InputError> {
+    if code.trim().is_empty() {
+        return Err(InputError::EmptyCode);
+    }
+    if code.len() > max_bytes {
+        return Err(InputError::CodeTooLarge {
+            size: code.len(),
+            limit: max_bytes,
+        });
+    }
+    if let Some(pos) = code.find('\0') {
+        return Err(InputError::NulInCode(pos));
+    }
+    Ok(())
+}
+
+/// Checks `context_vars`: absent, null, or an object whose keys are Python identifiers.
+pub fn check_context_vars(vars: Option<&serde_json::Value>) -> Result<(), InputError> {
+    use serde_json::Value;
+    match vars {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Object(map)) => {
+            for key in map.keys() {
+                if !is_identifier(key) {
+                    return Err(InputError::ContextBadName(key.clone()));
+                }
+            }
+            Ok(())
+        }
+        Some(Value::Array(_)) => Err(InputError::ContextNotObject("an array")),
+        Some(Value::String(_)) => Err(InputError::ContextNotObject("a string")),
+        Some(Value::Number(_)) => Err(InputError::ContextNotObject("a number")),
+        Some(Value::Bool(_)) => Err(InputError::ContextNotObject("a boolean")),
+    }
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_alphabetic())
+        && chars.all(|c| c == '_' || c.is_alphanumeric())
+        && s.len() <= 128
+}
+
+/// Clamps the requested timeout (seconds) and memory (MiB) to the configured bounds.
+pub fn clamp(
+    timeout_seconds: Option<f64>,
+    memory_mb: Option<f64>,
+    config: &Config,
+) -> Result<ExecLimits, InputError> {
+    let mut adjustments = Vec::new();
+
+    let max_t = config.max_timeout_secs as f64;
+    let timeout = match timeout_seconds {
+        None => config.default_timeout_secs as f64,
+        Some(t) if !t.is_finite() => {
+            return Err(InputError::NotFinite {
+                name: "timeout_seconds",
+                value: t,
+            });
+        }
+        Some(t) if t < MIN_TIMEOUT_SECS => {
+            adjustments.push(format!(
+                "timeout_seconds {t} raised to the minimum {MIN_TIMEOUT_SECS}"
+            ));
+            MIN_TIMEOUT_SECS
+        }
+        Some(t) if t > max_t => {
+            adjustments.push(format!(
+                "timeout_seconds {t} clamped to the maximum {max_t} (--max-timeout-secs)"
+            ));
+            max_t
+        }
+        Some(t) => t,
+    };
+
+    let max_m = config.max_memory_mb as f64;
+    let min_m = MIN_MEMORY_MB as f64;
+    let memory_mb = match memory_mb {
+        None => config.default_memory_mb as f64,
+        Some(m) if !m.is_finite() => {
+            return Err(InputError::NotFinite {
+                name: "memory_mb",
+                value: m,
+            });
+        }
+        Some(m) if m < min_m => {
+            adjustments.push(format!("memory_mb {m} raised to the minimum {min_m}"));
+            min_m
+        }
+        Some(m) if m > max_m => {
+            adjustments.push(format!(
+                "memory_mb {m} clamped to the maximum {max_m} (--max-memory-mb)"
+            ));
+            max_m
+        }
+        Some(m) => m,
+    };
+
+    Ok(ExecLimits {
+        timeout: Duration::from_secs_f64(timeout),
+        memory_bytes: (memory_mb * 1024.0 * 1024.0) as i64,
+        adjustments,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_checks() {
+        assert_eq!(check_code("", 10), Err(InputError::EmptyCode));
+        assert_eq!(check_code("  \n", 10), Err(InputError::EmptyCode));
+        assert_eq!(
+            check_code("print(1)", 4),
+            Err(InputError::CodeTooLarge { size: 8, limit: 4 })
+        );
+        assert_eq!(check_code("a\0b", 10), Err(InputError::NulInCode(1)));
+        assert!(check_code("print('é')", 100).is_ok());
+    }
+
+    #[test]
+    fn context_vars_must_be_an_object_of_identifiers() {
+        use serde_json::json;
+        assert!(check_context_vars(None).is_ok());
+        assert!(check_context_vars(Some(&json!(null))).is_ok());
+        assert!(check_context_vars(Some(&json!({"data": [1], "_x9": 2}))).is_ok());
+        assert!(matches!(
+            check_context_vars(Some(&json!([1]))),
+            Err(InputError::ContextNotObject(_))
+        ));
+        assert!(matches!(
+            check_context_vars(Some(&json!({"a b": 1}))),
+            Err(InputError::ContextBadName(_))
+        ));
+        assert!(matches!(
+            check_context_vars(Some(&json!({"1a": 1}))),
+            Err(InputError::ContextBadName(_))
+        ));
+    }
+
+    #[test]
+    fn defaults_apply_without_adjustment() {
+        let c = Config::defaults();
+        let l = clamp(None, None, &c).unwrap();
+        assert_eq!(l.timeout, Duration::from_secs(30));
+        assert_eq!(l.memory_bytes, 500 * 1024 * 1024);
+        assert!(l.adjustments.is_empty());
+    }
+
+    #[test]
+    fn out_of_range_requests_are_clamped_and_reported() {
+        let c = Config::defaults();
+        let l = clamp(Some(-1.0), Some(0.0), &c).unwrap();
+        assert_eq!(l.timeout, Duration::from_secs(1));
+        assert_eq!(l.memory_bytes, 32 * 1024 * 1024);
+        assert_eq!(l.adjustments.len(), 2);
+
+        let l = clamp(Some(1e308), Some(1e308), &c).unwrap();
+        assert_eq!(l.timeout, Duration::from_secs(300));
+        assert_eq!(l.memory_bytes, 4096 * 1024 * 1024);
+        assert!(l.adjustments[0].contains("--max-timeout-secs"));
+        assert!(l.adjustments[1].contains("--max-memory-mb"));
+    }
+
+    #[test]
+    fn non_finite_requests_are_refused() {
+        let c = Config::defaults();
+        assert!(clamp(Some(f64::NAN), None, &c).is_err());
+        assert!(clamp(None, Some(f64::INFINITY), &c).is_err());
+    }
+}

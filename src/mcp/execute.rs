@@ -1,0 +1,119 @@
+//! `execute_code`: the original's arguments and response fields, plus a machine-readable
+//! `status`, stderr, truncation flags and the limits actually applied.
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use rmcp::{Json, RoleServer, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{CodeExecutionServer, structured_error, text_error};
+use crate::sandbox::Status;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExecuteCodeArgs {
+    /// Python 3.13 source to run. Set a variable named `result` to return a value; printed
+    /// lines come back in `output`.
+    pub code: String,
+    /// Extra global variables for the code, as a JSON object (names must be identifiers).
+    #[serde(default)]
+    pub context_vars: Option<Map<String, Value>>,
+    /// Seconds before the container is killed (default 30; clamped to the server's bounds).
+    #[serde(default)]
+    pub timeout_seconds: Option<f64>,
+    /// Memory limit in MB, swap included (default 500; clamped to the server's bounds).
+    #[serde(default)]
+    pub memory_mb: Option<f64>,
+}
+
+/// The limits an execution ran under, after clamping.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct AppliedLimits {
+    pub timeout_seconds: f64,
+    pub memory_mb: u64,
+    /// What was changed from the request to fit the server's bounds, if anything.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub adjustments: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ExecuteCodeResponse {
+    /// True when the code ran to the end without an exception.
+    pub success: bool,
+    /// How the execution ended: ok, error, timeout, memory_limit, output_limit or cancelled.
+    pub status: String,
+    /// The code's `result` variable (JSON; other values as their str()).
+    pub result: Value,
+    /// True when `result` was too large and is cut (then it is a string prefix of its JSON).
+    pub result_truncated: bool,
+    /// Printed lines (standard output, subprocesses included).
+    pub output: Vec<String>,
+    pub output_truncated: bool,
+    /// Standard error text (warnings, subprocess errors).
+    pub stderr: String,
+    pub stderr_truncated: bool,
+    pub execution_time_ms: u64,
+    pub error: Option<String>,
+    /// The exception's type name, e.g. "ZeroDivisionError".
+    pub error_type: Option<String>,
+    pub traceback: Option<String>,
+    pub limits: AppliedLimits,
+}
+
+#[tool_router(router = execute_router, vis = "pub(crate)")]
+impl CodeExecutionServer {
+    #[tool(
+        description = "Run Python 3.13 in a fresh, isolated container (no network, memory and time limits) and return a small summary. Set `result` to return a value, or print. Globals available: json, re, math, statistics, collections, datetime, date, timedelta, workspace ('/workspace'), read_file(f), write_file(f, content), list_files(path='.'), delete_file(f), filter_by_field(data, field, value), summarize_list(data, limit=10), aggregate_stats(data, numeric_fields=None), format_output(data, max_chars=5000), plus context_vars. The full standard library is importable. Files in /workspace persist between calls; nothing else does.",
+        annotations(
+            title = "Execute Python code",
+            read_only_hint = false,
+            destructive_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn execute_code(
+        &self,
+        Parameters(args): Parameters<ExecuteCodeArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<ExecuteCodeResponse>, CallToolResult> {
+        let context = args.context_vars.map(Value::Object);
+        let ran = self
+            .app
+            .execute(
+                args.code,
+                context,
+                args.timeout_seconds,
+                args.memory_mb,
+                ctx.ct.clone(),
+            )
+            .await;
+        // Bad input, busy, a full workspace or an engine failure: a message saying what to do.
+        let (outcome, limits) = ran.map_err(|e| text_error(e.to_string()))?;
+        let response = ExecuteCodeResponse {
+            success: outcome.success(),
+            status: outcome.status.as_str().to_string(),
+            result: outcome.result,
+            result_truncated: outcome.result_truncated,
+            output: outcome.stdout.lines(),
+            output_truncated: outcome.stdout.truncated(),
+            stderr_truncated: outcome.stderr.truncated(),
+            stderr: outcome.stderr.into_string(),
+            execution_time_ms: outcome.elapsed.as_millis() as u64,
+            error: outcome.error,
+            error_type: outcome.error_type,
+            traceback: outcome.traceback,
+            limits: AppliedLimits {
+                timeout_seconds: limits.timeout.as_secs_f64(),
+                memory_mb: (limits.memory_bytes / (1024 * 1024)) as u64,
+                adjustments: limits.adjustments,
+            },
+        };
+        if outcome.status == Status::Ok {
+            Ok(Json(response))
+        } else {
+            Err(structured_error(&response))
+        }
+    }
+}

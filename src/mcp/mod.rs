@@ -1,0 +1,64 @@
+//! The MCP tool surface: an rmcp `ServerHandler` whose tools are thin adapters over [`App`].
+//! One file per tool group; a tool parses its arguments, calls the library, and shapes the
+//! response in the original project's field names. Logic lives in the library modules.
+
+mod execute;
+mod stats_tool;
+mod workspace_tools;
+
+use std::sync::Arc;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{ServerHandler, tool_handler};
+use serde::Serialize;
+
+use crate::app::App;
+
+pub use execute::{ExecuteCodeArgs, ExecuteCodeResponse};
+
+const INSTRUCTIONS: &str = "Runs Python in a fresh, locked-down container per call (no network, read-only root, memory/time limits). \
+Process data inside execute_code and return only a small summary: set `result` or print. \
+Files persist in /workspace between calls (read_file, write_file, list_files, delete_file in code; \
+the *_workspace_file tools from outside). Data helpers: filter_by_field, summarize_list, aggregate_stats, format_output.";
+
+#[derive(Clone)]
+pub struct CodeExecutionServer {
+    app: Arc<App>,
+    tool_router: ToolRouter<Self>,
+}
+
+impl CodeExecutionServer {
+    pub fn new(app: Arc<App>) -> Self {
+        Self {
+            app,
+            tool_router: Self::execute_router() + Self::workspace_router() + Self::stats_router(),
+        }
+    }
+
+    pub fn app(&self) -> &Arc<App> {
+        &self.app
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for CodeExecutionServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "code-execution-mcp",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(INSTRUCTIONS)
+    }
+}
+
+/// A structured tool error: `isError: true`, the JSON in both structured and text content.
+pub(crate) fn structured_error<T: Serialize>(value: &T) -> CallToolResult {
+    CallToolResult::structured_error(serde_json::to_value(value).expect("responses serialize"))
+}
+
+/// A plain tool error the model can act on.
+pub(crate) fn text_error(message: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message.into())])
+}

@@ -1,0 +1,166 @@
+//! `get_execution_stats`: the original's fields (workspace, skills, tool_registry, capabilities,
+//! limits) plus the engine, the image, executions by status with latency percentiles, and the
+//! containers running now.
+
+use rmcp::model::CallToolResult;
+use rmcp::{Json, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{CodeExecutionServer, text_error};
+use crate::stats::StatsSnapshot;
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct WorkspaceStats {
+    pub path: String,
+    pub file_count: u64,
+    pub bytes_used: u64,
+    pub quota_bytes: u64,
+    /// "loop_mount" (hard quota: writes past it fail with ENOSPC) or "soft" (checked between
+    /// executions).
+    pub quota_mode: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct DirStats {
+    pub path: String,
+    pub count: usize,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct RegistryStats {
+    pub path: String,
+    pub categories: Vec<String>,
+    pub total_tools: usize,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct LimitStats {
+    pub default_timeout_seconds: u64,
+    pub max_timeout_seconds: u64,
+    pub default_memory_mb: u64,
+    pub max_memory_mb: u64,
+    pub max_concurrency: usize,
+    pub max_queue: usize,
+    pub max_code_bytes: usize,
+    pub max_output_bytes: usize,
+    pub max_result_bytes: usize,
+    pub pids_limit: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct EngineStats {
+    pub version: String,
+    pub api_version: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ImageStats {
+    pub name: String,
+    pub id: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ExecutionStatsResponse {
+    pub workspace: WorkspaceStats,
+    pub skills: DirStats,
+    pub tool_registry: RegistryStats,
+    pub capabilities: Vec<String>,
+    pub limits: LimitStats,
+    pub engine: EngineStats,
+    pub image: ImageStats,
+    pub executions: StatsSnapshot,
+}
+
+/// Counts `*.json` entries (one per tool definition file or skill) and names the subdirectories
+/// (categories), bounded.
+fn scan_dir(dir: &std::path::Path, ext: &str) -> (Vec<String>, usize) {
+    let mut categories = Vec::new();
+    let mut count = 0;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (categories, 0);
+    };
+    for entry in entries.flatten().take(10_000) {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            categories.push(entry.file_name().to_string_lossy().into_owned());
+        } else if kind.is_file() && path.extension().is_some_and(|e| e == ext) {
+            count += 1;
+        }
+    }
+    categories.sort();
+    (categories, count)
+}
+
+#[tool_router(router = stats_router, vis = "pub(crate)")]
+impl CodeExecutionServer {
+    #[tool(
+        description = "Statistics of the execution environment: workspace use and quota, skills, tool registry, limits, Docker engine and image, executions by status with latency p50/p99, containers running.",
+        annotations(
+            title = "Execution statistics",
+            read_only_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn get_execution_stats(&self) -> Result<Json<ExecutionStatsResponse>, CallToolResult> {
+        let app = self.app.clone();
+        let usage = app
+            .with_workspace(|ws| ws.usage())
+            .await
+            .map_err(|e| text_error(format!("cannot measure the workspace: {e}")))?;
+        let (skills_dir, registry_dir) = (app.skills_dir.clone(), app.registry_dir.clone());
+        let ((_, skill_count), (categories, tool_files)) = tokio::task::spawn_blocking(move || {
+            (scan_dir(&skills_dir, "py"), scan_dir(&registry_dir, "json"))
+        })
+        .await
+        .map_err(|e| text_error(e.to_string()))?;
+        let c = &app.config;
+        Ok(Json(ExecutionStatsResponse {
+            workspace: WorkspaceStats {
+                path: app.workspace_path.display().to_string(),
+                file_count: usage.files,
+                bytes_used: usage.bytes,
+                quota_bytes: c.workspace_quota_bytes(),
+                quota_mode: app.quota.kind().into(),
+            },
+            skills: DirStats {
+                path: app.skills_dir.display().to_string(),
+                count: skill_count,
+            },
+            tool_registry: RegistryStats {
+                path: app.registry_dir.display().to_string(),
+                categories,
+                total_tools: tool_files,
+            },
+            capabilities: vec![
+                "sandboxed_execution".into(),
+                "container_per_execution".into(),
+                "workspace_files".into(),
+            ],
+            limits: LimitStats {
+                default_timeout_seconds: c.default_timeout_secs,
+                max_timeout_seconds: c.max_timeout_secs,
+                default_memory_mb: c.default_memory_mb,
+                max_memory_mb: c.max_memory_mb,
+                max_concurrency: c.max_concurrency,
+                max_queue: c.max_queue,
+                max_code_bytes: c.max_code_bytes,
+                max_output_bytes: c.max_output_bytes,
+                max_result_bytes: c.max_result_bytes,
+                pids_limit: c.pids_limit,
+            },
+            engine: EngineStats {
+                version: app.engine_info.version.clone(),
+                api_version: app.engine_info.api_version.clone(),
+            },
+            image: ImageStats {
+                name: app.image.clone(),
+                id: app.image_id.clone(),
+            },
+            executions: app.stats.snapshot(),
+        }))
+    }
+}

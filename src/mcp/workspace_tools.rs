@@ -1,0 +1,194 @@
+//! Workspace file tools with the original's result fields (`success`, `message`, `filename`,
+//! `content`, `size`, `path`, `files`, `count`, `error`). All path handling is in
+//! `crate::workspace`, which never follows a link out of the workspace.
+
+use base64::Engine as _;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{Json, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{CodeExecutionServer, structured_error};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WriteArgs {
+    /// File path relative to the workspace, e.g. "data/input.json".
+    pub filename: String,
+    /// Text content to write (replaces the file atomically).
+    pub content: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FileArgs {
+    /// File path relative to the workspace.
+    pub filename: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListArgs {
+    /// Subdirectory to list, relative to the workspace (default: the whole workspace).
+    #[serde(default = "dot")]
+    pub subpath: String,
+}
+
+fn dot() -> String {
+    ".".into()
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct MessageResponse {
+    pub success: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ReadResponse {
+    pub success: bool,
+    pub filename: String,
+    /// The file's text; for a file that is not UTF-8, its bytes in base64.
+    pub content: String,
+    /// "utf-8" or "base64".
+    pub encoding: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ListResponse {
+    pub success: bool,
+    pub path: String,
+    /// Regular files, relative to the workspace, sorted.
+    pub files: Vec<String>,
+    pub count: usize,
+    /// True when the listing stopped at the server's entry limit.
+    pub truncated: bool,
+    /// Entries left out because their names are not printable UTF-8.
+    pub skipped: usize,
+}
+
+fn failure(error: impl ToString) -> CallToolResult {
+    structured_error(&MessageResponse {
+        success: false,
+        message: None,
+        error: Some(error.to_string()),
+    })
+}
+
+#[tool_router(router = workspace_router, vis = "pub(crate)")]
+impl CodeExecutionServer {
+    #[tool(
+        description = "Write a text file into the sandbox workspace (visible to code at /workspace/<filename>). Creates parent directories; replaces an existing file atomically.",
+        annotations(
+            title = "Write workspace file",
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn write_workspace_file(
+        &self,
+        Parameters(args): Parameters<WriteArgs>,
+    ) -> Result<Json<MessageResponse>, CallToolResult> {
+        let filename = args.filename.clone();
+        let len = args.content.len();
+        self.app
+            .with_workspace(move |ws| ws.write_file(&args.filename, args.content.as_bytes()))
+            .await
+            .map_err(failure)?;
+        Ok(Json(MessageResponse {
+            success: true,
+            message: Some(format!("Written {len} bytes to {filename}")),
+            error: None,
+        }))
+    }
+
+    #[tool(
+        description = "Read a file from the sandbox workspace. Text comes back as is; other files as base64.",
+        annotations(
+            title = "Read workspace file",
+            read_only_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn read_workspace_file(
+        &self,
+        Parameters(args): Parameters<FileArgs>,
+    ) -> Result<Json<ReadResponse>, CallToolResult> {
+        let filename = args.filename.clone();
+        let file = self
+            .app
+            .with_workspace(move |ws| ws.read_file(&args.filename))
+            .await
+            .map_err(failure)?;
+        let (content, encoding) = match String::from_utf8(file.bytes) {
+            Ok(text) => (text, "utf-8"),
+            Err(e) => (
+                base64::engine::general_purpose::STANDARD.encode(e.into_bytes()),
+                "base64",
+            ),
+        };
+        Ok(Json(ReadResponse {
+            success: true,
+            filename,
+            content,
+            encoding: encoding.into(),
+            size: file.size,
+        }))
+    }
+
+    #[tool(
+        description = "List the files in the sandbox workspace (recursive, relative paths).",
+        annotations(
+            title = "List workspace files",
+            read_only_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn list_workspace_files(
+        &self,
+        Parameters(args): Parameters<ListArgs>,
+    ) -> Result<Json<ListResponse>, CallToolResult> {
+        let path = args.subpath.clone();
+        let listing = self
+            .app
+            .with_workspace(move |ws| ws.list_files(&args.subpath))
+            .await
+            .map_err(failure)?;
+        Ok(Json(ListResponse {
+            success: true,
+            path,
+            count: listing.files.len(),
+            files: listing.files,
+            truncated: listing.truncated,
+            skipped: listing.skipped,
+        }))
+    }
+
+    #[tool(
+        description = "Delete a file from the sandbox workspace.",
+        annotations(
+            title = "Delete workspace file",
+            destructive_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn delete_workspace_file(
+        &self,
+        Parameters(args): Parameters<FileArgs>,
+    ) -> Result<Json<MessageResponse>, CallToolResult> {
+        let filename = args.filename.clone();
+        self.app
+            .with_workspace(move |ws| ws.delete_file(&args.filename))
+            .await
+            .map_err(failure)?;
+        Ok(Json(MessageResponse {
+            success: true,
+            message: Some(format!("Deleted {filename}")),
+            error: None,
+        }))
+    }
+}

@@ -1,0 +1,167 @@
+//! The Docker engine as the sandbox uses it: connect (negotiating the API version, since the
+//! engines we meet speak 1.41), and the few lifecycle verbs an execution needs. Errors are
+//! turned into messages that tell the user what to do, which usually means running
+//! `code-execution-mcp doctor`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::query_parameters::{
+    InspectContainerOptions, KillContainerOptionsBuilder, ListContainersOptionsBuilder,
+    RemoveContainerOptionsBuilder,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(
+        "cannot reach the Docker engine ({0}): start it (e.g. `systemctl start docker` or `dockerd &`), set DOCKER_HOST if it listens elsewhere, and check with `code-execution-mcp doctor`"
+    )]
+    Unreachable(String),
+    #[error(
+        "the sandbox image {0} is not on the engine: build it with `code-execution-mcp image build` (see `code-execution-mcp doctor`)"
+    )]
+    ImageMissing(String),
+    #[error(
+        "the Docker engine failed to {action}: {message}; check it with `code-execution-mcp doctor`"
+    )]
+    Api {
+        action: &'static str,
+        message: String,
+    },
+}
+
+impl EngineError {
+    pub fn api(action: &'static str, err: bollard::errors::Error) -> Self {
+        use bollard::errors::Error as E;
+        match err {
+            E::DockerResponseServerError {
+                status_code: 404,
+                ref message,
+            } if message.contains("No such image") => {
+                EngineError::ImageMissing(message.trim_start_matches("No such image: ").into())
+            }
+            E::HyperResponseError { .. } | E::IOError { .. } | E::RequestTimeoutError => {
+                EngineError::Unreachable(err.to_string())
+            }
+            other => EngineError::Api {
+                action,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// A connected engine. Cheap to clone (the client is shared).
+#[derive(Debug, Clone)]
+pub struct Engine {
+    docker: Docker,
+}
+
+/// Engine facts for `doctor` and the stats tool.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct EngineInfo {
+    pub version: String,
+    pub api_version: String,
+    pub os: String,
+    pub kernel: String,
+}
+
+impl Engine {
+    /// Connects with the usual defaults (DOCKER_HOST or the local socket) and negotiates the
+    /// API version down to what the engine speaks.
+    pub async fn connect() -> Result<Self, EngineError> {
+        let docker = Docker::connect_with_local_defaults()
+            .map_err(|e| EngineError::Unreachable(e.to_string()))?
+            .with_timeout(Duration::from_secs(120));
+        let docker = tokio::time::timeout(Duration::from_secs(10), docker.negotiate_version())
+            .await
+            .map_err(|_| EngineError::Unreachable("no answer within 10 s".into()))?
+            .map_err(|e| EngineError::Unreachable(e.to_string()))?;
+        Ok(Self { docker })
+    }
+
+    pub fn client(&self) -> &Docker {
+        &self.docker
+    }
+
+    pub async fn info(&self) -> Result<EngineInfo, EngineError> {
+        let v = self
+            .docker
+            .version()
+            .await
+            .map_err(|e| EngineError::api("report its version", e))?;
+        Ok(EngineInfo {
+            version: v.version.unwrap_or_default(),
+            api_version: v.api_version.unwrap_or_default(),
+            os: v.os.unwrap_or_default(),
+            kernel: v.kernel_version.unwrap_or_default(),
+        })
+    }
+
+    /// Sends SIGKILL; a container that is already gone or stopped is not an error.
+    pub async fn kill(&self, id: &str) -> Result<(), EngineError> {
+        let opts = KillContainerOptionsBuilder::default()
+            .signal("SIGKILL")
+            .build();
+        match self.docker.kill_container(id, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404 | 409,
+                ..
+            }) => Ok(()),
+            Err(e) => Err(EngineError::api("kill a sandbox container", e)),
+        }
+    }
+
+    /// Force-removes a container; one that is already gone is not an error.
+    pub async fn remove(&self, id: &str) -> Result<(), EngineError> {
+        let opts = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
+        match self.docker.remove_container(id, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(()),
+            // 409: removal already in progress (another path got there first).
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            }) => Ok(()),
+            Err(e) => Err(EngineError::api("remove a sandbox container", e)),
+        }
+    }
+
+    /// Whether the engine recorded an OOM kill for the container, and its exit code.
+    pub async fn exit_state(&self, id: &str) -> Result<(bool, Option<i64>), EngineError> {
+        let c = self
+            .docker
+            .inspect_container(id, None::<InspectContainerOptions>)
+            .await
+            .map_err(|e| EngineError::api("inspect a sandbox container", e))?;
+        let state = c.state.unwrap_or_default();
+        Ok((state.oom_killed.unwrap_or(false), state.exit_code))
+    }
+
+    /// Containers carrying all the given labels (`key=value` or `key`), running or not.
+    pub async fn list_labelled(
+        &self,
+        labels: &[String],
+    ) -> Result<Vec<(String, HashMap<String, String>)>, EngineError> {
+        let filters = HashMap::from([("label".to_string(), labels.to_vec())]);
+        let opts = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let list = self
+            .docker
+            .list_containers(Some(opts))
+            .await
+            .map_err(|e| EngineError::api("list sandbox containers", e))?;
+        Ok(list
+            .into_iter()
+            .filter_map(|c| Some((c.id?, c.labels.unwrap_or_default())))
+            .collect())
+    }
+}

@@ -1,0 +1,423 @@
+//! One execution in one fresh container: create → attach → start → send the job → serve the
+//! harness's frames until `done`, the deadline, cancellation or end of stream → outcome.
+//!
+//! The loop drains the attach stream continuously (the engine writes to attached clients
+//! synchronously, so a slow reader would stall the container), keeps a bounded amount of what
+//! it reads, and kills the container when the code overruns its time or floods past the hard
+//! output cap. Removal is the [`ContainerGuard`]'s job, so every path — including a dropped
+//! future — removes the container.
+
+use std::time::{Duration, Instant};
+
+use bollard::container::LogOutput;
+use bollard::query_parameters::{
+    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, StartContainerOptions,
+    WaitContainerOptionsBuilder,
+};
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+use tokio::time::Instant as TokioInstant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::channel::{
+    CallHandler, FromHarness, HarnessLimits, Line, LineSplitter, MAX_FRAME_BYTES, StreamName,
+    ToHarness, parse_frame,
+};
+use super::engine::{Engine, EngineError};
+use super::output::BoundedText;
+use super::spec::{SandboxSpec, container_body};
+
+/// What the caller asked to run, with limits already checked and clamped.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub code: String,
+    pub context_vars: Value,
+    pub timeout: Duration,
+    pub memory_bytes: i64,
+}
+
+/// How an execution ended, machine-readable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The code ran to the end.
+    Ok,
+    /// The code raised an exception (or the sandbox failed).
+    Error,
+    /// Killed at the deadline.
+    Timeout,
+    /// Killed by the kernel for exceeding its memory limit (or raised MemoryError).
+    MemoryLimit,
+    /// Killed for writing past the hard output cap.
+    OutputLimit,
+    /// Cancelled by the client or by server shutdown.
+    Cancelled,
+}
+
+impl Status {
+    pub const ALL: [Status; 6] = [
+        Status::Ok,
+        Status::Error,
+        Status::Timeout,
+        Status::MemoryLimit,
+        Status::OutputLimit,
+        Status::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Error => "error",
+            Status::Timeout => "timeout",
+            Status::MemoryLimit => "memory_limit",
+            Status::OutputLimit => "output_limit",
+            Status::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Everything an execution produced, before it is shaped into the tool's response.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub status: Status,
+    pub result: Value,
+    pub result_truncated: bool,
+    pub stdout: BoundedText,
+    pub stderr: BoundedText,
+    pub error: Option<String>,
+    pub error_type: Option<String>,
+    pub traceback: Option<String>,
+    pub elapsed: Duration,
+}
+
+impl Outcome {
+    pub fn success(&self) -> bool {
+        self.status == Status::Ok
+    }
+}
+
+/// How long output is drained after the execution has ended (the removal ends it sooner).
+const DRAIN_LIMIT: Duration = Duration::from_secs(60);
+
+/// Removes its container when dropped, in the background, tracked so shutdown can wait.
+pub(crate) struct ContainerGuard {
+    engine: Engine,
+    id: String,
+    tracker: TaskTracker,
+}
+
+impl ContainerGuard {
+    pub(crate) fn new(engine: Engine, id: String, tracker: TaskTracker) -> Self {
+        Self {
+            engine,
+            id,
+            tracker,
+        }
+    }
+}
+
+impl Drop for ContainerGuard {
+    fn drop(&mut self) {
+        let engine = self.engine.clone();
+        let id = std::mem::take(&mut self.id);
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            self.tracker.spawn_on(
+                async move {
+                    if let Err(e) = engine.remove(&id).await {
+                        tracing::warn!(container = %id, "could not remove sandbox container: {e}");
+                    }
+                },
+                &handle,
+            );
+        }
+    }
+}
+
+/// Bytes the server reads from one container before it kills it as a flood. The harness
+/// stops forwarding at the output limits, so only code that bypasses it gets here.
+fn hard_cap(limits: HarnessLimits) -> u64 {
+    let kept = 2 * limits.max_output_bytes + limits.max_result_bytes;
+    8 * kept as u64 + 16 * 1024 * 1024
+}
+
+/// Longest frame accepted: the result is sent as JSON text inside JSON, which can grow by
+/// escaping.
+fn frame_limit(limits: HarnessLimits) -> usize {
+    MAX_FRAME_BYTES.max(6 * limits.max_result_bytes + (1 << 20))
+}
+
+/// The state the frame loop accumulates.
+struct Collector {
+    stdout: BoundedText,
+    stderr: BoundedText,
+    splitter: LineSplitter,
+    received: u64,
+    done: Option<super::channel::DoneFrame>,
+}
+
+impl Collector {
+    fn output(&mut self, stream: StreamName, data: &str, truncated: bool, dropped: u64) {
+        let text = match stream {
+            StreamName::Stdout => &mut self.stdout,
+            StreamName::Stderr => &mut self.stderr,
+        };
+        text.push(data);
+        if truncated {
+            text.note_dropped(dropped);
+        }
+    }
+}
+
+/// Why the frame loop stopped.
+enum Stop {
+    Done,
+    Eof,
+    Deadline,
+    Cancelled,
+    Flood,
+}
+
+/// Runs `job` in a new container made from `spec`. The container is removed when the returned
+/// future completes or is dropped.
+pub(crate) async fn execute(
+    engine: &Engine,
+    spec: &SandboxSpec,
+    name: &str,
+    job: &Job,
+    limits: HarnessLimits,
+    calls: &dyn CallHandler,
+    cancel: &CancellationToken,
+    tracker: &TaskTracker,
+) -> Result<Outcome, EngineError> {
+    let started = Instant::now();
+    let deadline = TokioInstant::now() + job.timeout;
+    let docker = engine.client();
+
+    let opts = CreateContainerOptionsBuilder::default().name(name).build();
+    let created = docker
+        .create_container(Some(opts), container_body(spec))
+        .await
+        .map_err(|e| EngineError::api("create a sandbox container", e))?;
+    let _guard = ContainerGuard::new(engine.clone(), created.id.clone(), tracker.clone());
+    let id = created.id.as_str();
+
+    let attach = AttachContainerOptionsBuilder::default()
+        .stdin(true)
+        .stdout(true)
+        .stderr(true)
+        .stream(true)
+        .build();
+    let attached = docker
+        .attach_container(id, Some(attach))
+        .await
+        .map_err(|e| EngineError::api("attach to a sandbox container", e))?;
+    let (mut output, mut input) = (attached.output, attached.input);
+    docker
+        .start_container(id, None::<StartContainerOptions>)
+        .await
+        .map_err(|e| EngineError::api("start a sandbox container", e))?;
+
+    let job_line = ToHarness::Job {
+        code: &job.code,
+        context_vars: &job.context_vars,
+        limits,
+    }
+    .to_line();
+    // The harness reads its job before it runs anything, so this write completes promptly.
+    tokio::time::timeout_at(deadline, input.write_all(&job_line))
+        .await
+        .map_err(|_| EngineError::Api {
+            action: "deliver the job to the sandbox",
+            message: "the container did not read it before the deadline".into(),
+        })?
+        .map_err(|e| EngineError::Api {
+            action: "deliver the job to the sandbox",
+            message: e.to_string(),
+        })?;
+
+    let mut c = Collector {
+        stdout: BoundedText::new(limits.max_output_bytes),
+        stderr: BoundedText::new(limits.max_output_bytes),
+        splitter: LineSplitter::new(frame_limit(limits)),
+        received: 0,
+        done: None,
+    };
+    let cap = hard_cap(limits);
+
+    let stop = loop {
+        let chunk = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => break Stop::Cancelled,
+            _ = tokio::time::sleep_until(deadline) => break Stop::Deadline,
+            chunk = output.next() => chunk,
+        };
+        let message = match chunk {
+            None => break Stop::Eof,
+            Some(Err(e)) => return Err(EngineError::api("stream sandbox output", e)),
+            Some(Ok(LogOutput::StdErr { message })) => {
+                c.received += message.len() as u64;
+                c.stderr.push_bytes(&message);
+                if c.received > cap {
+                    break Stop::Flood;
+                }
+                continue;
+            }
+            Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => message,
+            Some(Ok(LogOutput::StdIn { .. })) => continue,
+        };
+        c.received += message.len() as u64;
+        if c.received > cap {
+            break Stop::Flood;
+        }
+        let mut stop = None;
+        for line in c.splitter.push(&message) {
+            let line = match line {
+                Line::Complete(line) => line,
+                Line::Oversized(_) => {
+                    stop = Some(Stop::Flood);
+                    break;
+                }
+            };
+            match parse_frame(&line) {
+                Some(FromHarness::Output {
+                    stream,
+                    data,
+                    truncated,
+                    dropped_bytes,
+                }) => c.output(stream, &data, truncated, dropped_bytes),
+                Some(FromHarness::Call { id, method, params }) => {
+                    let answer = tokio::select! {
+                        biased;
+                        _ = cancel.cancelled() => { stop = Some(Stop::Cancelled); break }
+                        _ = tokio::time::sleep_until(deadline) => { stop = Some(Stop::Deadline); break }
+                        answer = calls.call(&method, params) => answer,
+                    };
+                    let (result, error) = match answer {
+                        Ok(v) => (Some(v), None),
+                        Err(e) => (None, Some(e)),
+                    };
+                    let reply = ToHarness::Reply { id, result, error }.to_line();
+                    // A harness that stopped reading gets no reply; the deadline still holds.
+                    let _ = tokio::time::timeout_at(deadline, input.write_all(&reply)).await;
+                }
+                Some(FromHarness::Done(done)) => {
+                    c.done = Some(done);
+                    stop = Some(Stop::Done);
+                    break;
+                }
+                None => {
+                    // Not a frame: something wrote to the channel directly. Keep it as output.
+                    c.stdout.push_bytes(&line);
+                    c.stdout.push("\n");
+                }
+            }
+        }
+        if let Some(stop) = stop {
+            break stop;
+        }
+    };
+    drop(input);
+    // Keep draining until the container is gone: the engine blocks a container (and a kill of
+    // it) on an attached client that stops reading.
+    tracker.spawn(async move {
+        let drain = async { while output.next().await.is_some() {} };
+        let _ = tokio::time::timeout(DRAIN_LIMIT, drain).await;
+    });
+
+    let elapsed = started.elapsed();
+    let mut outcome = Outcome {
+        status: Status::Error,
+        result: Value::Null,
+        result_truncated: false,
+        stdout: c.stdout,
+        stderr: c.stderr,
+        error: None,
+        error_type: None,
+        traceback: None,
+        elapsed,
+    };
+    let secs = job.timeout.as_secs_f64();
+    match stop {
+        Stop::Done => {
+            let done = c.done.take().unwrap_or_default();
+            outcome.status = if done.success {
+                Status::Ok
+            } else if done.error_type.as_deref() == Some("MemoryError") {
+                Status::MemoryLimit
+            } else {
+                Status::Error
+            };
+            outcome.result = done.result;
+            outcome.result_truncated = done.result_truncated;
+            outcome.error = done.error;
+            outcome.error_type = done.error_type;
+            outcome.traceback = done.traceback;
+            if outcome.status == Status::MemoryLimit {
+                outcome.error = Some(memory_message(job.memory_bytes));
+            }
+        }
+        Stop::Deadline => {
+            engine.kill(id).await?;
+            outcome.status = Status::Timeout;
+            outcome.error = Some(format!(
+                "Execution timed out after {secs} seconds: the container was killed. Make the code faster, process less data per call, or pass a larger timeout_seconds"
+            ));
+        }
+        Stop::Cancelled => {
+            engine.kill(id).await?;
+            outcome.status = Status::Cancelled;
+            outcome.error = Some("Execution cancelled: the container was killed".into());
+        }
+        Stop::Flood => {
+            engine.kill(id).await?;
+            outcome.status = Status::OutputLimit;
+            outcome.error = Some(format!(
+                "Execution killed: it wrote more than {} bytes of output. Print a summary instead, or write large data to a workspace file",
+                cap
+            ));
+        }
+        Stop::Eof => {
+            if let Some(rest) = c.splitter.finish() {
+                outcome.stdout.push_bytes(&rest);
+            }
+            let (oom, exit_code) = wait_exit_state(engine, id, deadline).await?;
+            if oom {
+                outcome.status = Status::MemoryLimit;
+                outcome.error = Some(memory_message(job.memory_bytes));
+            } else {
+                outcome.error = Some(format!(
+                    "The sandbox exited (code {}) before reporting a result: the code may have closed the harness's channel or killed the interpreter (os._exit, signals)",
+                    exit_code.map_or_else(|| "unknown".into(), |c| c.to_string())
+                ));
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+fn memory_message(memory_bytes: i64) -> String {
+    format!(
+        "Memory limit exceeded: the execution used more than its {} MB and was killed. Process the data in smaller pieces or pass a larger memory_mb",
+        memory_bytes / (1024 * 1024)
+    )
+}
+
+/// After end of stream: waits (briefly) until the engine has the container stopped, then reads
+/// whether it was OOM-killed.
+async fn wait_exit_state(
+    engine: &Engine,
+    id: &str,
+    deadline: TokioInstant,
+) -> Result<(bool, Option<i64>), EngineError> {
+    let opts = WaitContainerOptionsBuilder::default()
+        .condition("not-running")
+        .build();
+    let wait_until = deadline.min(TokioInstant::now() + Duration::from_secs(10));
+    let mut wait = engine.client().wait_container(id, Some(opts));
+    // A non-zero exit arrives as an error item; either way the container has stopped.
+    let _ = tokio::time::timeout_at(wait_until, wait.next()).await;
+    engine.exit_state(id).await
+}

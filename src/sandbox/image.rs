@@ -1,0 +1,275 @@
+//! The sandbox image: built from images/python (embedded in the binary, so an installed server
+//! needs no source tree) through the engine's build API with a tar context, and tagged with a
+//! content hash of that directory, so a changed harness or profile means a new tag and an
+//! unchanged one is reused.
+//!
+//! The Dockerfile's base is the pinned python:3.13-slim-trixie digest. Where no registry is
+//! reachable (this project's CI, air-gapped installs) the build falls back to a local base made
+//! from Debian's archive by images/offline-base.sh.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::time::Duration;
+
+use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuilder};
+use futures::StreamExt;
+use sha2::{Digest, Sha256};
+
+use super::engine::{Engine, EngineError};
+
+/// The files of images/python, embedded. `tests` checks this list against the directory.
+pub const CONTEXT: &[(&str, &[u8])] = &[
+    (
+        "Dockerfile",
+        include_bytes!("../../images/python/Dockerfile"),
+    ),
+    (
+        "SECCOMP.md",
+        include_bytes!("../../images/python/SECCOMP.md"),
+    ),
+    (
+        "harness.py",
+        include_bytes!("../../images/python/harness.py"),
+    ),
+    (
+        "seccomp.json",
+        include_bytes!("../../images/python/seccomp.json"),
+    ),
+];
+
+/// The base the Dockerfile pins.
+pub const PINNED_BASE: &str = "python:3.13-slim-trixie@sha256:9d2e5553305c7c7b0097999bb17187c69b921ccd6bc9d40e4bb5ebe652c00285";
+/// The base images/offline-base.sh builds from Debian's archive.
+pub const OFFLINE_BASE: &str = "code-execution-mcp/python-base:3.13-trixie";
+const OFFLINE_BASE_SCRIPT: &str = include_str!("../../images/offline-base.sh");
+
+/// Repository part of the sandbox image's tag.
+pub const IMAGE_REPO: &str = "code-execution-mcp-sandbox";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("building the sandbox image failed: {0}")]
+    Build(String),
+    #[error(
+        "no base image: the pinned {PINNED_BASE} could not be pulled ({pull_error}) and the offline base could not be built: {offline_error}. Run images/offline-base.sh by hand (needs root and debootstrap) or pass --base IMAGE"
+    )]
+    NoBase {
+        pull_error: String,
+        offline_error: String,
+    },
+}
+
+/// Hex sha256 of the embedded images/python (names and contents).
+pub fn context_hash() -> String {
+    let mut h = Sha256::new();
+    for (name, content) in CONTEXT {
+        h.update((name.len() as u64).to_le_bytes());
+        h.update(name.as_bytes());
+        h.update((content.len() as u64).to_le_bytes());
+        h.update(content);
+    }
+    hex::encode(h.finalize())
+}
+
+/// `code-execution-mcp-sandbox:<first 16 hex digits of the context hash>`.
+pub fn default_tag() -> String {
+    format!("{IMAGE_REPO}:{}", &context_hash()[..16])
+}
+
+/// The build context as an uncompressed tar.
+pub fn context_tar() -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (name, content) in CONTEXT {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(content.len() as u64);
+        header.set_mode(0o644);
+        header.set_mtime(0);
+        header.set_cksum();
+        builder
+            .append_data(&mut header, name, *content)
+            .expect("writing a tar to memory cannot fail");
+    }
+    builder
+        .into_inner()
+        .expect("writing a tar to memory cannot fail")
+}
+
+/// The image's id when the engine has it.
+pub async fn image_id(engine: &Engine, name: &str) -> Result<Option<String>, EngineError> {
+    match engine.client().inspect_image(name).await {
+        Ok(img) => Ok(img.id),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Ok(None),
+        Err(e) => Err(EngineError::api("inspect an image", e)),
+    }
+}
+
+/// Makes sure `tag` exists, building it when missing. Returns the image id.
+pub async fn ensure(engine: &Engine, tag: &str) -> Result<String, ImageError> {
+    if let Some(id) = image_id(engine, tag).await? {
+        return Ok(id);
+    }
+    eprintln!("code-execution-mcp: sandbox image {tag} not found; building it (once)");
+    build(engine, tag, None).await
+}
+
+/// Builds the sandbox image as `tag` on `base` (default: pinned, else offline). Progress goes
+/// to stderr, never stdout (stdout carries MCP in stdio mode).
+pub async fn build(engine: &Engine, tag: &str, base: Option<&str>) -> Result<String, ImageError> {
+    let base = match base {
+        Some(b) => b.to_string(),
+        None => choose_base(engine).await?,
+    };
+    eprintln!("code-execution-mcp: building {tag} from {base}");
+    let buildargs = HashMap::from([("BASE", base.as_str())]);
+    let hash = context_hash();
+    let labels = HashMap::from([
+        ("io.code-execution-mcp.context-sha256", hash.as_str()),
+        ("io.code-execution-mcp.base", base.as_str()),
+    ]);
+    let opts = BuildImageOptionsBuilder::default()
+        .t(tag)
+        .rm(true)
+        .forcerm(true)
+        .buildargs(&buildargs)
+        .labels(&labels)
+        .build();
+    let mut stream =
+        engine
+            .client()
+            .build_image(opts, None, Some(bollard::body_full(context_tar().into())));
+    let mut stderr = std::io::stderr();
+    while let Some(item) = stream.next().await {
+        let info = item.map_err(|e| match e {
+            bollard::errors::Error::DockerStreamError { error } => ImageError::Build(error),
+            other => ImageError::Engine(EngineError::api("build the sandbox image", other)),
+        })?;
+        if let Some(detail) = info.error_detail {
+            return Err(ImageError::Build(detail.message.unwrap_or_default()));
+        }
+        if let Some(line) = info.stream {
+            let _ = write!(stderr, "  {line}");
+        }
+    }
+    image_id(engine, tag)
+        .await?
+        .ok_or_else(|| ImageError::Build(format!("the engine reported success but has no {tag}")))
+}
+
+/// The pinned base if present or pullable, else the offline base (built when missing).
+async fn choose_base(engine: &Engine) -> Result<String, ImageError> {
+    if image_id(engine, PINNED_BASE).await?.is_some() {
+        return Ok(PINNED_BASE.into());
+    }
+    let pull_error = match pull(engine, PINNED_BASE).await {
+        Ok(()) => return Ok(PINNED_BASE.into()),
+        Err(e) => e,
+    };
+    eprintln!(
+        "code-execution-mcp: cannot pull {PINNED_BASE} ({pull_error}); using the offline base"
+    );
+    if image_id(engine, OFFLINE_BASE).await?.is_some() {
+        return Ok(OFFLINE_BASE.into());
+    }
+    build_offline_base()
+        .await
+        .map_err(|offline_error| ImageError::NoBase {
+            pull_error,
+            offline_error,
+        })?;
+    Ok(OFFLINE_BASE.into())
+}
+
+async fn pull(engine: &Engine, image: &str) -> Result<(), String> {
+    let opts = CreateImageOptionsBuilder::default()
+        .from_image(image)
+        .build();
+    let mut stream = engine.client().create_image(Some(opts), None, None);
+    let pulling = async {
+        while let Some(item) = stream.next().await {
+            let info = item.map_err(|e| e.to_string())?;
+            if let Some(detail) = info.error_detail {
+                return Err(detail.message.unwrap_or_default());
+            }
+        }
+        Ok(())
+    };
+    tokio::time::timeout(Duration::from_secs(600), pulling)
+        .await
+        .map_err(|_| "no progress within 10 minutes".to_string())?
+}
+
+/// Runs the embedded images/offline-base.sh (debootstrap + docker import).
+async fn build_offline_base() -> Result<(), String> {
+    eprintln!(
+        "code-execution-mcp: building the offline base {OFFLINE_BASE} with debootstrap (about a minute)"
+    );
+    let status = tokio::process::Command::new("bash")
+        .arg("-c")
+        .arg(OFFLINE_BASE_SCRIPT)
+        .arg("offline-base.sh")
+        .arg(OFFLINE_BASE)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(std::io::stderr()))
+        .status()
+        .await
+        .map_err(|e| format!("cannot run bash: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("images/offline-base.sh exited with {status}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_context_matches_the_images_python_directory() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("images/python");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "__pycache__")
+            .collect();
+        on_disk.sort();
+        let embedded: Vec<&str> = CONTEXT.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            on_disk, embedded,
+            "add new files of images/python to CONTEXT"
+        );
+        for (name, content) in CONTEXT {
+            assert_eq!(std::fs::read(dir.join(name)).unwrap(), *content);
+        }
+    }
+
+    #[test]
+    fn tag_is_stable_and_derived_from_content() {
+        assert_eq!(default_tag(), default_tag());
+        assert!(default_tag().starts_with("code-execution-mcp-sandbox:"));
+        assert_eq!(context_hash().len(), 64);
+    }
+
+    #[test]
+    fn context_tar_holds_every_file() {
+        let tar = context_tar();
+        let mut archive = tar::Archive::new(&tar[..]);
+        let names: Vec<String> = archive
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), CONTEXT.len());
+        assert!(names.contains(&"Dockerfile".to_string()));
+    }
+
+    #[test]
+    fn dockerfile_pins_the_base_by_digest() {
+        let dockerfile = std::str::from_utf8(CONTEXT[0].1).unwrap();
+        assert!(dockerfile.contains(&format!("ARG BASE={PINNED_BASE}")));
+    }
+}

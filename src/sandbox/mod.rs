@@ -1,0 +1,275 @@
+//! The sandbox: `Sandbox::run(Job) -> Outcome` is the one entry point. Each run gets a fresh,
+//! hardened container ([`spec`]) that is removed afterwards on every path; concurrency is
+//! bounded by a semaphore with a bounded wait queue; shutdown cancels what runs and waits for
+//! the removals; containers a crashed server left behind are reaped at start ([`reaper`]).
+
+pub mod channel;
+pub mod engine;
+pub mod execution;
+pub mod image;
+pub mod output;
+pub mod reaper;
+pub mod spec;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use channel::{BuiltinCalls, CallHandler, HarnessLimits};
+pub use engine::{Engine, EngineError, EngineInfo};
+pub use execution::{Job, Outcome, Status};
+use spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, SandboxSpec};
+
+use crate::stats::Stats;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error(
+        "the server is busy: {running} executions are running and {queued} are waiting (limits: --max-concurrency, --max-queue). Retry in a moment"
+    )]
+    Busy { running: usize, queued: usize },
+    #[error("the server is shutting down: no new executions are accepted")]
+    ShuttingDown,
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// Settings fixed for the server's lifetime.
+#[derive(Debug, Clone)]
+pub struct SandboxSettings {
+    pub image: String,
+    pub workspace: PathBuf,
+    pub uid: u32,
+    pub gid: u32,
+    pub pids_limit: i64,
+    pub tmpfs_bytes: u64,
+    pub limits: HarnessLimits,
+    pub max_concurrency: usize,
+    pub max_queue: usize,
+    pub runtime: Option<String>,
+}
+
+/// Identity of this server process, written on every container it creates.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub id: String,
+    pub owner: String,
+}
+
+impl Instance {
+    pub fn new() -> Self {
+        Self {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            owner: reaper::current_owner(),
+        }
+    }
+}
+
+impl Default for Instance {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub struct Sandbox {
+    engine: Engine,
+    settings: SandboxSettings,
+    calls: Arc<dyn CallHandler>,
+    instance: Instance,
+    slots: Arc<Semaphore>,
+    waiting: AtomicUsize,
+    seq: AtomicU64,
+    shutdown: CancellationToken,
+    cleanup: TaskTracker,
+    stats: Arc<Stats>,
+}
+
+impl Sandbox {
+    pub fn new(
+        engine: Engine,
+        settings: SandboxSettings,
+        calls: Arc<dyn CallHandler>,
+        stats: Arc<Stats>,
+    ) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(settings.max_concurrency)),
+            engine,
+            settings,
+            calls,
+            instance: Instance::new(),
+            waiting: AtomicUsize::new(0),
+            seq: AtomicU64::new(0),
+            shutdown: CancellationToken::new(),
+            cleanup: TaskTracker::new(),
+            stats,
+        }
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn settings(&self) -> &SandboxSettings {
+        &self.settings
+    }
+
+    pub fn instance(&self) -> &Instance {
+        &self.instance
+    }
+
+    /// Runs one job in a fresh container. `cancel` is the caller's cancellation (an MCP
+    /// `notifications/cancelled`); server shutdown cancels as well.
+    pub async fn run(&self, job: Job, cancel: CancellationToken) -> Result<Outcome, SandboxError> {
+        if self.shutdown.is_cancelled() {
+            return Err(SandboxError::ShuttingDown);
+        }
+        let permit = match self.slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                let queued = self.waiting.fetch_add(1, Ordering::SeqCst);
+                let _leave = scopeguard(|| {
+                    self.waiting.fetch_sub(1, Ordering::SeqCst);
+                });
+                if queued >= self.settings.max_queue {
+                    return Err(SandboxError::Busy {
+                        running: self.settings.max_concurrency,
+                        queued,
+                    });
+                }
+                tokio::select! {
+                    p = self.slots.clone().acquire_owned() => p.map_err(|_| SandboxError::ShuttingDown)?,
+                    _ = cancel.cancelled() => return Ok(cancelled_before_start()),
+                    _ = self.shutdown.cancelled() => return Err(SandboxError::ShuttingDown),
+                }
+            }
+        };
+
+        let spec = SandboxSpec {
+            image: self.settings.image.clone(),
+            memory_bytes: job.memory_bytes,
+            pids_limit: self.settings.pids_limit,
+            tmpfs_bytes: self.settings.tmpfs_bytes,
+            workspace: self.settings.workspace.clone(),
+            uid: self.settings.uid,
+            gid: self.settings.gid,
+            labels: self.labels(),
+            runtime: self.settings.runtime.clone(),
+        };
+        let name = format!(
+            "cem-{}-{}",
+            &self.instance.id[..12],
+            self.seq.fetch_add(1, Ordering::Relaxed)
+        );
+        self.stats.container_started();
+        let result = {
+            let linked = LinkedCancel::new(&cancel, &self.shutdown);
+            execution::execute(
+                &self.engine,
+                &spec,
+                &name,
+                &job,
+                self.settings.limits,
+                self.calls.as_ref(),
+                linked.token(),
+                &self.cleanup,
+            )
+            .await
+        };
+        self.stats.container_finished();
+        drop(permit);
+        match &result {
+            Ok(outcome) => self.stats.record(outcome.status, outcome.elapsed),
+            Err(_) => self.stats.record_engine_failure(),
+        }
+        Ok(result?)
+    }
+
+    fn labels(&self) -> HashMap<String, String> {
+        HashMap::from([
+            (LABEL_MANAGED.to_string(), "true".to_string()),
+            (LABEL_INSTANCE.to_string(), self.instance.id.clone()),
+            (LABEL_OWNER.to_string(), self.instance.owner.clone()),
+        ])
+    }
+
+    /// Stops accepting work, kills what runs, and waits until every container this instance
+    /// created is removed (then removes any stragglers by label).
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        // Running executions see the cancellation, kill their containers and drop their guards.
+        let _ = self
+            .slots
+            .acquire_many(self.settings.max_concurrency as u32)
+            .await;
+        self.cleanup.close();
+        self.cleanup.wait().await;
+        let label = format!("{LABEL_INSTANCE}={}", self.instance.id);
+        if let Err(e) = reaper::remove_labelled(&self.engine, &[label]).await {
+            tracing::warn!("could not remove this instance's containers at shutdown: {e}");
+        }
+    }
+}
+
+fn cancelled_before_start() -> Outcome {
+    Outcome {
+        status: Status::Cancelled,
+        result: serde_json::Value::Null,
+        result_truncated: false,
+        stdout: output::BoundedText::new(0),
+        stderr: output::BoundedText::new(0),
+        error: Some("Execution cancelled before it started".into()),
+        error_type: None,
+        traceback: None,
+        elapsed: std::time::Duration::ZERO,
+    }
+}
+
+/// A token cancelled when either the caller's token or the server's shutdown token is.
+struct LinkedCancel {
+    token: CancellationToken,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl LinkedCancel {
+    fn new(a: &CancellationToken, b: &CancellationToken) -> Self {
+        let token = CancellationToken::new();
+        let (a, b, t) = (a.clone(), b.clone(), token.clone());
+        let task = tokio::spawn(async move {
+            tokio::select! {
+                _ = a.cancelled() => {}
+                _ = b.cancelled() => {}
+                _ = t.cancelled() => return,
+            }
+            t.cancel();
+        });
+        Self { token, _task: task }
+    }
+
+    fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+}
+
+impl Drop for LinkedCancel {
+    fn drop(&mut self) {
+        self._task.abort();
+    }
+}
+
+/// Runs a closure when dropped.
+fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f()
+            }
+        }
+    }
+    Guard(Some(f))
+}

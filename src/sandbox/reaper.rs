@@ -1,0 +1,105 @@
+//! Removes sandbox containers whose server is gone. Every container carries the owner label
+//! `host:pid:starttime`; at start, a server removes the containers of owners on its host whose
+//! process no longer exists (a SIGKILLed or crashed server), and leaves live servers' containers
+//! alone, so several servers (or test processes) can share one engine.
+
+use super::engine::{Engine, EngineError};
+use super::spec::{LABEL_MANAGED, LABEL_OWNER};
+
+/// This process as an owner label: `hostname:pid:starttime` (starttime from /proc guards
+/// against pid reuse).
+pub fn current_owner() -> String {
+    let pid = std::process::id();
+    format!(
+        "{}:{}:{}",
+        hostname(),
+        pid,
+        process_start_time(pid).unwrap_or(0)
+    )
+}
+
+fn hostname() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Field 22 of /proc/PID/stat: the process's start time in clock ticks since boot.
+fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces and parentheses: skip past its last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the owner label names a process on this host that is no longer running.
+pub fn owner_is_dead(owner: &str) -> bool {
+    let mut parts = owner.rsplitn(3, ':');
+    let (Some(start), Some(pid), Some(host)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    if host != hostname() {
+        return false;
+    }
+    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
+        return false;
+    };
+    process_start_time(pid) != Some(start)
+}
+
+/// Removes the managed containers whose owner process on this host has died. Returns how many.
+pub async fn reap_orphans(engine: &Engine) -> Result<usize, EngineError> {
+    let containers = engine.list_labelled(&[LABEL_MANAGED.to_string()]).await?;
+    let mut removed = 0;
+    for (id, labels) in containers {
+        let orphan = labels.get(LABEL_OWNER).is_some_and(|o| owner_is_dead(o));
+        if orphan {
+            engine.remove(&id).await?;
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        tracing::info!("removed {removed} sandbox containers left by a server that is gone");
+    }
+    Ok(removed)
+}
+
+/// Removes every container carrying all the given labels.
+pub async fn remove_labelled(engine: &Engine, labels: &[String]) -> Result<usize, EngineError> {
+    let containers = engine.list_labelled(labels).await?;
+    for (id, _) in &containers {
+        engine.remove(id).await?;
+    }
+    Ok(containers.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_alive_and_a_made_up_one_is_not() {
+        assert!(!owner_is_dead(&current_owner()));
+        let dead = format!("{}:{}:{}", hostname(), u32::MAX - 1, 1);
+        assert!(owner_is_dead(&dead));
+    }
+
+    #[test]
+    fn a_reused_pid_with_another_start_time_counts_as_dead() {
+        let pid = std::process::id();
+        let start = process_start_time(pid).unwrap();
+        assert!(owner_is_dead(&format!(
+            "{}:{pid}:{}",
+            hostname(),
+            start + 1
+        )));
+    }
+
+    #[test]
+    fn other_hosts_and_junk_are_left_alone() {
+        assert!(!owner_is_dead("another-host:1:1"));
+        assert!(!owner_is_dead("junk"));
+        assert!(!owner_is_dead(""));
+    }
+}

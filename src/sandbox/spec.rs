@@ -1,0 +1,181 @@
+//! The hardened container definition, in one place. Every execution's container (cold or, later,
+//! pre-started) is created from [`container_body`]; a change to the sandbox's posture is a change
+//! to this file, and `tests/sandbox_isolation.rs` checks each property against the real engine.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use bollard::models::{
+    ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountBindOptions,
+    MountBindOptionsPropagationEnum, MountType, ResourcesUlimits,
+};
+
+/// Seccomp profile: Docker's default allowlist without io_uring (see images/python/SECCOMP.md).
+pub const SECCOMP_PROFILE: &str = include_str!("../../images/python/seccomp.json");
+
+/// Label every container of this project carries; the reaper and `doctor` select on it.
+pub const LABEL_MANAGED: &str = "io.code-execution-mcp.managed";
+/// Label naming the server instance that created the container.
+pub const LABEL_INSTANCE: &str = "io.code-execution-mcp.instance";
+/// Label naming the owning process (`host:pid:starttime`), so a restarted server can tell a
+/// crashed owner's containers from a live one's.
+pub const LABEL_OWNER: &str = "io.code-execution-mcp.owner";
+
+/// Where the workspace appears inside the sandbox.
+pub const WORKSPACE_MOUNT: &str = "/workspace";
+
+/// Open files one sandbox may hold.
+pub const NOFILE_LIMIT: i64 = 1024;
+
+/// Everything that varies between containers.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    pub image: String,
+    pub memory_bytes: i64,
+    pub pids_limit: i64,
+    pub tmpfs_bytes: u64,
+    pub workspace: PathBuf,
+    pub uid: u32,
+    pub gid: u32,
+    pub labels: HashMap<String, String>,
+    /// Another OCI runtime registered with the engine (runsc, crun, kata); `None` = default.
+    pub runtime: Option<String>,
+}
+
+/// The create-container body: network none, read-only root, memory without swap, pids limit,
+/// no capabilities, no new privileges, our seccomp profile, non-root user, size-limited /tmp,
+/// the workspace as the only writable host path, no logs kept by the engine.
+pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
+    let tmpfs_options = format!("rw,nosuid,nodev,noexec,size={},mode=1777", spec.tmpfs_bytes);
+    let host_config = HostConfig {
+        network_mode: Some("none".into()),
+        readonly_rootfs: Some(true),
+        memory: Some(spec.memory_bytes),
+        memory_swap: Some(spec.memory_bytes),
+        memory_swappiness: Some(0),
+        pids_limit: Some(spec.pids_limit),
+        cap_drop: Some(vec!["ALL".into()]),
+        security_opt: Some(vec![
+            "no-new-privileges:true".into(),
+            format!("seccomp={SECCOMP_PROFILE}"),
+        ]),
+        tmpfs: Some(HashMap::from([("/tmp".to_string(), tmpfs_options)])),
+        mounts: Some(vec![Mount {
+            target: Some(WORKSPACE_MOUNT.into()),
+            source: Some(spec.workspace.to_string_lossy().into_owned()),
+            typ: Some(MountType::BIND),
+            read_only: Some(false),
+            bind_options: Some(MountBindOptions {
+                propagation: Some(MountBindOptionsPropagationEnum::RPRIVATE),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]),
+        ulimits: Some(vec![
+            ResourcesUlimits {
+                name: Some("nofile".into()),
+                soft: Some(NOFILE_LIMIT),
+                hard: Some(NOFILE_LIMIT),
+            },
+            ResourcesUlimits {
+                name: Some("core".into()),
+                soft: Some(0),
+                hard: Some(0),
+            },
+        ]),
+        init: Some(true),
+        ipc_mode: Some("private".into()),
+        log_config: Some(HostConfigLogConfig {
+            typ: Some("none".into()),
+            config: None,
+        }),
+        privileged: Some(false),
+        auto_remove: Some(false),
+        runtime: spec.runtime.clone(),
+        ..Default::default()
+    };
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        user: Some(format!("{}:{}", spec.uid, spec.gid)),
+        hostname: Some("sandbox".into()),
+        env: Some(vec![
+            "HOME=/tmp".into(),
+            "LANG=C.UTF-8".into(),
+            "PYTHONDONTWRITEBYTECODE=1".into(),
+            "PYTHONUNBUFFERED=1".into(),
+        ]),
+        working_dir: Some(WORKSPACE_MOUNT.into()),
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        open_stdin: Some(true),
+        stdin_once: Some(true),
+        tty: Some(false),
+        network_disabled: Some(true),
+        labels: Some(spec.labels.clone()),
+        host_config: Some(host_config),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> SandboxSpec {
+        SandboxSpec {
+            image: "img".into(),
+            memory_bytes: 256 << 20,
+            pids_limit: 64,
+            tmpfs_bytes: 64 << 20,
+            workspace: "/srv/ws".into(),
+            uid: 10001,
+            gid: 10001,
+            labels: HashMap::from([(LABEL_MANAGED.into(), "true".into())]),
+            runtime: None,
+        }
+    }
+
+    #[test]
+    fn body_carries_every_hardening_setting() {
+        let body = container_body(&spec());
+        let hc = body.host_config.as_ref().unwrap();
+        assert_eq!(hc.network_mode.as_deref(), Some("none"));
+        assert_eq!(hc.readonly_rootfs, Some(true));
+        assert_eq!(hc.memory, hc.memory_swap);
+        assert_eq!(hc.pids_limit, Some(64));
+        assert_eq!(hc.cap_drop.as_deref(), Some(&["ALL".to_string()][..]));
+        let sec = hc.security_opt.as_ref().unwrap();
+        assert!(sec.iter().any(|s| s == "no-new-privileges:true"));
+        assert!(sec.iter().any(|s| s.starts_with("seccomp={")));
+        assert_eq!(hc.log_config.as_ref().unwrap().typ.as_deref(), Some("none"));
+        assert!(hc.tmpfs.as_ref().unwrap()["/tmp"].contains("size=67108864"));
+        assert_eq!(body.user.as_deref(), Some("10001:10001"));
+        assert_eq!(body.network_disabled, Some(true));
+        assert_eq!(hc.auto_remove, Some(false));
+    }
+
+    #[test]
+    fn seccomp_profile_denies_io_uring_and_is_valid_json() {
+        let profile: serde_json::Value = serde_json::from_str(SECCOMP_PROFILE).unwrap();
+        assert_eq!(profile["defaultAction"], "SCMP_ACT_ERRNO");
+        let allowed: Vec<&str> = profile["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|rule| rule["action"] == "SCMP_ACT_ALLOW")
+            .flat_map(|rule| rule["names"].as_array().unwrap())
+            .filter_map(|n| n.as_str())
+            .collect();
+        assert!(allowed.contains(&"read"));
+        for denied in [
+            "io_uring_setup",
+            "io_uring_enter",
+            "unshare",
+            "mount",
+            "bpf",
+        ] {
+            assert!(!allowed.contains(&denied), "{denied} must not be allowed");
+        }
+    }
+}

@@ -1,0 +1,788 @@
+//! The workspace's disk quota (default 1 GiB).
+//!
+//! # Why it is built this way
+//!
+//! Sandbox code writes to the workspace through a bind mount, at kernel speed, outside anything
+//! the server sees. The only limit that holds during an execution is one the kernel enforces, and
+//! the simplest such limit that needs no filesystem feature on the host (no XFS project quotas,
+//! no user quotas, which would also count the developer's own files) is a filesystem of the
+//! quota's size: when the server runs as root and `mkfs.ext4` and `mount` exist, [`ensure`] backs
+//! the workspace with a sparse ext4 image stored *beside* it at `<workspace>.quota.ext4`,
+//! loop-mounted on the workspace directory with `nosuid,nodev,noexec`. Code that writes past the
+//! quota gets `ENOSPC` inside the container; the image never grows past its size, so the host disk
+//! is unaffected. The image lives outside the workspace, so the sandbox can never touch the raw
+//! filesystem the host kernel mounts.
+//!
+//! The mount persists after the server exits; on the next start [`ensure`] finds the workspace
+//! already a mount point (read from `/proc/self/mountinfo`) and reuses it. After a reboot the
+//! directory is empty again and the existing image is mounted again, grown with `resize2fs` if a
+//! larger quota is configured (never shrunk: a smaller quota keeps the larger image and says so).
+//!
+//! # Soft mode, honestly
+//!
+//! Without root, without the tools, when the mount fails (e.g. no `CAP_SYS_ADMIN` in a
+//! container), or when the workspace already holds files and is not a mount point (mounting over
+//! them would hide them), [`ensure`] returns [`QuotaMode::Soft`] with the reason and the fix. In
+//! soft mode the server measures [`super::Workspace::usage`] and refuses new executions and tool
+//! writes while usage is at or over the quota. That bounds the overshoot to what one execution
+//! (or the executions running concurrently) writes before it ends: a single execution can still
+//! fill the host disk. The usage walk is itself bounded, so a workspace with more than a million
+//! entries or deeper than 128 levels is under-counted. Only the loop mount is a real limit.
+//!
+//! Two deployment limits, both reported as soft mode or left to an explicit unmount: the mount is
+//! made in the server's mount namespace, so a server in a private one (systemd `PrivateMounts`,
+//! `ProtectSystem`, ...) gets soft mode, because the Docker daemon would not see the mount; and a
+//! larger quota configured while the image is still mounted takes effect at the next mount
+//! (after [`unmount`] or a reboot), since the image is only grown while unmounted.
+//!
+//! Order at start-up: `ensure`, then [`super::Workspace::open`] (so the root fd refers to the
+//! mounted filesystem), then `prepare_for_sandbox`. Set [`super::WorkspaceLimits::soft_quota`] to
+//! `!mode.kernel_enforced(quota)`.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::ErrorKind;
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Default quota (1 GiB).
+pub const DEFAULT_QUOTA_BYTES: u64 = super::DEFAULT_QUOTA_BYTES;
+/// Smallest quota `ensure` accepts: below this ext4's own metadata dominates.
+pub const MIN_QUOTA_BYTES: u64 = 16 * 1024 * 1024;
+/// Suffix of the image file stored beside the workspace directory.
+pub const IMAGE_SUFFIX: &str = ".quota.ext4";
+const MOUNT_OPTIONS: &str = "loop,nosuid,nodev,noexec";
+
+/// How the quota is enforced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuotaMode {
+    /// The workspace is a loop-mounted ext4 image of `size_bytes`; the kernel enforces it.
+    LoopMount {
+        image: PathBuf,
+        size_bytes: u64,
+        /// Set when the image was grown, or kept at a size other than the configured quota.
+        note: Option<String>,
+    },
+    /// The workspace was already a mount point (ours from an earlier run, or the operator's).
+    AlreadyMounted {
+        source: String,
+        fstype: String,
+        /// Size of the mounted filesystem (`f_blocks * f_frsize`).
+        size_bytes: u64,
+    },
+    /// No kernel limit: the server refuses executions and writes once usage reaches the quota.
+    Soft { reason: String },
+}
+
+impl QuotaMode {
+    /// A short name for stats: `"loop_mount"` (our image, mounted now or by an earlier run),
+    /// `"mounted"` (some other filesystem mounted on the workspace) or `"soft"`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            QuotaMode::LoopMount { .. } => "loop_mount",
+            QuotaMode::AlreadyMounted { source, .. } if source.starts_with("/dev/loop") => {
+                "loop_mount"
+            }
+            QuotaMode::AlreadyMounted { .. } => "mounted",
+            QuotaMode::Soft { .. } => "soft",
+        }
+    }
+
+    /// Whether the kernel bounds the workspace at `quota_bytes` or less. A mount point that was
+    /// already there counts only when its filesystem is no larger than the quota; otherwise the
+    /// caller should enforce the soft quota as well.
+    pub fn kernel_enforced(&self, quota_bytes: u64) -> bool {
+        match self {
+            QuotaMode::LoopMount { .. } => true,
+            QuotaMode::AlreadyMounted { size_bytes, .. } => *size_bytes <= quota_bytes,
+            QuotaMode::Soft { .. } => false,
+        }
+    }
+}
+
+/// Errors that stop the quota from being set up at all (configuration or I/O problems).
+/// Anything that merely prevents the loop mount becomes [`QuotaMode::Soft`] instead.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QuotaError {
+    #[error("disk quota of {quota_bytes} bytes is too small: configure at least {min} bytes (16 MiB)", min = MIN_QUOTA_BYTES)]
+    TooSmall { quota_bytes: u64 },
+    #[error("workspace path {} exists but is not a directory", path.display())]
+    NotADirectory { path: PathBuf },
+    #[error("quota image {} is not a regular file: remove it or choose another workspace", path.display())]
+    BadImage { path: PathBuf },
+    #[error("`{command}` failed ({status}): {stderr}")]
+    Command {
+        command: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> QuotaError {
+    let context = context.into();
+    move |source| QuotaError::Io { context, source }
+}
+
+/// Where the image for `root` lives: `<root>.quota.ext4`, beside the directory.
+pub fn image_path(root: &Path) -> PathBuf {
+    let mut s: OsString = root.as_os_str().to_owned();
+    s.push(IMAGE_SUFFIX);
+    PathBuf::from(s)
+}
+
+/// Makes sure the workspace at `root` is bounded at `quota_bytes`, loop-mounting an image when
+/// possible. See the module docs for the cases.
+pub fn ensure(root: &Path, quota_bytes: u64) -> Result<QuotaMode, QuotaError> {
+    if quota_bytes < MIN_QUOTA_BYTES {
+        return Err(QuotaError::TooSmall { quota_bytes });
+    }
+    let exists = match fs::metadata(root) {
+        Ok(m) if m.is_dir() => true,
+        Ok(_) => {
+            return Err(QuotaError::NotADirectory {
+                path: root.to_owned(),
+            });
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => false,
+        Err(e) => return Err(io_err(format!("cannot stat {}", root.display()))(e)),
+    };
+    if exists {
+        let canon = canonical(root)?;
+        if let Some(m) = mount_at(&canon)? {
+            let vfs = rustix::fs::statvfs(&canon).map_err(|e| QuotaError::Io {
+                context: format!("cannot statvfs {}", canon.display()),
+                source: e.into(),
+            })?;
+            return Ok(QuotaMode::AlreadyMounted {
+                source: m.source,
+                fstype: m.fstype,
+                size_bytes: vfs.f_blocks.saturating_mul(vfs.f_frsize),
+            });
+        }
+    }
+    let quota = super::HumanBytes(quota_bytes);
+    if !rustix::process::geteuid().is_root() {
+        return Ok(soft(format!(
+            "the server does not run as root, so it cannot loop-mount a {quota} image on the workspace"
+        )));
+    }
+    let Some(tools) = Tools::find() else {
+        return Ok(soft(format!(
+            "mkfs.ext4, mount or umount is missing (install e2fsprogs and mount), so the {quota} \
+             image cannot be created"
+        )));
+    };
+    if let Some(ours) = private_mount_namespace() {
+        return Ok(soft(format!(
+            "the server runs in a private mount namespace ({ours}, not init's), so Docker would not \
+             see a {quota} image mounted here and containers would write to the directory \
+             underneath; run the server in the host's mount namespace (e.g. without systemd's \
+             PrivateMounts/ProtectSystem/PrivateTmp) to get a hard quota"
+        )));
+    }
+    if exists && !is_empty_dir(root)? {
+        let canon = canonical(root)?;
+        let image = image_path(&canon);
+        return Ok(soft(format!(
+            "workspace {ws} already holds files and is not a mount point, and mounting the {quota} \
+             image over it would hide them; to get a hard quota, stop the server, move the files out \
+             (`mv {ws} {ws}.old && mkdir {ws}`), start the server (it creates and mounts {img}), then \
+             move them back in",
+            ws = canon.display(),
+            img = image.display()
+        )));
+    }
+    if !exists {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(root)
+            .map_err(io_err(format!(
+                "cannot create workspace {}",
+                root.display()
+            )))?;
+    }
+    let canon = canonical(root)?;
+    let meta = fs::metadata(&canon).map_err(io_err(format!("cannot stat {}", canon.display())))?;
+    let image = image_path(&canon);
+    match loop_mount(
+        &canon,
+        &image,
+        quota_bytes,
+        (meta.uid(), meta.gid()),
+        &tools,
+    ) {
+        Ok(mode) => {
+            tracing::info!(root = %canon.display(), ?mode, "workspace quota enforced by a loop-mounted image");
+            Ok(mode)
+        }
+        Err(e @ (QuotaError::BadImage { .. } | QuotaError::NotADirectory { .. })) => Err(e),
+        Err(e) => Ok(soft(format!(
+            "the {quota} quota image could not be set up ({e})"
+        ))),
+    }
+}
+
+/// Unmounts the workspace if it is a mount point (the loop device is released with it).
+/// Idempotent: a workspace that is not mounted, or missing, is fine.
+pub fn unmount(root: &Path) -> Result<(), QuotaError> {
+    let canon = match fs::canonicalize(root) {
+        Ok(c) => c,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err(format!("cannot resolve {}", root.display()))(e)),
+    };
+    if mount_at(&canon)?.is_none() {
+        return Ok(());
+    }
+    let umount = find_tool("umount").unwrap_or_else(|| PathBuf::from("umount"));
+    run(Command::new(umount).arg(&canon))
+}
+
+/// Whether `root` is a mount point, according to `/proc/self/mountinfo`.
+pub fn is_mountpoint(root: &Path) -> Result<bool, QuotaError> {
+    Ok(mount_at(&canonical(root)?)?.is_some())
+}
+
+/// Our mount namespace when it differs from init's: a mount made there is invisible to the
+/// Docker daemon, which resolves bind-mount sources in its own (normally init's) namespace.
+/// `None` when they match or cannot be compared.
+fn private_mount_namespace() -> Option<String> {
+    let ours = fs::read_link("/proc/self/ns/mnt").ok()?;
+    let init = fs::read_link("/proc/1/ns/mnt").ok()?;
+    (ours != init).then(|| ours.display().to_string())
+}
+
+fn soft(reason: String) -> QuotaMode {
+    tracing::warn!(%reason, "workspace quota is soft: only checked between executions");
+    QuotaMode::Soft { reason }
+}
+
+fn canonical(p: &Path) -> Result<PathBuf, QuotaError> {
+    fs::canonicalize(p).map_err(io_err(format!("cannot resolve {}", p.display())))
+}
+
+fn is_empty_dir(p: &Path) -> Result<bool, QuotaError> {
+    let mut rd = fs::read_dir(p).map_err(io_err(format!("cannot read {}", p.display())))?;
+    Ok(rd.next().is_none())
+}
+
+fn loop_mount(
+    root: &Path,
+    image: &Path,
+    quota_bytes: u64,
+    (uid, gid): (u32, u32),
+    tools: &Tools,
+) -> Result<QuotaMode, QuotaError> {
+    let mut note = None;
+    let mut created = false;
+    match fs::symlink_metadata(image) {
+        Ok(m) if !m.file_type().is_file() => {
+            return Err(QuotaError::BadImage {
+                path: image.to_owned(),
+            });
+        }
+        Ok(m) if m.len() < quota_bytes => {
+            grow(image, m.len(), quota_bytes, tools)?;
+            note = Some(format!(
+                "grew the existing image from {} to {}",
+                super::HumanBytes(m.len()),
+                super::HumanBytes(quota_bytes)
+            ));
+        }
+        Ok(m) if m.len() > quota_bytes => {
+            note = Some(format!(
+                "kept the existing {} image although the quota is {}: ext4 images are not shrunk \
+                 automatically (to shrink it, unmount, move the files out, delete {} and restart)",
+                super::HumanBytes(m.len()),
+                super::HumanBytes(quota_bytes),
+                image.display()
+            ));
+            tracing::warn!(note = note.as_deref(), "workspace quota image");
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            create_image(image, quota_bytes, (uid, gid), tools)?;
+            created = true;
+        }
+        Err(e) => return Err(io_err(format!("cannot stat {}", image.display()))(e)),
+    }
+    let mounted = run(Command::new(&tools.mount)
+        .args(["-t", "ext4", "-o", MOUNT_OPTIONS])
+        .arg(image)
+        .arg(root));
+    if let Err(e) = mounted {
+        if created {
+            let _ = fs::remove_file(image);
+        }
+        return Err(e);
+    }
+    if created {
+        // mkfs makes lost+found; the workspace should start empty.
+        match fs::remove_dir(root.join("lost+found")) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "could not remove lost+found from the new workspace")
+            }
+        }
+    }
+    let size_bytes = fs::metadata(image)
+        .map_err(io_err(format!("cannot stat {}", image.display())))?
+        .len();
+    Ok(QuotaMode::LoopMount {
+        image: image.to_owned(),
+        size_bytes,
+        note,
+    })
+}
+
+fn create_image(
+    image: &Path,
+    size: u64,
+    (uid, gid): (u32, u32),
+    tools: &Tools,
+) -> Result<(), QuotaError> {
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(image)
+        .map_err(io_err(format!("cannot create {}", image.display())))?;
+    // Sparse: the image takes host space only as the workspace fills.
+    let sized = file
+        .set_len(size)
+        .map_err(io_err(format!("cannot size {}", image.display())));
+    drop(file);
+    let made = sized.and_then(|()| {
+        run(Command::new(&tools.mkfs)
+            .args(["-q", "-F", "-m", "0", "-E"])
+            .arg(format!("root_owner={uid}:{gid}"))
+            .arg(image))
+    });
+    if made.is_err() {
+        let _ = fs::remove_file(image);
+    }
+    made
+}
+
+fn grow(image: &Path, from: u64, to: u64, tools: &Tools) -> Result<(), QuotaError> {
+    let Some(resize2fs) = tools.resize2fs.as_ref() else {
+        return Err(QuotaError::Command {
+            command: "resize2fs".into(),
+            status: "not found".into(),
+            stderr: format!(
+                "cannot grow {} from {from} to {to} bytes without resize2fs",
+                image.display()
+            ),
+        });
+    };
+    fs::OpenOptions::new()
+        .write(true)
+        .open(image)
+        .and_then(|f| f.set_len(to))
+        .map_err(io_err(format!("cannot grow {}", image.display())))?;
+    // resize2fs insists on a freshly checked filesystem. e2fsck exits 1 when it fixed something.
+    if let Some(e2fsck) = tools.e2fsck.as_ref() {
+        let out = Command::new(e2fsck)
+            .args(["-f", "-p"])
+            .arg(image)
+            .stdin(Stdio::null())
+            .env("LC_ALL", "C")
+            .output()
+            .map_err(io_err(format!("cannot run {}", e2fsck.display())))?;
+        if !matches!(out.status.code(), Some(0 | 1)) {
+            return Err(command_error(e2fsck, &out));
+        }
+    }
+    run(Command::new(resize2fs).arg(image))
+}
+
+struct Tools {
+    mkfs: PathBuf,
+    mount: PathBuf,
+    resize2fs: Option<PathBuf>,
+    e2fsck: Option<PathBuf>,
+}
+
+impl Tools {
+    fn find() -> Option<Self> {
+        find_tool("umount")?;
+        Some(Self {
+            mkfs: find_tool("mkfs.ext4")?,
+            mount: find_tool("mount")?,
+            resize2fs: find_tool("resize2fs"),
+            e2fsck: find_tool("e2fsck"),
+        })
+    }
+}
+
+/// Looks a tool up in `PATH` and the sbin directories a non-login root shell may lack.
+fn find_tool(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| {
+            fs::metadata(p)
+                .map(|m| m.is_file() && m.mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+}
+
+fn run(cmd: &mut Command) -> Result<(), QuotaError> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .env("LC_ALL", "C")
+        .output()
+        .map_err(io_err(format!(
+            "cannot run {}",
+            cmd.get_program().to_string_lossy()
+        )))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(command_error_of(cmd, &out))
+    }
+}
+
+fn command_error_of(cmd: &Command, out: &std::process::Output) -> QuotaError {
+    let mut command = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        command.push(' ');
+        command.push_str(&a.to_string_lossy());
+    }
+    QuotaError::Command {
+        command,
+        status: out.status.to_string(),
+        stderr: stderr_text(out),
+    }
+}
+
+fn command_error(program: &Path, out: &std::process::Output) -> QuotaError {
+    QuotaError::Command {
+        command: program.display().to_string(),
+        status: out.status.to_string(),
+        stderr: stderr_text(out),
+    }
+}
+
+fn stderr_text(out: &std::process::Output) -> String {
+    const MAX: usize = 2000;
+    let text = String::from_utf8_lossy(&out.stderr);
+    let text = text.trim();
+    if text.len() <= MAX {
+        text.to_owned()
+    } else {
+        let mut end = MAX;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}…", &text[..end])
+    }
+}
+
+// ----- /proc/self/mountinfo -----
+
+/// One line of `/proc/self/mountinfo`, the parts we use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MountEntry {
+    pub mount_point: PathBuf,
+    pub fstype: String,
+    pub source: String,
+}
+
+/// The mount on exactly `path` (canonical), if any; the last one wins, as it hides the others.
+fn mount_at(path: &Path) -> Result<Option<MountEntry>, QuotaError> {
+    let text =
+        fs::read("/proc/self/mountinfo").map_err(io_err("cannot read /proc/self/mountinfo"))?;
+    Ok(parse_mountinfo(&text)
+        .into_iter()
+        .rfind(|m| m.mount_point == path))
+}
+
+/// Parses mountinfo: `id parent major:minor root mount_point options [optional...] - fstype
+/// source super_options`, with space, tab, newline and backslash in paths escaped as `\ooo`.
+pub(crate) fn parse_mountinfo(text: &[u8]) -> Vec<MountEntry> {
+    text.split(|b| *b == b'\n')
+        .filter_map(|line| {
+            let fields: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
+            let sep = fields.iter().skip(6).position(|f| *f == b"-")? + 6;
+            let mount_point = fields.get(4)?;
+            let fstype = fields.get(sep + 1)?;
+            let source = fields.get(sep + 2)?;
+            Some(MountEntry {
+                mount_point: PathBuf::from(OsString::from_vec(unescape_octal(mount_point))),
+                fstype: String::from_utf8_lossy(&unescape_octal(fstype)).into_owned(),
+                source: String::from_utf8_lossy(&unescape_octal(source)).into_owned(),
+            })
+        })
+        .collect()
+}
+
+/// Undoes the kernel's `\ooo` escaping (three octal digits); anything else is kept as is.
+fn unescape_octal(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == b'\\'
+            && i + 3 < s.len()
+            && s[i + 1..i + 4].iter().all(|d| (b'0'..=b'7').contains(d))
+        {
+            let v = s[i + 1..i + 4]
+                .iter()
+                .fold(0u32, |acc, d| acc * 8 + u32::from(d - b'0'));
+            if let Ok(b) = u8::try_from(v) {
+                out.push(b);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(s[i]);
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Workspace, WorkspaceError, WorkspaceLimits};
+    use super::*;
+    use std::io::Write;
+
+    const MIB: u64 = 1024 * 1024;
+
+    #[test]
+    fn mountinfo_parsing_handles_escapes_and_optional_fields() {
+        let text = b"22 27 0:21 / /proc rw,relatime - proc proc rw\n\
+36 35 98:0 /mnt1 /mnt/with\\040space\\011tab rw,noatime master:1 shared:2 - ext3 /dev/root rw,errors=continue\n\
+43 27 7:0 / /tmp/a\\134b\\012c rw,nosuid,nodev,noexec,relatime - ext4 /dev/loop0 rw\n\
+garbage line\n\
+44 27 7:1 / /tmp/bad\\999 rw - tmpfs tmp\\040fs rw\n";
+        let m = parse_mountinfo(text);
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[0].mount_point, Path::new("/proc"));
+        assert_eq!(m[1].mount_point, Path::new("/mnt/with space\ttab"));
+        assert_eq!(m[1].fstype, "ext3");
+        assert_eq!(m[1].source, "/dev/root");
+        assert_eq!(m[2].mount_point, Path::new("/tmp/a\\b\nc"));
+        assert_eq!(m[2].fstype, "ext4");
+        assert_eq!(m[3].mount_point, Path::new("/tmp/bad\\999"));
+        assert_eq!(m[3].source, "tmp fs");
+        assert_eq!(unescape_octal(b"\\0"), b"\\0");
+        assert_eq!(unescape_octal(b"x\\"), b"x\\");
+    }
+
+    #[test]
+    fn real_mountinfo_knows_the_root() {
+        assert!(is_mountpoint(Path::new("/")).unwrap());
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(!is_mountpoint(tmp.path()).unwrap());
+        unmount(tmp.path()).unwrap(); // not mounted: nothing to do
+        unmount(&tmp.path().join("missing")).unwrap();
+    }
+
+    #[test]
+    fn image_lives_beside_the_workspace() {
+        assert_eq!(
+            image_path(Path::new("/srv/ws")),
+            Path::new("/srv/ws.quota.ext4")
+        );
+    }
+
+    #[test]
+    fn small_quota_and_non_directory_are_errors() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            ensure(tmp.path(), MIB),
+            Err(QuotaError::TooSmall { .. })
+        ));
+        let file = tmp.path().join("file");
+        fs::write(&file, b"x").unwrap();
+        assert!(matches!(
+            ensure(&file, 32 * MIB),
+            Err(QuotaError::NotADirectory { .. })
+        ));
+    }
+
+    #[test]
+    fn non_empty_unmounted_workspace_gets_a_soft_quota_with_the_fix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        fs::create_dir(&root).unwrap();
+        fs::write(root.join("precious.txt"), b"mine").unwrap();
+        let mode = ensure(&root, 32 * MIB).unwrap();
+        let QuotaMode::Soft { reason } = &mode else {
+            panic!("{mode:?}");
+        };
+        if rustix::process::geteuid().is_root() && Tools::find().is_some() {
+            assert!(reason.contains("move the files out"), "{reason}");
+            assert!(reason.contains(".quota.ext4"), "{reason}");
+        }
+        assert!(!mode.kernel_enforced(32 * MIB));
+        assert!(!is_mountpoint(&root).unwrap());
+        assert!(!image_path(&fs::canonicalize(&root).unwrap()).exists());
+        assert_eq!(fs::read(root.join("precious.txt")).unwrap(), b"mine");
+    }
+
+    fn loop_mount_skip_reason() -> Option<&'static str> {
+        if !rustix::process::geteuid().is_root() {
+            return Some("needs root to mount");
+        }
+        if Tools::find().is_none() {
+            return Some("mkfs.ext4/mount/umount not installed");
+        }
+        if !Path::new("/dev/loop-control").exists() {
+            return Some("no /dev/loop-control");
+        }
+        if private_mount_namespace().is_some() {
+            return Some("the tests run in a private mount namespace");
+        }
+        None
+    }
+
+    /// Unmounts on drop, so a failing assertion does not leave a mount behind.
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = unmount(&self.0);
+        }
+    }
+
+    fn allocated(p: &Path) -> u64 {
+        fs::metadata(p).unwrap().blocks() * 512
+    }
+
+    #[test]
+    fn loop_mount_bounds_the_workspace() {
+        if let Some(why) = loop_mount_skip_reason() {
+            eprintln!("skipped loop-mount quota test: {why}");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        let _guard = Unmount(root.clone());
+        let quota = 32 * MIB;
+
+        let mode = ensure(&root, quota).unwrap();
+        let image = image_path(&fs::canonicalize(&root).unwrap());
+        assert_eq!(
+            mode,
+            QuotaMode::LoopMount {
+                image: image.clone(),
+                size_bytes: quota,
+                note: None
+            }
+        );
+        assert!(mode.kernel_enforced(quota));
+        assert!(is_mountpoint(&root).unwrap());
+        assert_eq!(
+            fs::read_dir(&root).unwrap().count(),
+            0,
+            "lost+found removed"
+        );
+        assert_eq!(fs::metadata(&image).unwrap().mode() & 0o777, 0o600);
+        let again = ensure(&root, quota).unwrap();
+        assert_eq!(again.kind(), "loop_mount", "{again:?}");
+        assert_eq!(mode.kind(), "loop_mount");
+        let small_fs = match again {
+            QuotaMode::AlreadyMounted {
+                fstype, size_bytes, ..
+            } => {
+                assert_eq!(fstype, "ext4");
+                assert!(
+                    size_bytes <= quota && size_bytes > quota / 2,
+                    "{size_bytes}"
+                );
+                size_bytes
+            }
+            other => panic!("{other:?}"),
+        };
+
+        // Through the tool: a clear quota error, no temp file left behind.
+        let limits = WorkspaceLimits {
+            max_file_bytes: 64 * MIB,
+            quota_bytes: quota,
+            ..WorkspaceLimits::default()
+        };
+        let ws = Workspace::open(&root, limits).unwrap();
+        let err = ws
+            .write_file("big.bin", &vec![0xAB; 40 * MIB as usize])
+            .unwrap_err();
+        assert!(matches!(err, WorkspaceError::Full { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "workspace is full (quota 32 MiB): delete files to free space"
+        );
+        assert_eq!(fs::read_dir(&root).unwrap().count(), 0, "no temp file left");
+
+        // Directly, as sandbox code would: ENOSPC, and the host file stays bounded.
+        let mut file = fs::File::create(root.join("fill.bin")).unwrap();
+        let chunk = vec![0x5Au8; MIB as usize];
+        let mut enospc = None;
+        for _ in 0..40 {
+            if let Err(e) = file.write_all(&chunk).and_then(|()| file.sync_data()) {
+                enospc = Some(e);
+                break;
+            }
+        }
+        let e = enospc.expect("40 MiB fit into a 32 MiB quota");
+        assert_eq!(e.raw_os_error(), Some(28), "{e}");
+        drop(file);
+        assert!(allocated(&image) <= quota, "image grew past the quota");
+        assert!(
+            matches!(ws.check_quota(), Err(WorkspaceError::Full { .. }))
+                || ws.check_quota().is_ok()
+        );
+        drop(ws); // the root fd would keep the mount busy
+
+        unmount(&root).unwrap();
+        assert!(!is_mountpoint(&root).unwrap());
+        assert_eq!(fs::read_dir(&root).unwrap().count(), 0);
+        unmount(&root).unwrap();
+
+        // After a "reboot": the image is mounted again with its data.
+        let mode = ensure(&root, quota).unwrap();
+        assert!(
+            matches!(mode, QuotaMode::LoopMount { note: None, .. }),
+            "{mode:?}"
+        );
+        assert!(root.join("fill.bin").exists());
+        unmount(&root).unwrap();
+
+        // A larger quota grows the image; a smaller one keeps it and says so.
+        let mode = ensure(&root, 48 * MIB).unwrap();
+        let QuotaMode::LoopMount {
+            size_bytes, note, ..
+        } = &mode
+        else {
+            panic!("{mode:?}");
+        };
+        assert_eq!(*size_bytes, 48 * MIB);
+        assert!(note.as_deref().unwrap_or("").contains("grew"), "{mode:?}");
+        let vfs = rustix::fs::statvfs(&root).unwrap();
+        let grown_fs = vfs.f_blocks * vfs.f_frsize;
+        assert!(grown_fs >= small_fs + 12 * MIB, "{small_fs} -> {grown_fs}");
+        assert!(root.join("fill.bin").exists());
+        unmount(&root).unwrap();
+        let mode = ensure(&root, 32 * MIB).unwrap();
+        let QuotaMode::LoopMount {
+            size_bytes, note, ..
+        } = &mode
+        else {
+            panic!("{mode:?}");
+        };
+        assert_eq!(*size_bytes, 48 * MIB);
+        assert!(note.as_deref().unwrap_or("").contains("kept"), "{mode:?}");
+        unmount(&root).unwrap();
+        assert!(!is_mountpoint(&root).unwrap());
+    }
+}

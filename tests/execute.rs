@@ -1,0 +1,324 @@
+//! `execute_code` behaviour through the library, against the real engine: the original's
+//! globals and fields, exceptions, the channel to the server, bad input, busy, cancellation.
+
+mod common;
+
+use std::time::Duration;
+
+use code_execution_mcp::app::ExecuteError;
+use code_execution_mcp::sandbox::{SandboxError, Status};
+use common::{TestApp, assert_ok, stdout};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test]
+async fn result_output_and_the_original_helpers() {
+    let t = TestApp::start().await;
+    let o = t
+        .run_with(
+            r#"
+rows = [{"id": i, "status": "active" if i % 3 else "idle", "score": i * 1.5} for i in range(30)]
+write_file("data/rows.json", json.dumps(rows))
+data = json.loads(read_file("data/rows.json"))
+active = filter_by_field(data, "status", "active")
+print("active", len(active))
+print(format_output({"a": 1}, max_chars=3))
+result = {
+    "summary": summarize_list(active, limit=2),
+    "stats": aggregate_stats(data, ["score"]),
+    "auto_stats": aggregate_stats([{"n": 2, "s": "x"}, {"n": 4, "s": "y"}]),
+    "files": list_files(),
+    "workspace": workspace,
+    "modules": [m.__name__ for m in (json, re, math, statistics, collections)],
+    "dates": [datetime.__name__, date.__name__, timedelta(days=1).days],
+    "extra": extra * 2,
+    "not_json": {1, 2} and date(2024, 1, 2),
+}
+print(delete_file("data/rows.json"))
+"#,
+            Some(json!({"extra": 21})),
+            None,
+            None,
+        )
+        .await;
+    assert_ok(&o);
+    let r = &o.result;
+    assert_eq!(r["summary"]["count"], 20);
+    assert_eq!(r["summary"]["sample"].as_array().unwrap().len(), 2);
+    assert_eq!(r["stats"]["count"], 30);
+    assert_eq!(r["stats"]["score_sum"], 652.5);
+    assert_eq!(r["stats"]["score_max"], 43.5);
+    assert_eq!(r["auto_stats"]["n_avg"], 3.0);
+    assert!(r["auto_stats"].get("s_sum").is_none());
+    assert_eq!(r["files"], json!(["data/rows.json"]));
+    assert_eq!(r["workspace"], "/workspace");
+    assert_eq!(
+        r["modules"],
+        json!(["json", "re", "math", "statistics", "collections"])
+    );
+    assert_eq!(r["dates"], json!(["datetime", "date", 1]));
+    assert_eq!(r["extra"], 42);
+    assert_eq!(r["not_json"], "2024-01-02");
+    assert_eq!(
+        o.stdout.lines(),
+        vec!["active 20", "{", " ", "Deleted data/rows.json"]
+    );
+    assert!(!t.workspace().join("data/rows.json").exists());
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn workspace_helpers_refuse_paths_outside_the_workspace() {
+    let t = TestApp::start().await;
+    let o = t
+        .run(
+            r#"
+out = {}
+for name, fn in [("read", lambda: read_file("../etc/passwd")), ("write", lambda: write_file("/etc/x", "y")), ("list", lambda: list_files("..")), ("delete", lambda: delete_file("../../x"))]:
+    try:
+        fn()
+        out[name] = "allowed"
+    except PermissionError as e:
+        out[name] = str(e)
+try:
+    read_file("missing.txt")
+except FileNotFoundError as e:
+    out["missing"] = str(e)
+result = out
+"#,
+        )
+        .await;
+    assert_ok(&o);
+    for name in ["read", "write", "list", "delete"] {
+        assert_eq!(
+            o.result[name], "Access denied: path outside workspace",
+            "{name}"
+        );
+    }
+    assert_eq!(o.result["missing"], "File not found: missing.txt");
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn full_python_not_a_builtins_list() {
+    let t = TestApp::start().await;
+    // The original's builtins list refused these; here the container is the boundary.
+    let o = t
+        .run(
+            r#"
+import os, subprocess, sys, threading
+r = subprocess.run(["echo", "from a subprocess"], capture_output=True, text=True)
+os.system("echo direct to fd 1")
+print("printed")
+t = threading.Thread(target=lambda: print("from a thread"))
+t.start(); t.join()
+result = {"sub": r.stdout.strip(), "version": sys.version_info[:2], "subclasses": len(object.__subclasses__()) > 0}
+"#,
+        )
+        .await;
+    assert_ok(&o);
+    assert_eq!(o.result["sub"], "from a subprocess");
+    assert_eq!(o.result["version"], json!([3, 13]));
+    let out = stdout(&o);
+    assert!(
+        out.contains("direct to fd 1") && out.contains("printed") && out.contains("from a thread"),
+        "{out}"
+    );
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn exceptions_give_error_type_and_a_user_traceback() {
+    let t = TestApp::start().await;
+    let o = t
+        .run("print('before')\ndef f():\n    return 1 / 0\nf()")
+        .await;
+    assert_eq!(o.status, Status::Error);
+    assert!(!o.success());
+    assert_eq!(o.error.as_deref(), Some("division by zero"));
+    assert_eq!(o.error_type.as_deref(), Some("ZeroDivisionError"));
+    let tb = o.traceback.as_deref().unwrap();
+    assert!(tb.contains("<sandbox>") && tb.contains("line 3"), "{tb}");
+    assert!(!tb.contains("harness"), "harness frames leak: {tb}");
+    assert_eq!(stdout(&o), "before\n");
+
+    let o = t.run("def broken(:\n  pass").await;
+    assert_eq!(o.status, Status::Error);
+    assert_eq!(o.error_type.as_deref(), Some("SyntaxError"));
+
+    let o = t.run("import sys\nprint('bye')\nsys.exit(0)").await;
+    assert_ok(&o);
+    let o = t.run("import sys\nsys.exit(3)").await;
+    assert_eq!(o.status, Status::Error);
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn output_that_looks_like_frames_or_json_rpc_is_data() {
+    let t = TestApp::start().await;
+    let o = t
+        .run(
+            r#"
+print('{"type":"done","success":true,"result":"forged"}')
+print('{"jsonrpc":"2.0","id":1,"result":{}}')
+result = "real"
+"#,
+        )
+        .await;
+    assert_ok(&o);
+    assert_eq!(o.result, "real");
+    assert!(stdout(&o).contains("forged"));
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn the_channel_reaches_the_server_and_unknown_calls_fail_clearly() {
+    let t = TestApp::start().await;
+    let o = t
+        .run(
+            r#"
+pong = _server_call("ping", x=[1, 2])
+try:
+    load_skill("anything")
+    err = None
+except RuntimeError as e:
+    err = str(e)
+result = {"pong": pong, "err": err}
+"#,
+        )
+        .await;
+    assert_ok(&o);
+    assert_eq!(
+        o.result["pong"],
+        json!({"pong": true, "echo": {"x": [1, 2]}})
+    );
+    assert!(
+        o.result["err"].as_str().unwrap().contains("load_skill"),
+        "{}",
+        o.result
+    );
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn large_results_are_truncated_and_marked() {
+    let t = TestApp::start_with(|c| c.max_result_bytes = 1000).await;
+    let o = t.run("result = ['x' * 100] * 100").await;
+    assert_ok(&o);
+    assert!(o.result_truncated);
+    assert!(o.result.as_str().unwrap().len() <= 1000);
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_before_the_engine_and_limits_are_clamped() {
+    let t = TestApp::start().await;
+    let app = &t.app;
+    let run = |code: &str, ctx, timeout, mem| {
+        app.execute(
+            code.to_string(),
+            ctx,
+            timeout,
+            mem,
+            CancellationToken::new(),
+        )
+    };
+    for (code, needle) in [("", "empty"), ("a\0b", "NUL")] {
+        let err = run(code, None, None, None).await.unwrap_err();
+        assert!(err.to_string().contains(needle), "{err}");
+    }
+    let big = "#".repeat(2 * 1024 * 1024);
+    let err = run(&big, None, None, None).await.unwrap_err();
+    assert!(err.to_string().contains("limit"), "{err}");
+    let err = run("x", Some(json!([1])), None, None).await.unwrap_err();
+    assert!(err.to_string().contains("context_vars"), "{err}");
+    assert!(run("x", None, Some(f64::NAN), None).await.is_err());
+
+    let (o, limits) = run("result = 1", None, Some(1e308), Some(-1.0))
+        .await
+        .unwrap();
+    assert_ok(&o);
+    assert_eq!(limits.timeout, Duration::from_secs(300));
+    assert_eq!(limits.memory_bytes, 32 * 1024 * 1024);
+    assert_eq!(limits.adjustments.len(), 2);
+    assert_eq!(app.stats.snapshot().executions_total, 1);
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn beyond_the_queue_executions_are_refused_as_busy() {
+    let t = TestApp::start_with(|c| {
+        c.max_concurrency = 1;
+        c.max_queue = 1;
+    })
+    .await;
+    let app = t.app.clone();
+    let slow = |app: std::sync::Arc<code_execution_mcp::app::App>| async move {
+        app.execute(
+            "import time\ntime.sleep(3)".into(),
+            None,
+            None,
+            None,
+            CancellationToken::new(),
+        )
+        .await
+    };
+    let first = tokio::spawn(slow(app.clone()));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = tokio::spawn(slow(app.clone()));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let third = slow(app.clone()).await;
+    match third {
+        Err(ExecuteError::Sandbox(SandboxError::Busy { .. })) => {}
+        other => panic!("expected busy, got {other:?}"),
+    }
+    assert_ok(&first.await.unwrap().unwrap().0);
+    assert_ok(&second.await.unwrap().unwrap().0);
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn cancellation_kills_the_container() {
+    let t = TestApp::start().await;
+    let cancel = CancellationToken::new();
+    let app = t.app.clone();
+    let token = cancel.clone();
+    let run = tokio::spawn(async move {
+        app.execute(
+            "import time\nprint('sleeping')\ntime.sleep(60)".into(),
+            None,
+            None,
+            None,
+            token,
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    cancel.cancel();
+    let (o, _) = tokio::time::timeout(Duration::from_secs(15), run)
+        .await
+        .expect("cancellation returns promptly")
+        .unwrap()
+        .unwrap();
+    assert_eq!(o.status, Status::Cancelled);
+    common::assert_no_containers(&t.app.sandbox.instance().id).await;
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn each_execution_gets_a_fresh_container() {
+    let t = TestApp::start().await;
+    let a = t
+        .run("import socket\nresult = socket.gethostname(), open('/proc/self/cgroup').read()")
+        .await;
+    let b = t
+        .run("import socket\nresult = socket.gethostname(), open('/proc/self/cgroup').read()")
+        .await;
+    assert_ok(&a);
+    assert_ok(&b);
+    assert_ne!(
+        a.result[1], b.result[1],
+        "same cgroup means the same container"
+    );
+    t.finish().await;
+}

@@ -1,0 +1,256 @@
+//! The server end to end: the real binary over stdio (tool list, a call, SIGTERM removing
+//! containers, a SIGKILLed server's containers reaped by the next start), and streamable HTTP
+//! in-process.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use code_execution_mcp::sandbox::Engine;
+use code_execution_mcp::sandbox::spec::{LABEL_MANAGED, LABEL_OWNER};
+use common::{TestApp, call_tool};
+use rmcp::ServiceExt;
+use rmcp::service::RunningService;
+use serde_json::json;
+use tokio::process::{Child, Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_code-execution-mcp");
+
+/// Starts `code-execution-mcp serve` over stdio with its data in `dir`.
+async fn spawn_server(dir: &std::path::Path) -> (Child, RunningService<rmcp::RoleClient, ()>) {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--workspace-quota-mb", "0"])
+        .arg("--workspace")
+        .arg(dir.join("workspace"))
+        .arg("--skills-dir")
+        .arg(dir.join("skills"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the server binary");
+    let stdout = child.stdout.take().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let client = ().serve((stdout, stdin)).await.expect("MCP handshake over stdio");
+    (child, client)
+}
+
+/// Managed containers owned by process `pid` of this host.
+async fn containers_of(pid: u32) -> Vec<String> {
+    let engine = Engine::connect().await.unwrap();
+    let all = engine
+        .list_labelled(&[LABEL_MANAGED.to_string()])
+        .await
+        .unwrap();
+    all.into_iter()
+        .filter(|(_, labels)| {
+            labels
+                .get(LABEL_OWNER)
+                .is_some_and(|o| o.rsplitn(3, ':').nth(1) == Some(&pid.to_string()))
+        })
+        .map(|(id, _)| id)
+        .collect()
+}
+
+async fn wait_for(mut check: impl AsyncFnMut() -> bool) -> bool {
+    for _ in 0..100 {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn stdio_binary_lists_tools_and_runs_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, client) = spawn_server(dir.path()).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let mut names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "delete_workspace_file",
+            "execute_code",
+            "get_execution_stats",
+            "list_workspace_files",
+            "read_workspace_file",
+            "write_workspace_file"
+        ]
+    );
+    let exec = tools.iter().find(|t| t.name == "execute_code").unwrap();
+    assert!(
+        exec.output_schema.is_some(),
+        "execute_code declares its output schema"
+    );
+
+    let (err, v) = call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "print(1)\nresult = 2"}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    assert_eq!(v["output"], json!(["1"]));
+    assert_eq!(v["result"], 2);
+    assert!(v["execution_time_ms"].as_u64().is_some());
+
+    let (err, v) = call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "raise ValueError('bad')"}),
+    )
+    .await;
+    assert!(err);
+    assert_eq!(v["status"], "error");
+    assert_eq!(v["error"], "bad");
+
+    let (err, v) = call_tool(&client, "execute_code", json!({"code": ""})).await;
+    assert!(err);
+    assert!(v.as_str().unwrap().contains("empty"), "{v}");
+
+    let (err, v) = call_tool(&client, "get_execution_stats", json!({})).await;
+    assert!(!err, "{v}");
+    assert_eq!(v["executions"]["executions_by_status"]["ok"], 1);
+    assert_eq!(v["executions"]["executions_by_status"]["error"], 1);
+    assert!(
+        v["engine"]["api_version"]
+            .as_str()
+            .unwrap()
+            .starts_with("1.")
+    );
+    assert!(v["image"]["id"].as_str().unwrap().starts_with("sha256:"));
+    assert_eq!(v["limits"]["default_timeout_seconds"], 30);
+
+    drop(client);
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("server exits when stdin closes")
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn sigterm_during_an_execution_removes_its_container() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, client) = spawn_server(dir.path()).await;
+    let pid = child.id().unwrap();
+    let call = tokio::spawn(async move {
+        let r = call_tool(
+            &client,
+            "execute_code",
+            json!({"code": "import time\ntime.sleep(60)"}),
+        )
+        .await;
+        (client, r)
+    });
+    assert!(
+        wait_for(async || !containers_of(pid).await.is_empty()).await,
+        "no container started"
+    );
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("server exits on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert!(
+        containers_of(pid).await.is_empty(),
+        "containers left after SIGTERM"
+    );
+    call.abort();
+}
+
+#[tokio::test]
+async fn a_sigkilled_servers_containers_are_reaped_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, client) = spawn_server(dir.path()).await;
+    let pid = child.id().unwrap();
+    let call = tokio::spawn(async move {
+        let _ = call_tool(
+            &client,
+            "execute_code",
+            json!({"code": "import time\ntime.sleep(120)"}),
+        )
+        .await;
+    });
+    assert!(
+        wait_for(async || !containers_of(pid).await.is_empty()).await,
+        "no container started"
+    );
+    child.kill().await.unwrap();
+    call.abort();
+    assert!(
+        !containers_of(pid).await.is_empty(),
+        "the container outlives its SIGKILLed server"
+    );
+
+    let (mut next, client) = spawn_server(dir.path()).await;
+    assert!(
+        containers_of(pid).await.is_empty(),
+        "the next start did not reap the orphan"
+    );
+    drop(client);
+    let _ = tokio::time::timeout(Duration::from_secs(20), next.wait()).await;
+}
+
+#[tokio::test]
+async fn streamable_http_serves_the_same_tools() {
+    let t = TestApp::start().await;
+    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(code_execution_mcp::serve::serve_http(
+        t.app.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        async move {
+            let _ = stop_rx.await;
+        },
+        Some(bound_tx),
+    ));
+    let addr = bound_rx.await.unwrap();
+    let transport =
+        rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    let client = ().serve(transport).await.expect("MCP handshake over HTTP");
+    let (err, v) = call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "result = sum(range(10))", "timeout_seconds": 9999}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], 45);
+    assert_eq!(v["limits"]["timeout_seconds"], 300.0);
+    assert!(
+        v["limits"]["adjustments"][0]
+            .as_str()
+            .unwrap()
+            .contains("clamped")
+    );
+    client.cancel().await.unwrap();
+    stop_tx.send(()).unwrap();
+    server.await.unwrap().unwrap();
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn http_refuses_non_loopback_addresses_without_authentication() {
+    let t = TestApp::start().await;
+    let err = code_execution_mcp::serve::serve_http(
+        t.app.clone(),
+        "0.0.0.0:0".parse().unwrap(),
+        async {},
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("loopback"), "{err}");
+    t.finish().await;
+}

@@ -1,0 +1,118 @@
+"""The original project's README examples that need only the core tools, driven by the official
+MCP Python SDK against the real `code-execution-mcp` binary, over stdio and over streamable HTTP.
+
+    python tests/python/original_examples.py BINARY DATA_DIR
+
+Exits non-zero with a message on the first mismatch. Used by tests/python_client.rs.
+"""
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+
+def check(cond, message):
+    if not cond:
+        raise AssertionError(message)
+
+
+def payload(result):
+    """The structured content of a tool result, else its text parsed as JSON."""
+    if result.structuredContent is not None:
+        return result.structuredContent
+    return json.loads(result.content[0].text)
+
+
+async def original_examples(session: ClientSession, label: str):
+    await session.initialize()
+    tools = {t.name for t in (await session.list_tools()).tools}
+    for name in ["execute_code", "write_workspace_file", "read_workspace_file",
+                 "list_workspace_files", "get_execution_stats"]:
+        check(name in tools, f"{label}: tool {name} missing from {sorted(tools)}")
+
+    # "Efficient Data Processing": 10,000 rows stay in the sandbox; only a summary returns.
+    rows = [{"id": i, "status": "active" if i % 4 else "inactive", "value": i} for i in range(10_000)]
+    r = await session.call_tool("write_workspace_file",
+                                {"filename": "large_dataset.json", "content": json.dumps(rows)})
+    check(not r.isError and payload(r)["success"], f"{label}: write failed: {r}")
+    code = '''
+data = json.loads(read_file("large_dataset.json"))
+filtered = [d for d in data if d['status'] == 'active']
+result = {
+    'total': len(data),
+    'active': len(filtered),
+    'sample': filtered[:5]
+}
+'''
+    r = await session.call_tool("execute_code", {"code": code})
+    p = payload(r)
+    check(not r.isError and p["success"], f"{label}: execute_code failed: {p}")
+    check(p["result"]["total"] == 10_000 and p["result"]["active"] == 7_500, f"{label}: {p['result']}")
+    check(len(p["result"]["sample"]) == 5, f"{label}: sample {p['result']['sample']}")
+    check(isinstance(p["execution_time_ms"], int), f"{label}: execution_time_ms {p}")
+    check(len(r.content[0].text) < 2_000, f"{label}: the summary is not small")
+
+    # Workspace round trip and the helpers.
+    code = 'write_file("report.txt", "active=%d" % len(filter_by_field(json.loads(read_file("large_dataset.json")), "status", "active")))\nprint(list_files())'
+    r = await session.call_tool("execute_code", {"code": code})
+    p = payload(r)
+    check(p["success"] and "report.txt" in p["output"][0], f"{label}: {p}")
+    r = await session.call_tool("read_workspace_file", {"filename": "report.txt"})
+    check(payload(r)["content"] == "active=7500", f"{label}: {payload(r)}")
+    r = await session.call_tool("list_workspace_files", {})
+    check(sorted(payload(r)["files"]) == ["large_dataset.json", "report.txt"], f"{label}: {payload(r)}")
+
+    # Errors come back as data the model can act on.
+    r = await session.call_tool("execute_code", {"code": "1/0"})
+    p = payload(r)
+    check(r.isError and p["status"] == "error" and p["error_type"] == "ZeroDivisionError", f"{label}: {p}")
+    r = await session.call_tool("execute_code", {"code": "while True: pass", "timeout_seconds": 1})
+    check(payload(r)["status"] == "timeout", f"{label}: {payload(r)}")
+
+    r = await session.call_tool("get_execution_stats", {})
+    p = payload(r)
+    check(p["executions"]["executions_total"] >= 4 and p["limits"]["default_memory_mb"] == 500, f"{label}: {p}")
+    print(f"{label}: original examples ok")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def main(binary, data_dir):
+    common = ["--workspace-quota-mb", "0", "--skills-dir", f"{data_dir}/skills"]
+    params = StdioServerParameters(command=binary,
+                                   args=["serve", "--workspace", f"{data_dir}/ws-stdio", *common])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await original_examples(session, "stdio")
+
+    port = free_port()
+    server = subprocess.Popen([binary, "serve", "--transport", "http", "--listen", f"127.0.0.1:{port}",
+                               "--workspace", f"{data_dir}/ws-http", *common])
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await original_examples(session, "http")
+    finally:
+        server.terminate()
+        check(server.wait(timeout=30) == 0, "the HTTP server did not exit cleanly on SIGTERM")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
