@@ -64,13 +64,16 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let runtime = tokio::runtime::Runtime::new().expect("starting the async runtime");
-    match runtime.block_on(run(cli)) {
+    let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("code-execution-mcp: {e:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // A blocking read of stdin may still be pending: do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {

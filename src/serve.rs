@@ -49,7 +49,7 @@ pub async fn serve_stdio(
 ) -> Result<(), ServeError> {
     let server = CodeExecutionServer::new(app.clone());
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve(rmcp::transport::stdio_pipes())
         .await
         .map_err(|e| ServeError::Stdio(e.to_string()))?;
     let cancel = running.cancellation_token();

@@ -48,7 +48,7 @@ async fn containers_of(pid: u32) -> Vec<String> {
         .filter(|(_, labels)| {
             labels
                 .get(LABEL_OWNER)
-                .is_some_and(|o| o.rsplitn(3, ':').nth(1) == Some(&pid.to_string()))
+                .is_some_and(|o| o.rsplit(':').nth(1) == Some(&pid.to_string()))
         })
         .map(|(id, _)| id)
         .collect()
@@ -252,5 +252,42 @@ async fn http_refuses_non_loopback_addresses_without_authentication() {
     .await
     .unwrap_err();
     assert!(err.to_string().contains("loopback"), "{err}");
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn notifications_cancelled_kills_the_running_container() {
+    let t = TestApp::start().await;
+    let client = common::mcp_client(t.app.clone()).await;
+    let instance = t.app.sandbox.instance().id.clone();
+    let engine = Engine::connect().await.unwrap();
+    let label = format!(
+        "{}={instance}",
+        code_execution_mcp::sandbox::spec::LABEL_INSTANCE
+    );
+    {
+        // Dropping the call future makes the rmcp client send notifications/cancelled.
+        let call = call_tool(
+            &client,
+            "execute_code",
+            json!({"code": "import time\ntime.sleep(60)"}),
+        );
+        tokio::select! {
+            _ = call => panic!("the call finished before it was cancelled"),
+            _ = async {
+                while engine.list_labelled(std::slice::from_ref(&label)).await.unwrap().is_empty() {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            } => {}
+        }
+    }
+    // The server is still running; only the cancelled execution's container must be gone.
+    common::assert_no_containers(&instance).await;
+    let snapshot = t.app.stats.snapshot();
+    assert_eq!(
+        snapshot.executions_by_status["cancelled"], 1,
+        "{snapshot:?}"
+    );
+    client.cancel().await.unwrap();
     t.finish().await;
 }

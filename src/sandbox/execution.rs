@@ -180,18 +180,30 @@ enum Stop {
     Flood,
 }
 
+/// What every execution of one sandbox shares.
+pub(crate) struct Runner<'a> {
+    pub engine: &'a Engine,
+    pub limits: HarnessLimits,
+    pub calls: &'a dyn CallHandler,
+    /// Background removals and drains, awaited at shutdown.
+    pub tracker: &'a TaskTracker,
+}
+
 /// Runs `job` in a new container made from `spec`. The container is removed when the returned
 /// future completes or is dropped.
 pub(crate) async fn execute(
-    engine: &Engine,
+    runner: &Runner<'_>,
     spec: &SandboxSpec,
     name: &str,
     job: &Job,
-    limits: HarnessLimits,
-    calls: &dyn CallHandler,
     cancel: &CancellationToken,
-    tracker: &TaskTracker,
 ) -> Result<Outcome, EngineError> {
+    let Runner {
+        engine,
+        limits,
+        calls,
+        tracker,
+    } = *runner;
     let started = Instant::now();
     let deadline = TokioInstant::now() + job.timeout;
     let docker = engine.client();

@@ -168,17 +168,13 @@ impl Sandbox {
         self.stats.container_started();
         let result = {
             let linked = LinkedCancel::new(&cancel, &self.shutdown);
-            execution::execute(
-                &self.engine,
-                &spec,
-                &name,
-                &job,
-                self.settings.limits,
-                self.calls.as_ref(),
-                linked.token(),
-                &self.cleanup,
-            )
-            .await
+            let runner = execution::Runner {
+                engine: &self.engine,
+                limits: self.settings.limits,
+                calls: self.calls.as_ref(),
+                tracker: &self.cleanup,
+            };
+            execution::execute(&runner, &spec, &name, &job, linked.token()).await
         };
         self.stats.container_finished();
         drop(permit);

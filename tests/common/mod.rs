@@ -81,7 +81,10 @@ pub async fn assert_no_containers(instance: &str) {
     let label = format!("{LABEL_INSTANCE}={instance}");
     let mut left = Vec::new();
     for _ in 0..50 {
-        left = engine.list_labelled(&[label.clone()]).await.expect("list");
+        left = engine
+            .list_labelled(std::slice::from_ref(&label))
+            .await
+            .expect("list");
         if left.is_empty() {
             return;
         }

@@ -25,8 +25,8 @@ def check(cond, message):
 
 def payload(result):
     """The structured content of a tool result, else its text parsed as JSON."""
-    if result.structuredContent is not None:
-        return result.structuredContent
+    if result.structured_content is not None:
+        return result.structured_content
     return json.loads(result.content[0].text)
 
 
@@ -41,7 +41,7 @@ async def original_examples(session: ClientSession, label: str):
     rows = [{"id": i, "status": "active" if i % 4 else "inactive", "value": i} for i in range(10_000)]
     r = await session.call_tool("write_workspace_file",
                                 {"filename": "large_dataset.json", "content": json.dumps(rows)})
-    check(not r.isError and payload(r)["success"], f"{label}: write failed: {r}")
+    check(not r.is_error and payload(r)["success"], f"{label}: write failed: {r}")
     code = '''
 data = json.loads(read_file("large_dataset.json"))
 filtered = [d for d in data if d['status'] == 'active']
@@ -53,7 +53,7 @@ result = {
 '''
     r = await session.call_tool("execute_code", {"code": code})
     p = payload(r)
-    check(not r.isError and p["success"], f"{label}: execute_code failed: {p}")
+    check(not r.is_error and p["success"], f"{label}: execute_code failed: {p}")
     check(p["result"]["total"] == 10_000 and p["result"]["active"] == 7_500, f"{label}: {p['result']}")
     check(len(p["result"]["sample"]) == 5, f"{label}: sample {p['result']['sample']}")
     check(isinstance(p["execution_time_ms"], int), f"{label}: execution_time_ms {p}")
@@ -72,7 +72,7 @@ result = {
     # Errors come back as data the model can act on.
     r = await session.call_tool("execute_code", {"code": "1/0"})
     p = payload(r)
-    check(r.isError and p["status"] == "error" and p["error_type"] == "ZeroDivisionError", f"{label}: {p}")
+    check(r.is_error and p["status"] == "error" and p["error_type"] == "ZeroDivisionError", f"{label}: {p}")
     r = await session.call_tool("execute_code", {"code": "while True: pass", "timeout_seconds": 1})
     check(payload(r)["status"] == "timeout", f"{label}: {payload(r)}")
 
