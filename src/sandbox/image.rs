@@ -112,8 +112,32 @@ pub async fn ensure(engine: &Engine, tag: &str) -> Result<String, ImageError> {
     if let Some(id) = image_id(engine, tag).await? {
         return Ok(id);
     }
+    // Servers (or test processes) starting together build once: the others wait, then reuse.
+    let _lock = build_lock().await;
+    if let Some(id) = image_id(engine, tag).await? {
+        return Ok(id);
+    }
     eprintln!("code-execution-mcp: sandbox image {tag} not found; building it (once)");
     build(engine, tag, None).await
+}
+
+/// An exclusive lock on a file in the temp directory, held while the image is built. Without
+/// one (no writable temp dir) builds simply are not serialised.
+async fn build_lock() -> Option<std::fs::File> {
+    let path = std::env::temp_dir().join("code-execution-mcp-image-build.lock");
+    tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .ok()?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).ok()?;
+        Some(file)
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// Builds the sandbox image as `tag` on `base` (default: pinned, else offline). Progress goes
