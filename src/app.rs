@@ -188,11 +188,13 @@ impl App {
     ) -> Result<(Outcome, ExecLimits), ExecuteError> {
         limits::check_code(&code, self.config.max_code_bytes)?;
         limits::check_context_vars(context_vars.as_ref())?;
+        let context_vars = context_vars.unwrap_or(serde_json::Value::Null);
+        limits::check_job_size(&code, &context_vars)?;
         let limits = limits::clamp(timeout_seconds, memory_mb, &self.config)?;
         self.check_soft_quota().await?;
         let job = Job {
             code,
-            context_vars: context_vars.unwrap_or(serde_json::Value::Null),
+            context_vars,
             timeout: limits.timeout,
             memory_bytes: limits.memory_bytes,
         };

@@ -12,6 +12,11 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+/// Upper bounds for the flags whose values size buffers or deadlines.
+const MAX_TIMEOUT_SECS: u64 = 86_400;
+const MAX_CODE_BYTES: usize = 4 * 1024 * 1024;
+const MAX_RESULT_BYTES: usize = 64 * 1024 * 1024;
+
 /// The sandbox image's non-root user. A workspace owned by another non-root user runs the
 /// sandbox as that user instead (see `workspace::Workspace::prepare_for_sandbox`).
 pub const SANDBOX_UID: u32 = 10001;
@@ -163,6 +168,23 @@ impl Config {
                 self.default_memory_mb,
                 crate::limits::MIN_MEMORY_MB,
                 self.max_memory_mb
+            ));
+        }
+        if self.max_timeout_secs > MAX_TIMEOUT_SECS {
+            return Err(format!(
+                "--max-timeout-secs {} is over {MAX_TIMEOUT_SECS} (a day)",
+                self.max_timeout_secs
+            ));
+        }
+        if self.max_code_bytes > MAX_CODE_BYTES {
+            return Err(format!(
+                "--max-code-bytes {} is over {MAX_CODE_BYTES}: code travels to the sandbox in one 8 MiB frame",
+                self.max_code_bytes
+            ));
+        }
+        if self.max_result_bytes > MAX_RESULT_BYTES || self.max_output_bytes > MAX_RESULT_BYTES {
+            return Err(format!(
+                "--max-result-bytes and --max-output-bytes must be at most {MAX_RESULT_BYTES}"
             ));
         }
         if self.max_concurrency == 0 {

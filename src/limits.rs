@@ -25,6 +25,10 @@ pub enum InputError {
         "`code` contains a NUL character at byte {0}: send plain Python source text without NUL characters"
     )]
     NulInCode(usize),
+    #[error(
+        "the job (code plus context_vars) is {size} bytes as sent to the sandbox, over the {limit}-byte limit: write large data to the workspace with write_workspace_file and read it from the code"
+    )]
+    JobTooLarge { size: usize, limit: usize },
     #[error("`{name}` must be a finite number, got {value}")]
     NotFinite { name: &'static str, value: f64 },
     #[error(
@@ -89,6 +93,28 @@ fn is_identifier(s: &str) -> bool {
     matches!(chars.next(), Some(c) if c == '_' || c.is_alphabetic())
         && chars.all(|c| c == '_' || c.is_alphanumeric())
         && s.len() <= 128
+}
+
+/// Checks that the job frame (code and context_vars as JSON) fits the channel's line limit.
+pub fn check_job_size(code: &str, context_vars: &serde_json::Value) -> Result<(), InputError> {
+    use crate::sandbox::channel::{HarnessLimits, MAX_FRAME_BYTES, ToHarness};
+    let size = ToHarness::Job {
+        code,
+        context_vars,
+        limits: HarnessLimits {
+            max_output_bytes: 0,
+            max_result_bytes: 0,
+        },
+    }
+    .to_line()
+    .len();
+    if size > MAX_FRAME_BYTES {
+        return Err(InputError::JobTooLarge {
+            size,
+            limit: MAX_FRAME_BYTES,
+        });
+    }
+    Ok(())
 }
 
 /// Clamps the requested timeout (seconds) and memory (MiB) to the configured bounds.
@@ -187,6 +213,20 @@ mod tests {
             check_context_vars(Some(&json!({"1a": 1}))),
             Err(InputError::ContextBadName(_))
         ));
+    }
+
+    #[test]
+    fn jobs_must_fit_the_channel() {
+        use serde_json::json;
+        assert!(check_job_size("print(1)", &json!({"a": 1})).is_ok());
+        let big = json!({"data": "x".repeat(9 * 1024 * 1024)});
+        assert!(matches!(
+            check_job_size("print(1)", &big),
+            Err(InputError::JobTooLarge { .. })
+        ));
+        // Escaping counts: 2 MiB of control characters become 12 MiB of JSON.
+        let code = "\u{1}".repeat(2 * 1024 * 1024);
+        assert!(check_job_size(&code, &serde_json::Value::Null).is_err());
     }
 
     #[test]

@@ -573,18 +573,15 @@ impl Workspace {
         Ok(usage)
     }
 
-    /// Refuses with [`WorkspaceError::Full`] when the workspace is at its quota; the executor calls
-    /// this before each execution. Soft quota: a bounded [`Workspace::usage`] walk. Kernel quota:
-    /// a cheap `fstatvfs` of the mounted image.
+    /// Refuses with [`WorkspaceError::Full`] when a soft quota is reached (a bounded
+    /// [`Workspace::usage`] walk); the executor calls this before each execution. Under a kernel
+    /// quota nothing is refused here: writes past it fail with ENOSPC by themselves, and code
+    /// that cleans up a full workspace must still be able to run.
     pub fn check_quota(&self) -> Result<()> {
         if self.limits.soft_quota {
-            if self.usage()?.bytes >= self.limits.quota_bytes {
-                return Err(self.full());
-            }
-        } else {
-            let vfs = rfs::fstatvfs(&self.root)
-                .map_err(|e| WorkspaceError::io("cannot stat the workspace filesystem", e))?;
-            if vfs.f_bavail == 0 {
+            let usage = self.usage()?;
+            // A walk cut short is a lower bound: treat it as full rather than under.
+            if usage.truncated || usage.bytes >= self.limits.quota_bytes {
                 return Err(self.full());
             }
         }

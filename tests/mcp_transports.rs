@@ -19,7 +19,15 @@ const BIN: &str = env!("CARGO_BIN_EXE_code-execution-mcp");
 
 /// Starts `code-execution-mcp serve` over stdio with its data in `dir`.
 async fn spawn_server(dir: &std::path::Path) -> (Child, RunningService<rmcp::RoleClient, ()>) {
+    spawn_server_with_env(dir, &[]).await
+}
+
+async fn spawn_server_with_env(
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (Child, RunningService<rmcp::RoleClient, ()>) {
     let mut child = Command::new(BIN)
+        .envs(env.iter().copied())
         .args(["serve", "--workspace-quota-mb", "0"])
         .arg("--workspace")
         .arg(dir.join("workspace"))
@@ -290,4 +298,74 @@ async fn notifications_cancelled_kills_the_running_container() {
     );
     client.cancel().await.unwrap();
     t.finish().await;
+}
+
+#[tokio::test]
+async fn the_servers_environment_does_not_reach_the_sandbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, client) =
+        spawn_server_with_env(dir.path(), &[("CEM_TEST_SECRET_TOKEN", "hunter2-canary")]).await;
+    let code = r#"
+import os
+seen = [k for k, v in os.environ.items() if "hunter2" in v or k == "CEM_TEST_SECRET_TOKEN"]
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            if b"hunter2" in open(f"/proc/{pid}/environ", "rb").read():
+                seen.append(pid)
+        except OSError:
+            pass
+result = {"seen": seen, "env": sorted(os.environ)}
+"#;
+    let (err, v) = call_tool(&client, "execute_code", json!({ "code": code })).await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"]["seen"], json!([]), "{v}");
+    // Only the variables the spec sets (and what Docker adds) are there.
+    let env: Vec<String> = serde_json::from_value(v["result"]["env"].clone()).unwrap();
+    for name in &env {
+        assert!(
+            [
+                "HOME",
+                "LANG",
+                "PATH",
+                "HOSTNAME",
+                "PYTHONDONTWRITEBYTECODE",
+                "PYTHONUNBUFFERED",
+                "LC_CTYPE"
+            ]
+            .contains(&name.as_str()),
+            "unexpected variable {name} in the sandbox"
+        );
+    }
+    drop(client);
+    let _ = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
+}
+
+#[tokio::test]
+async fn an_unreachable_engine_or_a_missing_image_fails_start_up_naming_doctor() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[(&str, &str)], &[&str]); 2] = [
+        (&[("DOCKER_HOST", "unix:///nonexistent/docker.sock")], &[]),
+        (
+            &[],
+            &["--image", "code-execution-mcp-sandbox:does-not-exist"],
+        ),
+    ];
+    for (env, args) in cases {
+        let out = Command::new(BIN)
+            .arg("serve")
+            .args(args)
+            .arg("--workspace")
+            .arg(dir.path().join("ws"))
+            .args(["--workspace-quota-mb", "0"])
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(stderr.contains("code-execution-mcp doctor"), "{stderr}");
+        assert!(out.stdout.is_empty(), "stdout must stay clean for MCP");
+    }
 }

@@ -179,7 +179,7 @@ impl CallHandler for BuiltinCalls {
             match method {
                 "ping" => Ok(serde_json::json!({"pong": true, "echo": params})),
                 other => Err(format!(
-                    "the server does not offer `{}` to sandbox code",
+                    "`{}` is not available from sandbox code on this server version",
                     other.escape_debug()
                 )),
             }
@@ -293,6 +293,6 @@ mod tests {
             json!({"pong": true, "echo": {"x": 1}})
         );
         let err = calls.call("rm -rf", Value::Null).await.unwrap_err();
-        assert!(err.contains("does not offer"));
+        assert!(err.contains("not available"));
     }
 }

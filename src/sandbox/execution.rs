@@ -126,8 +126,15 @@ impl Drop for ContainerGuard {
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             self.tracker.spawn_on(
                 async move {
-                    if let Err(e) = engine.remove(&id).await {
-                        tracing::warn!(container = %id, "could not remove sandbox container: {e}");
+                    // Retried, so an engine restarting under us does not leave the container.
+                    for delay in [1, 2, 4, 8, 0] {
+                        match engine.remove(&id).await {
+                            Ok(()) => return,
+                            Err(e) if delay == 0 => {
+                                tracing::warn!(container = %id, "could not remove sandbox container: {e}; the next start removes it");
+                            }
+                            Err(_) => tokio::time::sleep(Duration::from_secs(delay)).await,
+                        }
                     }
                 },
                 &handle,
@@ -143,10 +150,10 @@ fn hard_cap(limits: HarnessLimits) -> u64 {
     8 * kept as u64 + 16 * 1024 * 1024
 }
 
-/// Longest frame accepted: the result is sent as JSON text inside JSON, which can grow by
-/// escaping.
+/// Longest frame accepted: a done frame carries the result (as JSON text inside JSON, which
+/// escaping can double when it is cut), the error and the traceback.
 fn frame_limit(limits: HarnessLimits) -> usize {
-    MAX_FRAME_BYTES.max(6 * limits.max_result_bytes + (1 << 20))
+    2 * limits.max_result_bytes + 2 * MAX_ERROR_BYTES + (1 << 20)
 }
 
 /// The state the frame loop accumulates.
@@ -208,47 +215,71 @@ pub(crate) async fn execute(
     let deadline = TokioInstant::now() + job.timeout;
     let docker = engine.client();
 
-    let opts = CreateContainerOptionsBuilder::default().name(name).build();
-    let created = docker
-        .create_container(Some(opts), container_body(spec))
-        .await
-        .map_err(|e| EngineError::api("create a sandbox container", e))?;
-    let _guard = ContainerGuard::new(engine.clone(), created.id.clone(), tracker.clone());
-    let id = created.id.as_str();
-
-    let attach = AttachContainerOptionsBuilder::default()
-        .stdin(true)
-        .stdout(true)
-        .stderr(true)
-        .stream(true)
-        .build();
-    let attached = docker
-        .attach_container(id, Some(attach))
-        .await
-        .map_err(|e| EngineError::api("attach to a sandbox container", e))?;
-    let (mut output, mut input) = (attached.output, attached.input);
-    docker
-        .start_container(id, None::<StartContainerOptions>)
-        .await
-        .map_err(|e| EngineError::api("start a sandbox container", e))?;
-
-    let job_line = ToHarness::Job {
-        code: &job.code,
-        context_vars: &job.context_vars,
-        limits,
-    }
-    .to_line();
-    // The harness reads its job before it runs anything, so this write completes promptly.
-    tokio::time::timeout_at(deadline, input.write_all(&job_line))
-        .await
-        .map_err(|_| EngineError::Api {
-            action: "deliver the job to the sandbox",
-            message: "the container did not read it before the deadline".into(),
-        })?
-        .map_err(|e| EngineError::Api {
-            action: "deliver the job to the sandbox",
-            message: e.to_string(),
-        })?;
+    // The guard goes first and works by name: a create that the engine carried out but whose
+    // answer was lost still gets its container removed.
+    let _guard = ContainerGuard::new(engine.clone(), name.to_string(), tracker.clone());
+    let setup = async {
+        let opts = CreateContainerOptionsBuilder::default().name(name).build();
+        docker
+            .create_container(Some(opts), container_body(spec))
+            .await
+            .map_err(|e| EngineError::api("create a sandbox container", e))?;
+        let attach = AttachContainerOptionsBuilder::default()
+            .stdin(true)
+            .stdout(true)
+            .stderr(true)
+            .stream(true)
+            .build();
+        let attached = docker
+            .attach_container(name, Some(attach))
+            .await
+            .map_err(|e| EngineError::api("attach to a sandbox container", e))?;
+        docker
+            .start_container(name, None::<StartContainerOptions>)
+            .await
+            .map_err(|e| EngineError::api("start a sandbox container", e))?;
+        let mut input = attached.input;
+        let job_line = ToHarness::Job {
+            code: &job.code,
+            context_vars: &job.context_vars,
+            limits,
+        }
+        .to_line();
+        // The harness reads its job before it runs anything, so this completes promptly.
+        input
+            .write_all(&job_line)
+            .await
+            .map_err(|e| EngineError::Api {
+                action: "deliver the job to the sandbox",
+                message: e.to_string(),
+            })?;
+        Ok::<_, EngineError>((attached.output, input))
+    };
+    let early_stop = |status: Status, error: String| Outcome {
+        status,
+        result: Value::Null,
+        result_truncated: false,
+        stdout: BoundedText::new(0),
+        stderr: BoundedText::new(0),
+        error: Some(error),
+        error_type: None,
+        traceback: None,
+        elapsed: started.elapsed(),
+    };
+    let (mut output, mut input) = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => {
+            return Ok(early_stop(Status::Cancelled, "Execution cancelled while its container was starting".into()));
+        }
+        _ = tokio::time::sleep_until(deadline) => {
+            return Ok(early_stop(Status::Timeout, format!(
+                "Execution timed out after {} seconds while its container was starting: the engine is slow; retry, or check it with `code-execution-mcp doctor`",
+                job.timeout.as_secs_f64()
+            )));
+        }
+        ready = setup => ready?,
+    };
+    let id = name;
 
     let mut c = Collector {
         stdout: BoundedText::new(limits.max_output_bytes),
@@ -311,7 +342,19 @@ pub(crate) async fn execute(
                         Ok(v) => (Some(v), None),
                         Err(e) => (None, Some(e)),
                     };
-                    let reply = ToHarness::Reply { id, result, error }.to_line();
+                    let mut reply = ToHarness::Reply { id, result, error }.to_line();
+                    if reply.len() > MAX_FRAME_BYTES {
+                        let error = format!(
+                            "the answer to `{method}` is {} bytes, over the channel's {MAX_FRAME_BYTES}-byte limit",
+                            reply.len()
+                        );
+                        reply = ToHarness::Reply {
+                            id,
+                            result: None,
+                            error: Some(error),
+                        }
+                        .to_line();
+                    }
                     // A harness that stopped reading gets no reply; the deadline still holds.
                     let _ = tokio::time::timeout_at(deadline, input.write_all(&reply)).await;
                 }
@@ -362,29 +405,42 @@ pub(crate) async fn execute(
             } else {
                 Status::Error
             };
-            outcome.result = done.result;
-            outcome.result_truncated = done.result_truncated;
-            outcome.error = done.error;
-            outcome.error_type = done.error_type;
-            outcome.traceback = done.traceback;
+            // The frame is the harness's word, but sandbox code can forge one: bound it again.
+            let (result, cut) = bound_result(done.result, limits.max_result_bytes);
+            outcome.result = result;
+            outcome.result_truncated = done.result_truncated || cut;
+            outcome.error = done.error.map(|e| bound_text(e, MAX_ERROR_BYTES));
+            outcome.error_type = done.error_type.map(|e| bound_text(e, 256));
+            outcome.traceback = done.traceback.map(|t| bound_text(t, MAX_ERROR_BYTES));
             if outcome.status == Status::MemoryLimit {
-                outcome.error = Some(memory_message(job.memory_bytes));
+                outcome.error = Some(format!(
+                    "MemoryError: {}. The execution's memory limit is {} MB: process the data in smaller pieces or pass a larger memory_mb",
+                    outcome.error.as_deref().unwrap_or("allocation failed"),
+                    job.memory_bytes / (1024 * 1024)
+                ));
             }
         }
         Stop::Deadline => {
-            engine.kill(id).await?;
-            outcome.status = Status::Timeout;
-            outcome.error = Some(format!(
-                "Execution timed out after {secs} seconds: the container was killed. Make the code faster, process less data per call, or pass a larger timeout_seconds"
-            ));
+            kill_logged(engine, id).await;
+            // A container that hit its memory limit while running out of time was killed by
+            // the kernel first; say so.
+            if let Ok((true, _)) = engine.exit_state(id).await {
+                outcome.status = Status::MemoryLimit;
+                outcome.error = Some(memory_message(job.memory_bytes));
+            } else {
+                outcome.status = Status::Timeout;
+                outcome.error = Some(format!(
+                    "Execution timed out after {secs} seconds: the container was killed. Make the code faster, process less data per call, or pass a larger timeout_seconds"
+                ));
+            }
         }
         Stop::Cancelled => {
-            engine.kill(id).await?;
+            kill_logged(engine, id).await;
             outcome.status = Status::Cancelled;
             outcome.error = Some("Execution cancelled: the container was killed".into());
         }
         Stop::Flood => {
-            engine.kill(id).await?;
+            kill_logged(engine, id).await;
             outcome.status = Status::OutputLimit;
             outcome.error = Some(format!(
                 "Execution killed: it wrote more than {} bytes of output. Print a summary instead, or write large data to a workspace file",
@@ -408,6 +464,39 @@ pub(crate) async fn execute(
         }
     }
     Ok(outcome)
+}
+
+/// Longest `error` or `traceback` passed on.
+const MAX_ERROR_BYTES: usize = 64 * 1024;
+
+/// The result as it goes back: unchanged when its JSON fits in `max` bytes, else the first
+/// `max` bytes of that JSON as a string, and `true`.
+fn bound_result(result: Value, max: usize) -> (Value, bool) {
+    let text = result.to_string();
+    if text.len() <= max {
+        return (result, false);
+    }
+    (Value::String(bound_text(text, max)), true)
+}
+
+/// `s` cut to at most `max` bytes on a character boundary.
+fn bound_text(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}
+
+/// Kills the container; a failure is logged, not returned, so the outcome (and the output
+/// collected so far) still reaches the caller. The guard's removal follows either way.
+async fn kill_logged(engine: &Engine, id: &str) {
+    if let Err(e) = engine.kill(id).await {
+        tracing::warn!(container = %id, "could not kill sandbox container: {e}");
+    }
 }
 
 fn memory_message(memory_bytes: i64) -> String {

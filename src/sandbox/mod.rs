@@ -33,7 +33,9 @@ pub enum SandboxError {
         "the server is busy: {running} executions are running and {queued} are waiting (limits: --max-concurrency, --max-queue). Retry in a moment"
     )]
     Busy { running: usize, queued: usize },
-    #[error("the server is shutting down: no new executions are accepted")]
+    #[error(
+        "the server is shutting down and accepts no new executions: retry once it has restarted"
+    )]
     ShuttingDown,
     #[error(transparent)]
     Engine(#[from] EngineError),
@@ -142,12 +144,20 @@ impl Sandbox {
                     });
                 }
                 tokio::select! {
-                    p = self.slots.clone().acquire_owned() => p.map_err(|_| SandboxError::ShuttingDown)?,
-                    _ = cancel.cancelled() => return Ok(cancelled_before_start()),
+                    biased;
                     _ = self.shutdown.cancelled() => return Err(SandboxError::ShuttingDown),
+                    _ = cancel.cancelled() => {
+                        self.stats.record(Status::Cancelled, std::time::Duration::ZERO);
+                        return Ok(cancelled_before_start());
+                    }
+                    p = self.slots.clone().acquire_owned() => p.map_err(|_| SandboxError::ShuttingDown)?,
                 }
             }
         };
+        // Shutdown may have begun while this call waited: it must not start a container then.
+        if self.shutdown.is_cancelled() {
+            return Err(SandboxError::ShuttingDown);
+        }
 
         let spec = SandboxSpec {
             image: self.settings.image.clone(),
@@ -197,11 +207,14 @@ impl Sandbox {
     /// created is removed (then removes any stragglers by label).
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
-        // Running executions see the cancellation, kill their containers and drop their guards.
-        let _ = self
+        // Running executions see the cancellation, kill their containers and drop their guards;
+        // holding every slot (and closing the semaphore) keeps new ones from starting.
+        let all = self
             .slots
             .acquire_many(self.settings.max_concurrency as u32)
             .await;
+        self.slots.close();
+        drop(all);
         self.cleanup.close();
         self.cleanup.wait().await;
         let label = format!("{LABEL_INSTANCE}={}", self.instance.id);

@@ -55,8 +55,13 @@ pub async fn reap_orphans(engine: &Engine) -> Result<usize, EngineError> {
     for (id, labels) in containers {
         let orphan = labels.get(LABEL_OWNER).is_some_and(|o| owner_is_dead(o));
         if orphan {
-            engine.remove(&id).await?;
-            removed += 1;
+            // One container the engine cannot remove must not stop the others, or the server.
+            match engine.remove(&id).await {
+                Ok(()) => removed += 1,
+                Err(e) => {
+                    tracing::warn!(container = %id, "could not remove an orphaned sandbox container: {e}")
+                }
+            }
         }
     }
     if removed > 0 {
@@ -68,10 +73,14 @@ pub async fn reap_orphans(engine: &Engine) -> Result<usize, EngineError> {
 /// Removes every container carrying all the given labels.
 pub async fn remove_labelled(engine: &Engine, labels: &[String]) -> Result<usize, EngineError> {
     let containers = engine.list_labelled(labels).await?;
+    let mut removed = 0;
     for (id, _) in &containers {
-        engine.remove(id).await?;
+        match engine.remove(id).await {
+            Ok(()) => removed += 1,
+            Err(e) => tracing::warn!(container = %id, "could not remove sandbox container: {e}"),
+        }
     }
-    Ok(containers.len())
+    Ok(removed)
 }
 
 #[cfg(test)]

@@ -95,7 +95,7 @@ impl QuotaMode {
     /// caller should enforce the soft quota as well.
     pub fn kernel_enforced(&self, quota_bytes: u64) -> bool {
         match self {
-            QuotaMode::LoopMount { .. } => true,
+            QuotaMode::LoopMount { size_bytes, .. } => *size_bytes <= quota_bytes,
             QuotaMode::AlreadyMounted { size_bytes, .. } => *size_bytes <= quota_bytes,
             QuotaMode::Soft { .. } => false,
         }
@@ -664,6 +664,11 @@ garbage line\n\
     #[test]
     fn loop_mount_bounds_the_workspace() {
         if let Some(why) = loop_mount_skip_reason() {
+            // CI runs as root with the tools installed: there a skip would hide a failure.
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "loop-mount quota test cannot run in CI: {why}"
+            );
             eprintln!("skipped loop-mount quota test: {why}");
             return;
         }
@@ -738,10 +743,8 @@ garbage line\n\
         assert_eq!(e.raw_os_error(), Some(28), "{e}");
         drop(file);
         assert!(allocated(&image) <= quota, "image grew past the quota");
-        assert!(
-            matches!(ws.check_quota(), Err(WorkspaceError::Full { .. }))
-                || ws.check_quota().is_ok()
-        );
+        // The kernel enforces the quota: executions are not refused, so cleanup code can run.
+        assert!(ws.check_quota().is_ok());
         drop(ws); // the root fd would keep the mount busy
 
         unmount(&root).unwrap();

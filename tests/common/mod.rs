@@ -148,3 +148,17 @@ pub async fn call_tool(
     };
     (is_error, value)
 }
+
+/// Whether a root-only test can run. Outside CI it is skipped with a message when not root;
+/// in CI (which runs as root) being unable to run it is a failure, not a skip.
+pub fn root_or_skip(what: &str) -> bool {
+    if rustix::process::geteuid().is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what} needs root, and CI runs as root"
+    );
+    eprintln!("skipped: {what} needs root");
+    false
+}
