@@ -341,31 +341,43 @@ result = {"seen": seen, "env": sorted(os.environ)}
     let _ = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
 }
 
+/// Runs `serve` expecting it to fail at start; returns its stderr.
+async fn failed_start(env: &[(&str, &str)], args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .arg("serve")
+        .args(args)
+        .arg("--workspace")
+        .arg(dir.path().join("ws"))
+        .args(["--workspace-quota-mb", "0"])
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{stderr}");
+    assert!(out.stdout.is_empty(), "stdout must stay clean for MCP");
+    stderr
+}
+
 #[tokio::test]
 async fn an_unreachable_engine_or_a_missing_image_fails_start_up_naming_doctor() {
-    let dir = tempfile::tempdir().unwrap();
-    let cases: [(&[(&str, &str)], &[&str]); 2] = [
-        (&[("DOCKER_HOST", "unix:///nonexistent/docker.sock")], &[]),
-        (
-            &[],
-            &["--image", "code-execution-mcp-sandbox:does-not-exist"],
-        ),
-    ];
-    for (env, args) in cases {
-        let out = Command::new(BIN)
-            .arg("serve")
-            .args(args)
-            .arg("--workspace")
-            .arg(dir.path().join("ws"))
-            .args(["--workspace-quota-mb", "0"])
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .output()
-            .await
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{stderr}");
-        assert!(stderr.contains("code-execution-mcp doctor"), "{stderr}");
-        assert!(out.stdout.is_empty(), "stdout must stay clean for MCP");
-    }
+    let unreachable =
+        failed_start(&[("DOCKER_HOST", "unix:///nonexistent/docker.sock")], &[]).await;
+    assert!(
+        unreachable.contains("cannot reach the Docker engine"),
+        "{unreachable}"
+    );
+    assert!(
+        unreachable.contains("code-execution-mcp doctor"),
+        "{unreachable}"
+    );
+    let missing = failed_start(
+        &[],
+        &["--image", "code-execution-mcp-sandbox:does-not-exist"],
+    )
+    .await;
+    assert!(missing.contains("image build"), "{missing}");
+    assert!(missing.contains("code-execution-mcp doctor"), "{missing}");
 }
