@@ -68,12 +68,11 @@ impl Stats {
         self.engine_failures.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn container_started(&self) {
+    /// Counts a running execution's container until the guard is dropped (also when the
+    /// execution's future is dropped half-way).
+    pub fn running_guard(&self) -> RunningGuard<'_> {
         self.containers_running.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn container_finished(&self) {
-        self.containers_running.fetch_sub(1, Ordering::Relaxed);
+        RunningGuard(&self.containers_running)
     }
 
     pub fn snapshot(&self) -> StatsSnapshot {
@@ -98,6 +97,14 @@ impl Stats {
             latency_samples: sorted.len(),
             containers_running: self.containers_running.load(Ordering::Relaxed),
         }
+    }
+}
+
+pub struct RunningGuard<'a>(&'a AtomicI64);
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -136,5 +143,16 @@ mod tests {
         assert_eq!(snap.executions_by_status["memory_limit"], 0);
         assert_eq!(snap.latency_samples, LATENCY_WINDOW);
         assert_eq!(snap.latency_ms_p50, Some(5.0));
+    }
+
+    #[test]
+    fn running_count_follows_guards() {
+        let s = Stats::new();
+        let a = s.running_guard();
+        let b = s.running_guard();
+        assert_eq!(s.snapshot().containers_running, 2);
+        drop(a);
+        drop(b);
+        assert_eq!(s.snapshot().containers_running, 0);
     }
 }

@@ -133,6 +133,8 @@ async fn stdio_binary_lists_tools_and_runs_code() {
     );
     assert!(v["image"]["id"].as_str().unwrap().starts_with("sha256:"));
     assert_eq!(v["limits"]["default_timeout_seconds"], 30);
+    assert_eq!(v["executions"]["containers_running"], 0);
+    assert!(v["executions"]["latency_ms_p50"].as_f64().unwrap() > 0.0);
 
     drop(client);
     let status = tokio::time::timeout(Duration::from_secs(20), child.wait())

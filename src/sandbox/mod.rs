@@ -175,7 +175,7 @@ impl Sandbox {
             &self.instance.id[..12],
             self.seq.fetch_add(1, Ordering::Relaxed)
         );
-        self.stats.container_started();
+        let _running = self.stats.running_guard();
         let result = {
             let linked = LinkedCancel::new(&cancel, &self.shutdown);
             let runner = execution::Runner {
@@ -186,7 +186,6 @@ impl Sandbox {
             };
             execution::execute(&runner, &spec, &name, &job, linked.token()).await
         };
-        self.stats.container_finished();
         drop(permit);
         match &result {
             Ok(outcome) => self.stats.record(outcome.status, outcome.elapsed),
