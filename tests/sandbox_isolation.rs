@@ -239,7 +239,8 @@ async fn timeout_kills_at_the_deadline_even_when_sigterm_is_ignored() {
             .contains("timed out after 2 seconds")
     );
     assert_eq!(stdout(&o), "started\n");
-    assert!(o.elapsed.as_secs_f64() < 10.0, "{:?}", o.elapsed);
+    // Killed at the deadline, not left running: a generous bound, not a timing measurement.
+    assert!(o.elapsed.as_secs_f64() < 30.0, "{:?}", o.elapsed);
     t.finish().await;
 }
 
