@@ -144,24 +144,27 @@ async fn stdio_binary_lists_tools_and_runs_code() {
     assert!(status.success());
 }
 
-#[tokio::test]
-async fn sigterm_during_an_execution_removes_its_container() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut child, client) = spawn_server(dir.path()).await;
+/// Starts a server, and in it an execution that sleeps; returns once its container exists.
+async fn server_with_a_running_execution(
+    dir: &std::path::Path,
+) -> (Child, u32, tokio::task::JoinHandle<()>) {
+    let (child, client) = spawn_server(dir).await;
     let pid = child.id().unwrap();
     let call = tokio::spawn(async move {
-        let r = call_tool(
-            &client,
-            "execute_code",
-            json!({"code": "import time\ntime.sleep(60)"}),
-        )
-        .await;
-        (client, r)
+        let code = json!({"code": "import time\ntime.sleep(120)"});
+        let _ = call_tool(&client, "execute_code", code).await;
     });
     assert!(
         wait_for(async || !containers_of(pid).await.is_empty()).await,
         "no container started"
     );
+    (child, pid, call)
+}
+
+#[tokio::test]
+async fn sigterm_during_an_execution_removes_its_container() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, pid, call) = server_with_a_running_execution(dir.path()).await;
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(pid as i32).unwrap(),
         rustix::process::Signal::TERM,
@@ -182,20 +185,7 @@ async fn sigterm_during_an_execution_removes_its_container() {
 #[tokio::test]
 async fn a_sigkilled_servers_containers_are_reaped_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, client) = spawn_server(dir.path()).await;
-    let pid = child.id().unwrap();
-    let call = tokio::spawn(async move {
-        let _ = call_tool(
-            &client,
-            "execute_code",
-            json!({"code": "import time\ntime.sleep(120)"}),
-        )
-        .await;
-    });
-    assert!(
-        wait_for(async || !containers_of(pid).await.is_empty()).await,
-        "no container started"
-    );
+    let (mut child, pid, call) = server_with_a_running_execution(dir.path()).await;
     child.kill().await.unwrap();
     call.abort();
     assert!(
