@@ -149,6 +149,7 @@ impl App {
             workspace: workspace_path
                 .canonicalize()
                 .unwrap_or(workspace_path.clone()),
+            skills: Some(skills_dir.canonicalize().unwrap_or(skills_dir.clone())),
             uid: user.uid,
             gid: user.gid,
             pids_limit: config.pids_limit,

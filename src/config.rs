@@ -29,6 +29,16 @@ pub enum Transport {
     Http,
 }
 
+/// What happens to personal data in what `execute_code` returns to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PiiOutput {
+    /// Printed lines, the result and error text pass through the PII engine: values become
+    /// tokens like [EMAIL_ab12cd34] (workspace files and the code itself keep real values).
+    Tokenize,
+    /// Output is returned as the code produced it.
+    Off,
+}
+
 /// Everything `serve` needs. Each flag has an environment variable of the same meaning.
 #[derive(Debug, Clone, Args)]
 pub struct Config {
@@ -107,6 +117,14 @@ pub struct Config {
     /// Size of the sandbox's writable /tmp (tmpfs), in MiB; counts against its memory limit.
     #[arg(long, env = "CEM_TMPFS_MB", default_value_t = 64)]
     pub tmpfs_mb: u64,
+
+    /// Personal data in execute_code's output to the model: tokenized (default) or left as is.
+    #[arg(long, env = "CEM_PII_OUTPUT", value_enum, default_value_t = PiiOutput::Tokenize)]
+    pub pii_output: PiiOutput,
+
+    /// PII tokens the server remembers for restore_pii (oldest forgotten first).
+    #[arg(long, env = "CEM_PII_VAULT_SIZE", default_value_t = 100_000)]
+    pub pii_vault_size: usize,
 
     /// Largest file the workspace tools read or write, in MiB.
     #[arg(long, env = "CEM_MAX_FILE_MB", default_value_t = 10)]
@@ -201,6 +219,9 @@ impl Config {
                 "--pids-limit must be at least 16 (Python and its helpers need a few)".into(),
             );
         }
+        if self.pii_vault_size == 0 {
+            return Err("--pii-vault-size must be at least 1".into());
+        }
         if self.tmpfs_mb == 0 {
             return Err("--tmpfs-mb must be positive".into());
         }
@@ -246,6 +267,7 @@ mod tests {
         assert_eq!(c.default_timeout_secs, 30);
         assert_eq!(c.default_memory_mb, 500);
         assert_eq!(c.transport, Transport::Stdio);
+        assert_eq!(c.pii_output, PiiOutput::Tokenize, "privacy by default");
         assert_eq!(c.workspace_quota_bytes(), 1 << 30);
     }
 

@@ -152,6 +152,7 @@ async fn memory_enforced(engine: Engine, image: String) -> Check {
     let settings = SandboxSettings {
         image,
         workspace: dir.clone(),
+        skills: None,
         uid: crate::config::SANDBOX_UID,
         gid: crate::config::SANDBOX_UID,
         pids_limit: 64,

@@ -25,7 +25,7 @@ Why it is built this way:
 - Stdlib only, all imports at start-up: a pooled container has paid for them before its job arrives.
 """
 
-import builtins, codecs, io, itertools, linecache, os, sys, threading, time, traceback, types
+import builtins, codecs, importlib, io, itertools, linecache, os, sys, threading, time, traceback, types
 import warnings
 # The globals user code gets (names of the original project), imported before the job arrives:
 import collections, json, math, re, statistics
@@ -38,6 +38,7 @@ TEXT_CAP = 64 << 10  # error and traceback strings are cut to this many characte
 SOURCE = "<sandbox>"
 HARNESS = __file__
 WORKSPACE = "/workspace"
+SKILLS = "/skills"  # the saved skills, mounted read-only
 
 
 class Channel:
@@ -247,6 +248,30 @@ def tokenize_pii(text):
     raise RuntimeError("tokenize_pii: unexpected reply from the server")
 
 
+def _install_skills_package():
+    """`from skills import NAME` gives the function NAME that skill NAME defines (or the module if
+    it defines none); `import skills.NAME` gives the module. Skills are read from the read-only
+    mount, so code can use them but only change them through save_skill (validated by the server)."""
+    pkg = types.ModuleType("skills", "Saved skills, importable by name.")
+    pkg.__path__ = [SKILLS]
+
+    def __getattr__(name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            module = importlib.import_module(f"skills.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"skills.{name}":
+                raise
+            raise ImportError(f"no skill named {name!r}: list_skills() shows the saved ones") from None
+        value = getattr(module, name, module)
+        setattr(pkg, name, value)  # the import system bound the module; the function wins
+        return value
+
+    pkg.__getattr__ = __getattr__
+    sys.modules["skills"] = pkg
+
+
 HELPERS = dict(
     json=json, re=re, math=math, statistics=statistics, collections=collections,
     datetime=datetime, date=date, timedelta=timedelta, workspace=WORKSPACE,
@@ -372,6 +397,7 @@ def main():
     # Our two reader threads would make every os.fork() warn; they never hold anything a child needs.
     warnings.filterwarnings("ignore", r"This process .* is multi-threaded", DeprecationWarning)
     _chan = chan = Channel()
+    _install_skills_package()
     try:
         code, context_vars, limits = read_job(chan)
     except ValueError as e:

@@ -53,6 +53,35 @@ impl ServerHandler for CodeExecutionServer {
     }
 }
 
+/// The original's `{success, message}` / `{success: false, error}` response.
+#[derive(Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct MessageResponse {
+    pub success: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl MessageResponse {
+    pub fn ok(message: impl Into<String>) -> Self {
+        Self {
+            success: true,
+            message: Some(message.into()),
+            error: None,
+        }
+    }
+}
+
+/// `{success: false, error}` as an `isError` result.
+pub(crate) fn failure(error: impl ToString) -> CallToolResult {
+    structured_error(&MessageResponse {
+        success: false,
+        message: None,
+        error: Some(error.to_string()),
+    })
+}
+
 /// A structured tool error: `isError: true`, the JSON in both structured and text content.
 pub(crate) fn structured_error<T: Serialize>(value: &T) -> CallToolResult {
     CallToolResult::structured_error(serde_json::to_value(value).expect("responses serialize"))

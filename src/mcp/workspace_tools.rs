@@ -9,7 +9,7 @@ use rmcp::{Json, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{CodeExecutionServer, structured_error};
+use super::{CodeExecutionServer, MessageResponse, failure};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct WriteArgs {
@@ -37,15 +37,6 @@ fn dot() -> String {
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct MessageResponse {
-    pub success: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ReadResponse {
     pub success: bool,
     pub filename: String,
@@ -70,14 +61,6 @@ pub struct ListResponse {
     pub skipped: usize,
 }
 
-fn failure(error: impl ToString) -> CallToolResult {
-    structured_error(&MessageResponse {
-        success: false,
-        message: None,
-        error: Some(error.to_string()),
-    })
-}
-
 #[tool_router(router = workspace_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
@@ -99,11 +82,9 @@ impl CodeExecutionServer {
             .with_workspace(move |ws| ws.write_file(&args.filename, args.content.as_bytes()))
             .await
             .map_err(failure)?;
-        Ok(Json(MessageResponse {
-            success: true,
-            message: Some(format!("Written {len} bytes to {filename}")),
-            error: None,
-        }))
+        Ok(Json(MessageResponse::ok(format!(
+            "Written {len} bytes to {filename}"
+        ))))
     }
 
     #[tool(
@@ -185,10 +166,6 @@ impl CodeExecutionServer {
             .with_workspace(move |ws| ws.delete_file(&args.filename))
             .await
             .map_err(failure)?;
-        Ok(Json(MessageResponse {
-            success: true,
-            message: Some(format!("Deleted {filename}")),
-            error: None,
-        }))
+        Ok(Json(MessageResponse::ok(format!("Deleted {filename}"))))
     }
 }

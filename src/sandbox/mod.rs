@@ -46,6 +46,7 @@ pub enum SandboxError {
 pub struct SandboxSettings {
     pub image: String,
     pub workspace: PathBuf,
+    pub skills: Option<PathBuf>,
     pub uid: u32,
     pub gid: u32,
     pub pids_limit: i64,
@@ -165,6 +166,7 @@ impl Sandbox {
             pids_limit: self.settings.pids_limit,
             tmpfs_bytes: self.settings.tmpfs_bytes,
             workspace: self.settings.workspace.clone(),
+            skills: self.settings.skills.clone(),
             uid: self.settings.uid,
             gid: self.settings.gid,
             labels: self.labels(),

@@ -23,6 +23,9 @@ pub const LABEL_OWNER: &str = "io.code-execution-mcp.owner";
 
 /// Where the workspace appears inside the sandbox.
 pub const WORKSPACE_MOUNT: &str = "/workspace";
+/// Where the saved skills appear inside the sandbox (read-only: code changes them only through
+/// `save_skill`, which the server validates).
+pub const SKILLS_MOUNT: &str = "/skills";
 
 /// Open files one sandbox may hold.
 pub const NOFILE_LIMIT: i64 = 1024;
@@ -35,6 +38,8 @@ pub struct SandboxSpec {
     pub pids_limit: i64,
     pub tmpfs_bytes: u64,
     pub workspace: PathBuf,
+    /// The skills directory, mounted read-only at [`SKILLS_MOUNT`].
+    pub skills: Option<PathBuf>,
     pub uid: u32,
     pub gid: u32,
     pub labels: HashMap<String, String>,
@@ -60,17 +65,11 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
             format!("seccomp={SECCOMP_PROFILE}"),
         ]),
         tmpfs: Some(HashMap::from([("/tmp".to_string(), tmpfs_options)])),
-        mounts: Some(vec![Mount {
-            target: Some(WORKSPACE_MOUNT.into()),
-            source: Some(spec.workspace.to_string_lossy().into_owned()),
-            typ: Some(MountType::BIND),
-            read_only: Some(false),
-            bind_options: Some(MountBindOptions {
-                propagation: Some(MountBindOptionsPropagationEnum::RPRIVATE),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }]),
+        mounts: Some(
+            std::iter::once(bind(&spec.workspace, WORKSPACE_MOUNT, false))
+                .chain(spec.skills.iter().map(|dir| bind(dir, SKILLS_MOUNT, true)))
+                .collect(),
+        ),
         ulimits: Some(vec![
             ResourcesUlimits {
                 name: Some("nofile".into()),
@@ -118,6 +117,20 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
     }
 }
 
+fn bind(source: &std::path::Path, target: &str, read_only: bool) -> Mount {
+    Mount {
+        target: Some(target.into()),
+        source: Some(source.to_string_lossy().into_owned()),
+        typ: Some(MountType::BIND),
+        read_only: Some(read_only),
+        bind_options: Some(MountBindOptions {
+            propagation: Some(MountBindOptionsPropagationEnum::RPRIVATE),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +142,7 @@ mod tests {
             pids_limit: 64,
             tmpfs_bytes: 64 << 20,
             workspace: "/srv/ws".into(),
+            skills: Some("/srv/skills".into()),
             uid: 10001,
             gid: 10001,
             labels: HashMap::from([(LABEL_MANAGED.into(), "true".into())]),
@@ -153,6 +167,15 @@ mod tests {
         assert_eq!(body.user.as_deref(), Some("10001:10001"));
         assert_eq!(body.network_disabled, Some(true));
         assert_eq!(hc.auto_remove, Some(false));
+        let mounts = hc.mounts.as_ref().unwrap();
+        assert_eq!(mounts.len(), 2);
+        assert_eq!(mounts[0].read_only, Some(false));
+        assert_eq!(mounts[1].target.as_deref(), Some(SKILLS_MOUNT));
+        assert_eq!(
+            mounts[1].read_only,
+            Some(true),
+            "skills are read-only in the sandbox"
+        );
     }
 
     #[test]
