@@ -1,17 +1,22 @@
-//! The assembled server: engine, sandbox image, workspace (with its quota), sandbox and stats,
-//! started in the right order and shut down cleanly. Both transports and the tests share one
+//! The assembled server: engine, sandbox image, workspace (with its quota), skills, tool
+//! discovery, the PII engine, sandbox and stats, started in the right order and shut down
+//! cleanly. Both transports and the tests share one
 //! `App`; the MCP layer only holds an `Arc<App>`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::config::{Config, SANDBOX_UID};
+use crate::calls::ServerCalls;
+use crate::config::{Config, PiiOutput, SANDBOX_UID, shipped_dir};
+use crate::discovery::Discovery;
 use crate::limits::{self, ExecLimits, InputError};
+use crate::pii::PiiEngine;
 use crate::sandbox::image::{self, ImageError};
 use crate::sandbox::{
-    BuiltinCalls, CallHandler, Engine, EngineError, EngineInfo, HarnessLimits, Job, Outcome,
-    Sandbox, SandboxError, SandboxSettings, reaper,
+    Engine, EngineError, EngineInfo, HarnessLimits, Job, Outcome, Sandbox, SandboxError,
+    SandboxSettings, reaper,
 };
+use crate::skills::{SkillError, SkillLimits, SkillStore};
 use crate::stats::Stats;
 use crate::workspace::quota::{self, QuotaMode};
 use crate::workspace::{Workspace, WorkspaceError, WorkspaceLimits};
@@ -31,11 +36,12 @@ pub enum StartError {
     },
     #[error("workspace quota for {path}: {message}")]
     Quota { path: PathBuf, message: String },
-    #[error("cannot create {path}: {source}")]
-    Dir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("skills directory {path}: {source}")]
+    Skills { path: PathBuf, source: SkillError },
+    #[error("tool registry {path}: {message}")]
+    Registry { path: PathBuf, message: String },
+    #[error("PII engine: {0}")]
+    Pii(String),
 }
 
 /// Why an execution request did not run.
@@ -58,7 +64,10 @@ pub struct App {
     pub workspace_path: PathBuf,
     pub quota: QuotaMode,
     pub skills_dir: PathBuf,
+    pub skills: Arc<SkillStore>,
     pub registry_dir: PathBuf,
+    pub discovery: Arc<Discovery>,
+    pub pii: Arc<PiiEngine>,
     pub sandbox: Sandbox,
     pub stats: Arc<Stats>,
 }
@@ -67,13 +76,6 @@ impl App {
     /// Connects to the engine, removes containers a crashed server left, makes sure the image
     /// exists (building it on first start), prepares the workspace and its quota.
     pub async fn start(config: Config) -> Result<Self, StartError> {
-        Self::start_with_calls(config, Arc::new(BuiltinCalls)).await
-    }
-
-    pub async fn start_with_calls(
-        config: Config,
-        calls: Arc<dyn CallHandler>,
-    ) -> Result<Self, StartError> {
         config.validate().map_err(StartError::Config)?;
         let engine = Engine::connect().await?;
         let engine_info = engine.info().await?;
@@ -137,11 +139,35 @@ impl App {
             })?;
 
         let skills_dir = config.skills_dir();
-        std::fs::create_dir_all(&skills_dir).map_err(|source| StartError::Dir {
-            path: skills_dir.clone(),
-            source,
+        let skills = SkillStore::open(&skills_dir, SkillLimits::default()).map_err(|source| {
+            StartError::Skills {
+                path: skills_dir.clone(),
+                source,
+            }
         })?;
+        if let Some(shipped) = shipped_dir("skills")
+            && shipped.canonicalize().ok() != skills_dir.canonicalize().ok()
+        {
+            match skills.seed_from(&shipped) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!("added {n} starter skills to {}", skills_dir.display()),
+                Err(e) => tracing::warn!("could not add the starter skills: {e}"),
+            }
+        }
+        let skills = Arc::new(skills);
         let registry_dir = config.registry_dir();
+        let discovery =
+            Arc::new(
+                Discovery::open(&registry_dir).map_err(|e| StartError::Registry {
+                    path: registry_dir.clone(),
+                    message: e.to_string(),
+                })?,
+            );
+        let pii = Arc::new(
+            PiiEngine::with_random_secret(config.pii_vault_size)
+                .map_err(|e| StartError::Pii(e.to_string()))?,
+        );
+        let calls = Arc::new(ServerCalls::new(skills.clone(), pii.clone()));
 
         let stats = Arc::new(Stats::new());
         let settings = SandboxSettings {
@@ -172,7 +198,10 @@ impl App {
             workspace_path,
             quota,
             skills_dir,
+            skills,
             registry_dir,
+            discovery,
+            pii,
             sandbox,
             stats,
         })
@@ -199,7 +228,10 @@ impl App {
             timeout: limits.timeout,
             memory_bytes: limits.memory_bytes,
         };
-        let outcome = self.sandbox.run(job, cancel).await?;
+        let mut outcome = self.sandbox.run(job, cancel).await?;
+        if self.config.pii_output == PiiOutput::Tokenize {
+            crate::privacy::redact_outcome(&self.pii, &mut outcome);
+        }
         Ok((outcome, limits))
     }
 

@@ -5,11 +5,16 @@
 //! the pieces are assembled and `sandbox::Sandbox::run` for the one entry point of execution.
 
 pub mod app;
+pub mod calls;
 pub mod config;
+pub mod discovery;
 pub mod doctor;
 pub mod limits;
 pub mod mcp;
+pub mod pii;
+pub mod privacy;
 pub mod sandbox;
 pub mod serve;
+pub mod skills;
 pub mod stats;
 pub mod workspace;

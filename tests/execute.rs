@@ -178,12 +178,14 @@ async fn the_channel_reaches_the_server_and_unknown_calls_fail_clearly() {
         .run(
             r#"
 pong = _server_call("ping", x=[1, 2])
-try:
-    load_skill("anything")
-    err = None
-except RuntimeError as e:
-    err = str(e)
-result = {"pong": pong, "err": err}
+errors = []
+for call in (lambda: _server_call("rm_rf", path="/"), lambda: load_skill("no_such_skill"), lambda: save_skill(1, 2)):
+    try:
+        call()
+        errors.append(None)
+    except RuntimeError as e:
+        errors.append(str(e))
+result = {"pong": pong, "errors": errors}
 "#,
         )
         .await;
@@ -192,8 +194,19 @@ result = {"pong": pong, "err": err}
         o.result["pong"],
         json!({"pong": true, "echo": {"x": [1, 2]}})
     );
+    let errors = o.result["errors"].as_array().unwrap();
     assert!(
-        o.result["err"].as_str().unwrap().contains("load_skill"),
+        errors[0].as_str().unwrap().contains("not available"),
+        "{}",
+        o.result
+    );
+    assert!(
+        errors[1].as_str().unwrap().contains("Skill not found"),
+        "{}",
+        o.result
+    );
+    assert!(
+        errors[2].as_str().unwrap().contains("expected name"),
         "{}",
         o.result
     );

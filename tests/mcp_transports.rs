@@ -79,16 +79,30 @@ async fn stdio_binary_lists_tools_and_runs_code() {
     let tools = client.list_all_tools().await.unwrap();
     let mut names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
     names.sort();
+    // The original project's 13 tools, plus delete_workspace_file and delete_skill.
     assert_eq!(
         names,
         [
+            "delete_skill",
             "delete_workspace_file",
             "execute_code",
             "get_execution_stats",
+            "get_tool_definition",
+            "list_skills",
+            "list_tool_categories",
             "list_workspace_files",
+            "load_skill",
             "read_workspace_file",
-            "write_workspace_file"
+            "restore_pii",
+            "sanitize_pii",
+            "save_skill",
+            "search_tools",
+            "write_workspace_file",
         ]
+    );
+    assert!(
+        tools.iter().all(|t| t.output_schema.is_some()),
+        "every tool declares its output schema"
     );
     let exec = tools.iter().find(|t| t.name == "execute_code").unwrap();
     assert!(
@@ -372,4 +386,18 @@ async fn an_unreachable_engine_or_a_missing_image_fails_start_up_naming_doctor()
     .await;
     assert!(missing.contains("image build"), "{missing}");
     assert!(missing.contains("code-execution-mcp doctor"), "{missing}");
+}
+
+#[tokio::test]
+async fn every_output_schema_is_an_object_schema() {
+    // MCP requires `"type": "object"` at the root of an outputSchema (the Python SDK rejects
+    // a tool list without it).
+    let t = TestApp::start().await;
+    let client = common::mcp_client(t.app.clone()).await;
+    for tool in client.list_all_tools().await.unwrap() {
+        let schema = tool.output_schema.as_ref().expect("output schema");
+        assert_eq!(schema.get("type"), Some(&json!("object")), "{}", tool.name);
+    }
+    client.cancel().await.unwrap();
+    t.finish().await;
 }

@@ -2,7 +2,10 @@
 //! One file per tool group; a tool parses its arguments, calls the library, and shapes the
 //! response in the original project's field names. Logic lives in the library modules.
 
+mod discovery_tools;
 mod execute;
+mod pii_tools;
+mod skills_tools;
 mod stats_tool;
 mod workspace_tools;
 
@@ -20,7 +23,10 @@ pub use execute::{ExecuteCodeArgs, ExecuteCodeResponse};
 const INSTRUCTIONS: &str = "Runs Python in a fresh, locked-down container per call (no network, read-only root, memory/time limits). \
 Process data inside execute_code and return only a small summary: set `result` or print. \
 Files persist in /workspace between calls (read_file, write_file, list_files, delete_file in code; \
-the *_workspace_file tools from outside). Data helpers: filter_by_field, summarize_list, aggregate_stats, format_output.";
+the *_workspace_file tools from outside). Data helpers: filter_by_field, summarize_list, aggregate_stats, format_output. \
+Find tools of the catalog with search_tools, then get_tool_definition. Save reusable code with save_skill; \
+in code, `from skills import NAME`. Personal data in what execute_code returns is replaced by tokens like \
+[EMAIL_ab12cd34]; restore_pii turns them back into values where a tool call needs them.";
 
 #[derive(Clone)]
 pub struct CodeExecutionServer {
@@ -32,7 +38,12 @@ impl CodeExecutionServer {
     pub fn new(app: Arc<App>) -> Self {
         Self {
             app,
-            tool_router: Self::execute_router() + Self::workspace_router() + Self::stats_router(),
+            tool_router: Self::execute_router()
+                + Self::discovery_router()
+                + Self::skills_router()
+                + Self::pii_router()
+                + Self::workspace_router()
+                + Self::stats_router(),
         }
     }
 

@@ -72,29 +72,6 @@ pub struct ExecutionStatsResponse {
     pub executions: StatsSnapshot,
 }
 
-/// Counts `*.json` entries (one per tool definition file or skill) and names the subdirectories
-/// (categories), bounded.
-fn scan_dir(dir: &std::path::Path, ext: &str) -> (Vec<String>, usize) {
-    let mut categories = Vec::new();
-    let mut count = 0;
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return (categories, 0);
-    };
-    for entry in entries.flatten().take(10_000) {
-        let path = entry.path();
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        if kind.is_dir() {
-            categories.push(entry.file_name().to_string_lossy().into_owned());
-        } else if kind.is_file() && path.extension().is_some_and(|e| e == ext) {
-            count += 1;
-        }
-    }
-    categories.sort();
-    (categories, count)
-}
-
 #[tool_router(router = stats_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
@@ -111,12 +88,13 @@ impl CodeExecutionServer {
             .with_workspace(|ws| ws.usage())
             .await
             .map_err(|e| text_error(format!("cannot measure the workspace: {e}")))?;
-        let (skills_dir, registry_dir) = (app.skills_dir.clone(), app.registry_dir.clone());
-        let ((_, skill_count), (categories, tool_files)) = tokio::task::spawn_blocking(move || {
-            (scan_dir(&skills_dir, "py"), scan_dir(&registry_dir, "json"))
-        })
-        .await
-        .map_err(|e| text_error(e.to_string()))?;
+        let skills = app.skills.clone();
+        let skill_count = tokio::task::spawn_blocking(move || skills.list().map(|l| l.len()))
+            .await
+            .map_err(|e| text_error(e.to_string()))?
+            .map_err(|e| text_error(e.to_string()))?;
+        let registry = app.discovery.current();
+        let categories = registry.categories().into_iter().map(|c| c.name).collect();
         let c = &app.config;
         Ok(Json(ExecutionStatsResponse {
             workspace: WorkspaceStats {
@@ -133,11 +111,14 @@ impl CodeExecutionServer {
             tool_registry: RegistryStats {
                 path: app.registry_dir.display().to_string(),
                 categories,
-                total_tools: tool_files,
+                total_tools: registry.total_tools(),
             },
             capabilities: vec![
                 "sandboxed_execution".into(),
                 "container_per_execution".into(),
+                "progressive_tool_discovery".into(),
+                "pii_tokenization".into(),
+                "skills_persistence".into(),
                 "workspace_files".into(),
             ],
             limits: LimitStats {

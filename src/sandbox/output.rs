@@ -51,6 +51,11 @@ impl BoundedText {
         self.dropped_bytes
     }
 
+    /// Rewrites the kept text (e.g. PII tokenization); truncation marks stay as they were.
+    pub fn map_text(&mut self, f: impl FnOnce(&str) -> String) {
+        self.text = f(&self.text);
+    }
+
     pub fn as_str(&self) -> &str {
         &self.text
     }

@@ -1,5 +1,5 @@
-"""The original project's README examples that need only the core tools, driven by the official
-MCP Python SDK against the real `code-execution-mcp` binary, over stdio and over streamable HTTP.
+"""The original project's README examples (data processing, tool discovery, privacy, skills),
+driven by the official MCP Python SDK against the real `code-execution-mcp` binary, over stdio and over streamable HTTP.
 
     python tests/python/original_examples.py BINARY DATA_DIR
 
@@ -33,8 +33,10 @@ def payload(result):
 async def original_examples(session: ClientSession, label: str):
     await session.initialize()
     tools = {t.name for t in (await session.list_tools()).tools}
-    for name in ["execute_code", "write_workspace_file", "read_workspace_file",
-                 "list_workspace_files", "get_execution_stats"]:
+    for name in ["execute_code", "search_tools", "get_tool_definition", "list_tool_categories",
+                 "save_skill", "load_skill", "list_skills", "sanitize_pii", "restore_pii",
+                 "write_workspace_file", "read_workspace_file", "list_workspace_files",
+                 "get_execution_stats"]:
         check(name in tools, f"{label}: tool {name} missing from {sorted(tools)}")
 
     # "Efficient Data Processing": 10,000 rows stay in the sandbox; only a summary returns.
@@ -76,9 +78,73 @@ result = {
     r = await session.call_tool("execute_code", {"code": "while True: pass", "timeout_seconds": 1})
     check(payload(r)["status"] == "timeout", f"{label}: {payload(r)}")
 
+    # "Progressive Tool Discovery": search, then load one definition.
+    r = await session.call_tool("search_tools", {"query": "vulnerability", "category": "security",
+                                                 "detail_level": "summary"})
+    p = payload(r)
+    check(not r.is_error and p["count"] > 0, f"{label}: search_tools: {p}")
+    check(all(t["category"] == "security" for t in p["tools"]), f"{label}: category filter: {p}")
+    first = p["tools"][0]["id"]
+    r = await session.call_tool("get_tool_definition", {"tool_name": first})
+    check(not r.is_error and payload(r)["id"] == first, f"{label}: get_tool_definition: {r}")
+    # A paraphrased need, not the tool's own words, is found in the top results.
+    r = await session.call_tool("search_tools", {
+        "query": "what's the weather going to be like in Paris tomorrow", "limit": 5})
+    hits = [t["name"].lower() + " " + t["description"].lower() for t in payload(r)["tools"]]
+    check(any("weather" in h or "forecast" in h for h in hits), f"{label}: paraphrase search: {hits}")
+
+    # "Privacy-Preserving Operations".
+    r = await session.call_tool("sanitize_pii", {"text": "Contact john@example.com at 555-123-4567"})
+    p = payload(r)
+    check("john@example.com" not in p["sanitized_text"] and p["pii_found"] == 2, f"{label}: {p}")
+    email_token = p["sanitized_text"].split()[1]
+    r = await session.call_tool("restore_pii", {"text": email_token})
+    check(payload(r)["restored_text"] == "john@example.com", f"{label}: restore_pii: {payload(r)}")
+    # Data with emails and card numbers processed in the sandbox: tokens reach the model.
+    code = "\n".join([
+        'rows = [{"email": "ann.lee@example.com", "card": "4111 1111 1111 1111"},',
+        '        {"email": "bob@example.org", "card": "5500 0000 0000 0004"}]',
+        'print("contacting", rows[0]["email"])',
+        'result = rows',
+    ])
+    r = await session.call_tool("execute_code", {"code": code})
+    text = r.content[0].text
+    for value in ["ann.lee@example.com", "bob@example.org", "4111 1111 1111 1111", "5500 0000 0000 0004"]:
+        check(value not in text, f"{label}: {value} reached the model: {text}")
+    card_token = payload(r)["result"][0]["card"]
+    r = await session.call_tool("restore_pii", {"text": card_token})
+    check(payload(r)["restored_text"] == "4111 1111 1111 1111", f"{label}: {payload(r)}")
+
+    # "Building Skills": save, then exec(load_skill(...)); and a skill saved from sandbox code
+    # is listed and importable in the next execution.
+    r = await session.call_tool("save_skill", {
+        "name": "filter_high_risk",
+        "code": "def filter_high_risk(vulns): return [v for v in vulns if v['severity'] in ['high', 'critical']]",
+        "description": "Filter vulnerabilities to high/critical only"})
+    check(not r.is_error and payload(r)["success"], f"{label}: save_skill: {r}")
+    await session.call_tool("write_workspace_file", {"filename": "scan_results.json", "content": json.dumps(
+        [{"id": 1, "severity": "low"}, {"id": 2, "severity": "critical"}])})
+    code = "\n".join([
+        'skill = load_skill("filter_high_risk")',
+        'exec(skill)',
+        'vulns = json.loads(read_file("scan_results.json"))',
+        'result = filter_high_risk(vulns)',
+    ])
+    r = await session.call_tool("execute_code", {"code": code})
+    check(payload(r)["result"] == [{"id": 2, "severity": "critical"}], f"{label}: skill example: {payload(r)}")
+    skill_code = "def count_by(rows, key):\n    return len({r[key] for r in rows})\n"
+    r = await session.call_tool("execute_code", {
+        "code": f"print(save_skill('count_by', {skill_code!r}, 'distinct values'))"})
+    check(payload(r)["success"], f"{label}: save_skill from code: {payload(r)}")
+    names = [s["name"] for s in payload(await session.call_tool("list_skills", {}))["skills"]]
+    check("count_by" in names, f"{label}: list_skills: {names}")
+    r = await session.call_tool("execute_code", {
+        "code": "from skills import count_by\nresult = count_by([{'a': 1}, {'a': 1}, {'a': 2}], 'a')"})
+    check(payload(r)["result"] == 2, f"{label}: import of a saved skill: {payload(r)}")
+
     r = await session.call_tool("get_execution_stats", {})
     p = payload(r)
-    check(p["executions"]["executions_total"] >= 4 and p["limits"]["default_memory_mb"] == 500, f"{label}: {p}")
+    check(p["executions"]["executions_total"] >= 7 and p["limits"]["default_memory_mb"] == 500, f"{label}: {p}")
     print(f"{label}: original examples ok")
 
 

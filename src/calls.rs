@@ -1,0 +1,114 @@
+//! The server side of the channel's `call` frames: what sandbox code reaches through
+//! `save_skill`, `load_skill`, `list_skills`, `tokenize_pii` and `detokenize_pii`. Each call is
+//! validated exactly as the matching MCP tool validates it (the same library functions), so the
+//! channel gives code nothing it could not get through a tool.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::pii::PiiEngine;
+use crate::sandbox::{BuiltinCalls, CallHandler};
+use crate::skills::SkillStore;
+
+/// Calls served to sandbox code.
+pub struct ServerCalls {
+    skills: Arc<SkillStore>,
+    pii: Arc<PiiEngine>,
+}
+
+impl ServerCalls {
+    pub fn new(skills: Arc<SkillStore>, pii: Arc<PiiEngine>) -> Self {
+        Self { skills, pii }
+    }
+}
+
+#[derive(Deserialize)]
+struct SaveSkill {
+    name: String,
+    code: String,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct SkillName {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct Text {
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct Detokenize {
+    text: String,
+    #[serde(default)]
+    tokens: Option<std::collections::BTreeMap<String, String>>,
+}
+
+fn params<T: DeserializeOwned>(method: &str, value: Value, expected: &str) -> Result<T, String> {
+    serde_json::from_value(value)
+        .map_err(|e| format!("{method}: bad arguments ({e}); expected {expected}"))
+}
+
+/// Runs blocking store I/O off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| format!("internal error: {e}"))
+}
+
+impl CallHandler for ServerCalls {
+    fn call<'a>(&'a self, method: &'a str, args: Value) -> BoxFuture<'a, Result<Value, String>> {
+        Box::pin(async move {
+            match method {
+                "save_skill" => {
+                    let p: SaveSkill =
+                        params(method, args, "name (str), code (str), description (str)")?;
+                    let skills = self.skills.clone();
+                    let name = p.name.clone();
+                    blocking(move || {
+                        skills.save(&p.name, &p.code, p.description.as_deref().unwrap_or(""))
+                    })
+                    .await?
+                    .map_err(|e| e.to_string())?;
+                    Ok(json!(format!("Skill '{name}' saved successfully")))
+                }
+                "load_skill" => {
+                    let p: SkillName = params(method, args, "name (str)")?;
+                    let skills = self.skills.clone();
+                    let skill = blocking(move || skills.load(&p.name))
+                        .await?
+                        .map_err(|e| e.to_string())?;
+                    Ok(json!(skill.code))
+                }
+                "list_skills" => {
+                    let skills = self.skills.clone();
+                    let list = blocking(move || skills.list())
+                        .await?
+                        .map_err(|e| e.to_string())?;
+                    serde_json::to_value(list).map_err(|e| e.to_string())
+                }
+                "tokenize_pii" => {
+                    let p: Text = params(method, args, "text (str)")?;
+                    let s = self.pii.sanitize(&p.text);
+                    Ok(json!({"sanitized": s.text, "tokens": s.tokens}))
+                }
+                "detokenize_pii" => {
+                    let p: Detokenize = params(method, args, "text (str), tokens (dict or None)")?;
+                    let restored = match &p.tokens {
+                        Some(tokens) => self.pii.restore_with(&p.text, tokens),
+                        None => self.pii.restore(&p.text),
+                    };
+                    Ok(json!(restored.text))
+                }
+                _ => BuiltinCalls.call(method, args).await,
+            }
+        })
+    }
+}

@@ -1,0 +1,82 @@
+//! PII tools with the original's fields: `sanitize_pii` ({sanitized_text, pii_found, pii_types})
+//! and `restore_pii` ({restored_text}). The engine (`crate::pii`) mints tokens with a
+//! per-server secret and restores only tokens it minted.
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{Json, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::CodeExecutionServer;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TextArgs {
+    /// The text to process.
+    pub text: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct SanitizeResponse {
+    /// The text with each value replaced by a token such as [EMAIL_ab12cd34].
+    pub sanitized_text: String,
+    /// Number of values replaced.
+    pub pii_found: usize,
+    /// Types found: EMAIL, PHONE, SSN, CREDIT_CARD, IP_ADDRESS, API_KEY, IBAN.
+    pub pii_types: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct RestoreResponse {
+    pub restored_text: String,
+    /// Tokens replaced by their values.
+    pub restored: usize,
+    /// Token-shaped strings this server did not mint (left unchanged).
+    pub unknown: usize,
+}
+
+#[tool_router(router = pii_router, vis = "pub(crate)")]
+impl CodeExecutionServer {
+    #[tool(
+        description = "Replace personal data and secrets in text (emails, phone numbers, SSNs, card numbers, IP addresses, API keys, IBANs) with tokens like [EMAIL_ab12cd34]. The same value always gets the same token; restore_pii turns tokens back into values.",
+        annotations(title = "Sanitize PII", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn sanitize_pii(
+        &self,
+        Parameters(args): Parameters<TextArgs>,
+    ) -> Result<Json<SanitizeResponse>, CallToolResult> {
+        let s = self.app.pii.sanitize(&args.text);
+        let mut pii_types: Vec<String> = s
+            .tokens
+            .keys()
+            .filter_map(|t| {
+                t.strip_prefix('[')?
+                    .rsplit_once('_')
+                    .map(|(k, _)| k.to_string())
+            })
+            .collect();
+        pii_types.sort();
+        pii_types.dedup();
+        Ok(Json(SanitizeResponse {
+            pii_found: s.tokens.len(),
+            pii_types,
+            sanitized_text: s.text,
+        }))
+    }
+
+    #[tool(
+        description = "Turn PII tokens minted by this server (e.g. [EMAIL_ab12cd34]) back into the original values. Unknown tokens are left as they are.",
+        annotations(title = "Restore PII", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn restore_pii(
+        &self,
+        Parameters(args): Parameters<TextArgs>,
+    ) -> Result<Json<RestoreResponse>, CallToolResult> {
+        let r = self.app.pii.restore(&args.text);
+        Ok(Json(RestoreResponse {
+            restored_text: r.text,
+            restored: r.restored,
+            unknown: r.unknown,
+        }))
+    }
+}

@@ -1,0 +1,132 @@
+//! Skill tools with the original's arguments and fields: `save_skill` ({success, message}),
+//! `load_skill` ({name, code, metadata}), `list_skills` ({count, skills}), plus `delete_skill`.
+//! Names, sizes and storage rules live in `crate::skills`.
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{Json, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{CodeExecutionServer, MessageResponse, failure};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SaveSkillArgs {
+    /// Skill name: letters, digits and underscores, starting with a letter or underscore; it is
+    /// also the name of the function the code should define.
+    pub name: String,
+    /// Python code defining the skill, typically `def NAME(...): ...`.
+    pub code: String,
+    /// What the skill does, for list_skills.
+    #[serde(default)]
+    pub description: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SkillNameArgs {
+    /// Skill name.
+    pub name: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct LoadSkillResponse {
+    pub name: String,
+    pub code: String,
+    /// name, description, created, updated, sha256, version, size.
+    pub metadata: Value,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ListSkillsResponse {
+    pub count: usize,
+    pub skills: Vec<Value>,
+}
+
+#[tool_router(router = skills_router, vis = "pub(crate)")]
+impl CodeExecutionServer {
+    #[tool(
+        description = "Save reusable Python code as a named skill. It persists across sessions; in execute_code use `from skills import NAME` or `exec(load_skill(\"NAME\"))`. Overwriting keeps the earlier version.",
+        annotations(
+            title = "Save skill",
+            destructive_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn save_skill(
+        &self,
+        Parameters(args): Parameters<SaveSkillArgs>,
+    ) -> Result<Json<MessageResponse>, CallToolResult> {
+        let skills = self.app.skills.clone();
+        let name = args.name.clone();
+        tokio::task::spawn_blocking(move || skills.save(&args.name, &args.code, &args.description))
+            .await
+            .map_err(failure)?
+            .map_err(failure)?;
+        Ok(Json(MessageResponse::ok(format!(
+            "Skill '{name}' saved successfully"
+        ))))
+    }
+
+    #[tool(
+        description = "Load a saved skill's code and metadata.",
+        annotations(title = "Load skill", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn load_skill(
+        &self,
+        Parameters(args): Parameters<SkillNameArgs>,
+    ) -> Result<Json<LoadSkillResponse>, CallToolResult> {
+        let skills = self.app.skills.clone();
+        let skill = tokio::task::spawn_blocking(move || skills.load(&args.name))
+            .await
+            .map_err(failure)?
+            .map_err(failure)?;
+        Ok(Json(LoadSkillResponse {
+            name: skill.meta.name.clone(),
+            metadata: serde_json::to_value(&skill.meta).map_err(failure)?,
+            code: skill.code,
+        }))
+    }
+
+    #[tool(
+        description = "List the saved skills with their descriptions.",
+        annotations(title = "List skills", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn list_skills(&self) -> Result<Json<ListSkillsResponse>, CallToolResult> {
+        let skills = self.app.skills.clone();
+        let list = tokio::task::spawn_blocking(move || skills.list())
+            .await
+            .map_err(failure)?
+            .map_err(failure)?;
+        let skills: Vec<Value> = list
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()
+            .map_err(failure)?;
+        Ok(Json(ListSkillsResponse {
+            count: skills.len(),
+            skills,
+        }))
+    }
+
+    #[tool(
+        description = "Delete a saved skill (its versions stay in the skill history).",
+        annotations(
+            title = "Delete skill",
+            destructive_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn delete_skill(
+        &self,
+        Parameters(args): Parameters<SkillNameArgs>,
+    ) -> Result<Json<MessageResponse>, CallToolResult> {
+        let skills = self.app.skills.clone();
+        let name = args.name.clone();
+        tokio::task::spawn_blocking(move || skills.delete(&args.name))
+            .await
+            .map_err(failure)?
+            .map_err(failure)?;
+        Ok(Json(MessageResponse::ok(format!("Skill '{name}' deleted"))))
+    }
+}

@@ -1,0 +1,281 @@
+//! Discovery, skills and PII end to end through MCP, and from sandbox code over the channel,
+//! against the real engine.
+
+mod common;
+
+use common::{TestApp, assert_ok, call_tool, mcp_client};
+use serde_json::json;
+
+#[tokio::test]
+async fn discovery_tools_search_define_and_list() {
+    let t = TestApp::start().await;
+    let client = mcp_client(t.app.clone()).await;
+
+    let (err, v) = call_tool(&client, "list_tool_categories", json!({})).await;
+    assert!(!err, "{v}");
+    assert_eq!(v["total_tools"], 5558);
+    assert_eq!(v["categories"].as_object().unwrap().len(), 29);
+    assert!(v["categories"]["finance"]["tool_count"].as_u64().unwrap() > 100);
+
+    // A paraphrase, not the tool's own words.
+    let (err, v) = call_tool(
+        &client,
+        "search_tools",
+        json!({"query": "what is the current price of a share of a company on the stock market", "limit": 5}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    let tools = v["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 5);
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["name"].as_str().unwrap().contains("stock")
+                || t["description"]
+                    .as_str()
+                    .unwrap()
+                    .to_lowercase()
+                    .contains("stock")),
+        "{v}"
+    );
+    assert!(tools[0]["score"].as_f64().unwrap() >= tools[4]["score"].as_f64().unwrap());
+    assert!(
+        tools[0].get("input_schema").is_none(),
+        "summary level has no schema"
+    );
+    assert!(tools[0]["mcp_server"].is_string() && tools[0]["category"].is_string());
+
+    let (_, v) = call_tool(
+        &client,
+        "search_tools",
+        json!({"query": "stock price", "category": "finance", "detail_level": "full", "limit": 3}),
+    )
+    .await;
+    let first = &v["tools"][0];
+    assert_eq!(first["category"], "finance");
+    assert!(first.get("input_schema").is_some(), "{v}");
+    let (_, v) = call_tool(
+        &client,
+        "search_tools",
+        json!({"query": "stock price", "detail_level": "name", "limit": 3}),
+    )
+    .await;
+    assert!(v["tools"][0].get("description").is_none(), "{v}");
+
+    let (err, v) = call_tool(
+        &client,
+        "get_tool_definition",
+        json!({"tool_name": "yahoo-finance/get_current_stock_price"}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    assert_eq!(v["mcp_server"], "yahoo-finance");
+    assert_eq!(v["input_schema"]["required"], json!(["symbol"]));
+
+    let (err, v) = call_tool(
+        &client,
+        "get_tool_definition",
+        json!({"tool_name": "yahoo-finance/get_current_stok_price"}),
+    )
+    .await;
+    assert!(err);
+    assert!(
+        v.to_string().contains("get_current_stock_price"),
+        "closest names: {v}"
+    );
+
+    let (err, v) = call_tool(
+        &client,
+        "search_tools",
+        json!({"query": "x", "category": "nope"}),
+    )
+    .await;
+    assert!(err);
+    assert!(
+        v.to_string().contains("finance"),
+        "lists the categories: {v}"
+    );
+
+    for query in ["", &"long ".repeat(20_000), "天气 预报", "\u{0}\u{7}"] {
+        let (_, v) = call_tool(&client, "search_tools", json!({ "query": query })).await;
+        assert!(v.is_object() || v.is_string(), "{v}");
+    }
+    client.cancel().await.unwrap();
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn skills_through_tools_and_from_sandbox_code() {
+    let t = TestApp::start().await;
+    let client = mcp_client(t.app.clone()).await;
+
+    // The shipped skill, the original's example: exec(load_skill(...)) and an import.
+    let (err, v) = call_tool(
+        &client,
+        "execute_code",
+        json!({"code": r#"
+vulns = [{"id": 1, "severity": "low"}, {"id": 2, "severity": "high"}, {"id": 3, "severity": "critical"}]
+skill = load_skill("filter_high_risk")
+exec(skill)
+a = filter_high_risk(vulns)
+from skills import filter_high_risk as imported
+result = [x["id"] for x in a] == [x["id"] for x in imported(vulns)] and [x["id"] for x in a]
+"#}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], json!([2, 3]));
+
+    // Saved from sandbox code, listed, importable in the next execution.
+    let (err, v) = call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "result = save_skill('double_all', 'def double_all(xs):\\n    return [2 * x for x in xs]\\n', 'Doubles numbers')"}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], "Skill 'double_all' saved successfully");
+    let (_, v) = call_tool(&client, "list_skills", json!({})).await;
+    let names: Vec<&str> = v["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"double_all") && names.contains(&"filter_high_risk"),
+        "{v}"
+    );
+    let (err, v) = call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "from skills import double_all\nresult = double_all([1, 2])"}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], json!([2, 4]));
+
+    // Sandbox code cannot write the skills directly, and bad names are refused on both paths.
+    let (_, v) = call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "import errno\ntry:\n    open('/skills/evil.py', 'w')\n    result = 'written'\nexcept OSError as e:\n    result = errno.errorcode[e.errno]\ntry:\n    save_skill('../../evil', 'x = 1')\nexcept RuntimeError as e:\n    result = [result, str(e)]"}),
+    )
+    .await;
+    assert_eq!(v["result"][0], "EROFS", "{v}");
+    assert!(
+        v["result"][1]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("name"),
+        "{v}"
+    );
+    for bad in ["../../x", "%2e%2e", "ｆｏｏ", "", &"a".repeat(300)] {
+        let (err, v) =
+            call_tool(&client, "save_skill", json!({"name": bad, "code": "x = 1"})).await;
+        assert!(err, "{bad:?} accepted: {v}");
+    }
+    assert!(!t.dir.path().join("x.py").exists());
+
+    let (err, v) = call_tool(&client, "load_skill", json!({"name": "double_all"})).await;
+    assert!(!err, "{v}");
+    assert!(v["code"].as_str().unwrap().contains("def double_all"));
+    assert_eq!(v["metadata"]["description"], "Doubles numbers");
+    let (err, _) = call_tool(&client, "delete_skill", json!({"name": "double_all"})).await;
+    assert!(!err);
+    let (err, v) = call_tool(&client, "load_skill", json!({"name": "double_all"})).await;
+    assert!(err, "{v}");
+    client.cancel().await.unwrap();
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn pii_never_reaches_the_model_but_stays_in_files_and_restores() {
+    let t = TestApp::start().await;
+    let client = mcp_client(t.app.clone()).await;
+    let code = r#"
+rows = [{"name": "Ann", "email": "ann.lee@example.com", "card": "4111 1111 1111 1111"},
+        {"name": "Bob", "email": "bob@example.org", "card": "5500-0000-0000-0004"}]
+write_file("customers.json", json.dumps(rows))
+print("first:", rows[0]["email"])
+result = {"emails": [r["email"] for r in rows], "cards": [r["card"] for r in rows]}
+"#;
+    let (err, v) = call_tool(&client, "execute_code", json!({ "code": code })).await;
+    assert!(!err, "{v}");
+    let text = v.to_string();
+    for value in [
+        "ann.lee@example.com",
+        "bob@example.org",
+        "4111 1111 1111 1111",
+        "5500-0000-0000-0004",
+    ] {
+        assert!(!text.contains(value), "{value} reached the model: {text}");
+    }
+    assert!(
+        v["output"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("first: [EMAIL_"),
+        "{v}"
+    );
+    let token = v["result"]["cards"][0].as_str().unwrap().to_string();
+    assert!(token.starts_with("[CREDIT_CARD_"), "{v}");
+    // The workspace keeps the real values.
+    let file = std::fs::read_to_string(t.workspace().join("customers.json")).unwrap();
+    assert!(file.contains("ann.lee@example.com"));
+
+    let (_, v) = call_tool(
+        &client,
+        "restore_pii",
+        json!({ "text": format!("pay with {token}") }),
+    )
+    .await;
+    assert_eq!(v["restored_text"], "pay with 4111 1111 1111 1111");
+    assert_eq!(v["restored"], 1);
+    let (_, v) = call_tool(&client, "restore_pii", json!({"text": "[EMAIL_deadbeef]"})).await;
+    assert_eq!(
+        v["restored_text"], "[EMAIL_deadbeef]",
+        "forged tokens stay unchanged"
+    );
+
+    let (_, v) = call_tool(
+        &client,
+        "sanitize_pii",
+        json!({"text": "Contact john@example.com at 555-123-4567"}),
+    )
+    .await;
+    assert_eq!(v["pii_found"], 2);
+    assert_eq!(v["pii_types"], json!(["EMAIL", "PHONE"]));
+    assert!(!v["sanitized_text"].as_str().unwrap().contains("john@"));
+
+    // In the sandbox: tokenize_pii / detokenize_pii over the channel.
+    let (err, v) = call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "s, tokens = tokenize_pii('mail x@example.com now')\nback = detokenize_pii(s, tokens)\nresult = [s.startswith('mail [EMAIL_'), back == 'mail x@example.com now', len(tokens)]"}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], json!([true, true, 1]));
+    client.cancel().await.unwrap();
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn pii_output_off_returns_values_as_printed() {
+    let t =
+        TestApp::start_with(|c| c.pii_output = code_execution_mcp::config::PiiOutput::Off).await;
+    let o = t.run("print('ann@example.com')").await;
+    assert_ok(&o);
+    let client = mcp_client(t.app.clone()).await;
+    let (_, v) = call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "print('ann@example.com')"}),
+    )
+    .await;
+    assert_eq!(v["output"], json!(["ann@example.com"]));
+    client.cancel().await.unwrap();
+    t.finish().await;
+}
