@@ -149,11 +149,18 @@ result = [x["id"] for x in a] == [x["id"] for x in imported(vulns)] and [x["id"]
     let (err, v) = call_tool(
         &client,
         "execute_code",
-        json!({"code": "from skills import double_all\nresult = double_all([1, 2])"}),
+        json!({"code": "from skills import double_all\nresult = [double_all([1, 2]), [s['name'] for s in list_skills()]]"}),
     )
     .await;
     assert!(!err, "{v}");
-    assert_eq!(v["result"], json!([2, 4]));
+    assert_eq!(v["result"][0], json!([2, 4]));
+    assert!(
+        v["result"][1]
+            .as_array()
+            .unwrap()
+            .contains(&json!("double_all")),
+        "{v}"
+    );
 
     // Sandbox code cannot write the skills directly, and bad names are refused on both paths.
     let (_, v) = call_tool(
