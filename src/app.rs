@@ -230,7 +230,13 @@ impl App {
         };
         let mut outcome = self.sandbox.run(job, cancel).await?;
         if self.config.pii_output == PiiOutput::Tokenize {
-            crate::privacy::redact_outcome(&self.pii, &mut outcome);
+            let pii = self.pii.clone();
+            outcome = tokio::task::spawn_blocking(move || {
+                crate::privacy::redact_outcome(&pii, &mut outcome);
+                outcome
+            })
+            .await
+            .expect("redaction does not panic");
         }
         Ok((outcome, limits))
     }
@@ -240,6 +246,28 @@ impl App {
         self.with_workspace(|ws| ws.check_quota())
             .await
             .map_err(ExecuteError::Workspace)
+    }
+
+    /// Text on its way to the model: tokenized when `--pii-output tokenize` is in force.
+    pub fn for_model(&self, text: String) -> String {
+        match self.config.pii_output {
+            PiiOutput::Tokenize => self.pii.sanitize(&text).text,
+            PiiOutput::Off => text,
+        }
+    }
+
+    /// Text coming from the model into a tool call: tokens this server minted become their
+    /// values again when `--pii-output tokenize` is in force (so a file listed as
+    /// `[EMAIL_ab12cd34].json` can be read under that name).
+    pub fn from_model(&self, text: String) -> String {
+        match self.config.pii_output {
+            PiiOutput::Tokenize
+                if text.contains('[') && crate::privacy::check_restore_budget(&text).is_ok() =>
+            {
+                self.pii.restore(&text).text
+            }
+            _ => text,
+        }
     }
 
     /// Runs blocking workspace I/O off the async threads.

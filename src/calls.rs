@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::pii::PiiEngine;
+use crate::privacy::check_restore_budget;
 use crate::sandbox::{BuiltinCalls, CallHandler};
 use crate::skills::SkillStore;
 
@@ -96,15 +97,24 @@ impl CallHandler for ServerCalls {
                 }
                 "tokenize_pii" => {
                     let p: Text = params(method, args, "text (str)")?;
-                    let s = self.pii.sanitize(&p.text);
+                    let pii = self.pii.clone();
+                    let s = blocking(move || pii.sanitize(&p.text)).await?;
                     Ok(json!({"sanitized": s.text, "tokens": s.tokens}))
                 }
                 "detokenize_pii" => {
                     let p: Detokenize = params(method, args, "text (str), tokens (dict or None)")?;
-                    let restored = match &p.tokens {
-                        Some(tokens) => self.pii.restore_with(&p.text, tokens),
-                        None => self.pii.restore(&p.text),
-                    };
+                    // With its own token map, code can only undo its own tokenize_pii (each
+                    // pair is re-checked against the server's key); without one it draws on
+                    // the vault, as restore_pii does, within the same budget.
+                    if p.tokens.is_none() {
+                        check_restore_budget(&p.text)?;
+                    }
+                    let pii = self.pii.clone();
+                    let restored = blocking(move || match &p.tokens {
+                        Some(tokens) => pii.restore_with(&p.text, tokens),
+                        None => pii.restore(&p.text),
+                    })
+                    .await?;
                     Ok(json!(restored.text))
                 }
                 _ => BuiltinCalls.call(method, args).await,

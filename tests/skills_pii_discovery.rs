@@ -97,9 +97,14 @@ async fn discovery_tools_search_define_and_list() {
     );
 
     for query in ["", &"long ".repeat(20_000), "天气 预报", "\u{0}\u{7}"] {
-        let (_, v) = call_tool(&client, "search_tools", json!({ "query": query })).await;
-        assert!(v.is_object() || v.is_string(), "{v}");
+        let (err, v) = call_tool(&client, "search_tools", json!({ "query": query })).await;
+        assert!(!err && v["tools"].is_array(), "{query:.20}: {v}");
     }
+    let (_, v) = call_tool(&client, "search_tools", json!({"query": ""})).await;
+    assert!(
+        !v["suggestions"].as_array().unwrap().is_empty(),
+        "an empty query gets a hint: {v}"
+    );
     client.cancel().await.unwrap();
     t.finish().await;
 }
@@ -178,12 +183,40 @@ result = [x["id"] for x in a] == [x["id"] for x in imported(vulns)] and [x["id"]
             .contains("name"),
         "{v}"
     );
-    for bad in ["../../x", "%2e%2e", "ｆｏｏ", "", &"a".repeat(300)] {
+    let escape = format!("cem-skill-escape-{}", std::process::id());
+    let up = format!("../../{escape}");
+    for bad in [
+        up.as_str(),
+        "%2e%2e",
+        "ｆｏｏ",
+        "",
+        &"a".repeat(300),
+        "class",
+    ] {
         let (err, v) =
             call_tool(&client, "save_skill", json!({"name": bad, "code": "x = 1"})).await;
         assert!(err, "{bad:?} accepted: {v}");
     }
-    assert!(!t.dir.path().join("x.py").exists());
+    let skills_dir = t.app.skills_dir.clone();
+    for dir in [
+        skills_dir.parent().unwrap(),
+        skills_dir.parent().unwrap().parent().unwrap(),
+    ] {
+        assert!(
+            !dir.join(format!("{escape}.py")).exists(),
+            "escaped into {}",
+            dir.display()
+        );
+    }
+    // A skill imported as a module first is still importable as its function.
+    let (err, v) = call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "import skills.top_n\nfrom skills import top_n\nresult = [callable(top_n), type(skills.top_n).__name__]"}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], json!([true, "function"]));
 
     let (err, v) = call_tool(&client, "load_skill", json!({"name": "double_all"})).await;
     assert!(!err, "{v}");
@@ -265,6 +298,72 @@ result = {"emails": [r["email"] for r in rows], "cards": [r["card"] for r in row
     .await;
     assert!(!err, "{v}");
     assert_eq!(v["result"], json!([true, true, 1]));
+    client.cancel().await.unwrap();
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn every_path_to_the_model_is_tokenized_and_tokens_work_as_tool_arguments() {
+    let t = TestApp::start().await;
+    let client = mcp_client(t.app.clone()).await;
+    let code = r#"
+import sys
+write_file("ann@example.com/notes.txt", "call 415-555-0132")
+print("to stderr: bob@example.com", file=sys.stderr)
+raise type("cy@example.com", (Exception,), {})("failed for dee@example.com")
+"#;
+    let (err, v) = call_tool(&client, "execute_code", json!({ "code": code })).await;
+    assert!(err);
+    let text = v.to_string();
+    for value in [
+        "ann@example.com",
+        "bob@example.com",
+        "cy@example.com",
+        "dee@example.com",
+    ] {
+        assert!(!text.contains(value), "{value} reached the model: {text}");
+    }
+    assert!(
+        v["error_type"].as_str().unwrap().starts_with("[EMAIL_"),
+        "{v}"
+    );
+
+    // The listing shows a token; the token works as the file name; the content is tokenized.
+    let (_, v) = call_tool(&client, "list_workspace_files", json!({})).await;
+    let listed = v["files"][0].as_str().unwrap().to_string();
+    assert!(
+        listed.starts_with("[EMAIL_") && listed.ends_with(".txt"),
+        "{v}"
+    );
+    let (err, v) = call_tool(
+        &client,
+        "read_workspace_file",
+        json!({ "filename": listed }),
+    )
+    .await;
+    assert!(!err, "{v}");
+    assert!(
+        v["content"].as_str().unwrap().starts_with("call [PHONE_"),
+        "{v}"
+    );
+    // A write with tokens stores the real values.
+    let phone_token = v["content"].as_str().unwrap()[5..].to_string();
+    let (err, _) = call_tool(
+        &client,
+        "write_workspace_file",
+        json!({"filename": "out.txt", "content": format!("dial {phone_token}")}),
+    )
+    .await;
+    assert!(!err);
+    assert_eq!(
+        std::fs::read_to_string(t.workspace().join("out.txt")).unwrap(),
+        "dial 415-555-0132"
+    );
+
+    // Probing the vault with a mass of guessed tokens is refused.
+    let guesses: String = (0..1001).map(|i| format!("[EMAIL_{i:08x}] ")).collect();
+    let (err, v) = call_tool(&client, "restore_pii", json!({ "text": guesses })).await;
+    assert!(err && v.as_str().unwrap().contains("at most"), "{v}");
     client.cancel().await.unwrap();
     t.finish().await;
 }

@@ -248,27 +248,33 @@ def tokenize_pii(text):
     raise RuntimeError("tokenize_pii: unexpected reply from the server")
 
 
-def _install_skills_package():
+class _SkillsPackage(types.ModuleType):
     """`from skills import NAME` gives the function NAME that skill NAME defines (or the module if
-    it defines none); `import skills.NAME` gives the module. Skills are read from the read-only
-    mount, so code can use them but only change them through save_skill (validated by the server)."""
-    pkg = types.ModuleType("skills", "Saved skills, importable by name.")
-    pkg.__path__ = [SKILLS]
+    it defines none); `import skills.NAME` gives the module (in sys.modules). Skills come from the
+    read-only mount, so code can use them but change them only through save_skill, which the
+    server validates."""
 
-    def __getattr__(name):
+    def __setattr__(self, name, value):
+        # The import system binds each imported submodule on the package: the function wins.
+        if isinstance(value, types.ModuleType) and value.__name__ == f"skills.{name}":
+            value = getattr(value, name, value)
+        super().__setattr__(name, value)
+
+    def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
         try:
-            module = importlib.import_module(f"skills.{name}")
+            importlib.import_module(f"skills.{name}")
         except ModuleNotFoundError as e:
             if e.name != f"skills.{name}":
                 raise
             raise ImportError(f"no skill named {name!r}: list_skills() shows the saved ones") from None
-        value = getattr(module, name, module)
-        setattr(pkg, name, value)  # the import system bound the module; the function wins
-        return value
+        return self.__dict__[name]
 
-    pkg.__getattr__ = __getattr__
+
+def _install_skills_package():
+    pkg = _SkillsPackage("skills", "Saved skills, importable by name.")
+    pkg.__path__ = [SKILLS]
     sys.modules["skills"] = pkg
 
 

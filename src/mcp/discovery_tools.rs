@@ -126,7 +126,7 @@ fn shape(hit: &Hit<'_>, level: DetailLevel) -> Value {
 impl CodeExecutionServer {
     /// The current registry; a reload after a file change (tens of ms) runs off the async
     /// threads.
-    async fn registry(&self) -> std::sync::Arc<crate::discovery::Registry> {
+    pub(crate) async fn registry(&self) -> std::sync::Arc<crate::discovery::Registry> {
         let discovery = self.app.discovery.clone();
         match tokio::task::spawn_blocking(move || discovery.current()).await {
             Ok(registry) => registry,

@@ -8,7 +8,8 @@ use rmcp::{Json, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::CodeExecutionServer;
+use super::{CodeExecutionServer, text_error};
+use crate::privacy::check_restore_budget;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TextArgs {
@@ -45,7 +46,10 @@ impl CodeExecutionServer {
         &self,
         Parameters(args): Parameters<TextArgs>,
     ) -> Result<Json<SanitizeResponse>, CallToolResult> {
-        let s = self.app.pii.sanitize(&args.text);
+        let pii = self.app.pii.clone();
+        let s = tokio::task::spawn_blocking(move || pii.sanitize(&args.text))
+            .await
+            .map_err(|e| text_error(e.to_string()))?;
         let mut pii_types: Vec<String> = s
             .tokens
             .keys()
@@ -72,7 +76,11 @@ impl CodeExecutionServer {
         &self,
         Parameters(args): Parameters<TextArgs>,
     ) -> Result<Json<RestoreResponse>, CallToolResult> {
-        let r = self.app.pii.restore(&args.text);
+        check_restore_budget(&args.text).map_err(text_error)?;
+        let pii = self.app.pii.clone();
+        let r = tokio::task::spawn_blocking(move || pii.restore(&args.text))
+            .await
+            .map_err(|e| text_error(e.to_string()))?;
         Ok(Json(RestoreResponse {
             restored_text: r.text,
             restored: r.restored,

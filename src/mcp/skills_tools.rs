@@ -81,10 +81,12 @@ impl CodeExecutionServer {
             .await
             .map_err(failure)?
             .map_err(failure)?;
+        let mut metadata = serde_json::to_value(&skill.meta).map_err(failure)?;
+        metadata["description"] = self.app.for_model(skill.meta.description.clone()).into();
         Ok(Json(LoadSkillResponse {
             name: skill.meta.name.clone(),
-            metadata: serde_json::to_value(&skill.meta).map_err(failure)?,
-            code: skill.code,
+            metadata,
+            code: self.app.for_model(skill.code),
         }))
     }
 
@@ -99,8 +101,11 @@ impl CodeExecutionServer {
             .map_err(failure)?
             .map_err(failure)?;
         let skills: Vec<Value> = list
-            .iter()
-            .map(serde_json::to_value)
+            .into_iter()
+            .map(|mut meta| {
+                meta.description = self.app.for_model(meta.description);
+                serde_json::to_value(meta)
+            })
             .collect::<Result<_, _>>()
             .map_err(failure)?;
         Ok(Json(ListSkillsResponse {

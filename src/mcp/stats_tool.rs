@@ -93,7 +93,7 @@ impl CodeExecutionServer {
             .await
             .map_err(|e| text_error(e.to_string()))?
             .map_err(|e| text_error(e.to_string()))?;
-        let registry = app.discovery.current();
+        let registry = self.registry().await;
         let categories = registry.categories().into_iter().map(|c| c.name).collect();
         let c = &app.config;
         Ok(Json(ExecutionStatsResponse {

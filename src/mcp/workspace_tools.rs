@@ -77,9 +77,13 @@ impl CodeExecutionServer {
         Parameters(args): Parameters<WriteArgs>,
     ) -> Result<Json<MessageResponse>, CallToolResult> {
         let filename = args.filename.clone();
-        let len = args.content.len();
+        let (path, content) = (
+            self.app.from_model(args.filename),
+            self.app.from_model(args.content),
+        );
+        let len = content.len();
         self.app
-            .with_workspace(move |ws| ws.write_file(&args.filename, args.content.as_bytes()))
+            .with_workspace(move |ws| ws.write_file(&path, content.as_bytes()))
             .await
             .map_err(failure)?;
         Ok(Json(MessageResponse::ok(format!(
@@ -100,13 +104,14 @@ impl CodeExecutionServer {
         Parameters(args): Parameters<FileArgs>,
     ) -> Result<Json<ReadResponse>, CallToolResult> {
         let filename = args.filename.clone();
+        let path = self.app.from_model(args.filename);
         let file = self
             .app
-            .with_workspace(move |ws| ws.read_file(&args.filename))
+            .with_workspace(move |ws| ws.read_file(&path))
             .await
             .map_err(failure)?;
         let (content, encoding) = match String::from_utf8(file.bytes) {
-            Ok(text) => (text, "utf-8"),
+            Ok(text) => (self.app.for_model(text), "utf-8"),
             Err(e) => (
                 base64::engine::general_purpose::STANDARD.encode(e.into_bytes()),
                 "base64",
@@ -134,16 +139,21 @@ impl CodeExecutionServer {
         Parameters(args): Parameters<ListArgs>,
     ) -> Result<Json<ListResponse>, CallToolResult> {
         let path = args.subpath.clone();
+        let subpath = self.app.from_model(args.subpath);
         let listing = self
             .app
-            .with_workspace(move |ws| ws.list_files(&args.subpath))
+            .with_workspace(move |ws| ws.list_files(&subpath))
             .await
             .map_err(failure)?;
         Ok(Json(ListResponse {
             success: true,
             path,
             count: listing.files.len(),
-            files: listing.files,
+            files: listing
+                .files
+                .into_iter()
+                .map(|f| self.app.for_model(f))
+                .collect(),
             truncated: listing.truncated,
             skipped: listing.skipped,
         }))
@@ -162,8 +172,9 @@ impl CodeExecutionServer {
         Parameters(args): Parameters<FileArgs>,
     ) -> Result<Json<MessageResponse>, CallToolResult> {
         let filename = args.filename.clone();
+        let path = self.app.from_model(args.filename);
         self.app
-            .with_workspace(move |ws| ws.delete_file(&args.filename))
+            .with_workspace(move |ws| ws.delete_file(&path))
             .await
             .map_err(failure)?;
         Ok(Json(MessageResponse::ok(format!("Deleted {filename}"))))
