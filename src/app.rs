@@ -187,8 +187,11 @@ impl App {
             max_concurrency: config.max_concurrency,
             max_queue: config.max_queue,
             runtime: None,
+            pool_size: config.pool_size,
+            pool_memory_bytes: (config.default_memory_mb * 1024 * 1024) as i64,
         };
         let sandbox = Sandbox::new(engine, settings, calls, stats.clone());
+        sandbox.refill();
         Ok(Self {
             config,
             engine_info,

@@ -93,6 +93,11 @@ pub struct Config {
     #[arg(long, env = "CEM_MAX_CONCURRENCY", default_value_t = 4)]
     pub max_concurrency: usize,
 
+    /// Containers kept started ahead, each used for one execution only (0: every execution
+    /// starts its own container). Only executions with the default memory limit use them.
+    #[arg(long, env = "CEM_POOL_SIZE", default_value_t = 2)]
+    pub pool_size: usize,
+
     /// Executions that may wait for a free slot; beyond that a call fails with "busy".
     #[arg(long, env = "CEM_MAX_QUEUE", default_value_t = 32)]
     pub max_queue: usize,
@@ -204,6 +209,9 @@ impl Config {
             return Err(format!(
                 "--max-result-bytes and --max-output-bytes must be at most {MAX_RESULT_BYTES}"
             ));
+        }
+        if self.pool_size > 64 {
+            return Err(format!("--pool-size {} is over 64", self.pool_size));
         }
         if self.max_concurrency == 0 {
             return Err("--max-concurrency must be at least 1".into());

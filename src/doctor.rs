@@ -164,6 +164,8 @@ async fn memory_enforced(engine: Engine, image: String) -> Check {
         max_concurrency: 1,
         max_queue: 0,
         runtime: None,
+        pool_size: 0,
+        pool_memory_bytes: 0,
     };
     let sandbox = Sandbox::new(
         engine,

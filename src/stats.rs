@@ -36,6 +36,8 @@ pub struct StatsSnapshot {
     pub latency_ms_p99: Option<f64>,
     pub latency_samples: usize,
     pub containers_running: i64,
+    /// Pre-started containers waiting for an execution.
+    pub pool_ready: usize,
 }
 
 impl Default for Stats {
@@ -96,6 +98,7 @@ impl Stats {
             latency_ms_p99: percentile(&sorted, 0.99),
             latency_samples: sorted.len(),
             containers_running: self.containers_running.load(Ordering::Relaxed),
+            pool_ready: 0,
         }
     }
 }

@@ -292,7 +292,8 @@ async fn beyond_the_queue_executions_are_refused_as_busy() {
 
 #[tokio::test]
 async fn cancellation_kills_the_container() {
-    let t = TestApp::start().await;
+    // No pool: then the only container of this instance is the execution's own.
+    let t = TestApp::start_with(|c| c.pool_size = 0).await;
     let cancel = CancellationToken::new();
     let app = t.app.clone();
     let token = cancel.clone();
@@ -364,5 +365,40 @@ import time; time.sleep(5)
     );
     assert!(o.error.as_deref().unwrap_or("").len() <= 64 * 1024 + 512);
     assert!(o.traceback.as_deref().unwrap_or("").len() <= 64 * 1024);
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn pooled_containers_are_single_use_and_refilled() {
+    let t = TestApp::start_with(|c| c.pool_size = 2).await;
+    let app = &t.app;
+    // The pool fills in the background.
+    for _ in 0..200 {
+        if app.sandbox.pool_ready() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(app.sandbox.pool_ready(), 2, "the pool did not fill");
+    let code = "import socket\nopen('/tmp/mark', 'w').write('x')\nresult = open('/proc/self/cgroup').read()";
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..4 {
+        let o = t.run(code).await;
+        assert_ok(&o);
+        assert!(
+            seen.insert(o.result.to_string()),
+            "a container ran two executions"
+        );
+    }
+    // A non-default memory limit takes the cold path and works the same.
+    let o = t.run_with("result = 1", None, None, Some(128.0)).await;
+    assert_ok(&o);
+    for _ in 0..200 {
+        if app.sandbox.pool_ready() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(app.sandbox.pool_ready(), 2, "the pool was not refilled");
     t.finish().await;
 }

@@ -271,7 +271,8 @@ async fn http_refuses_non_loopback_addresses_without_authentication() {
 
 #[tokio::test]
 async fn notifications_cancelled_kills_the_running_container() {
-    let t = TestApp::start().await;
+    // No pool: then the only container of this instance is the execution's own.
+    let t = TestApp::start_with(|c| c.pool_size = 0).await;
     let client = common::mcp_client(t.app.clone()).await;
     let instance = t.app.sandbox.instance().id.clone();
     let engine = Engine::connect().await.unwrap();

@@ -141,7 +141,11 @@ impl CodeExecutionServer {
                 name: app.image.clone(),
                 id: app.image_id.clone(),
             },
-            executions: app.stats.snapshot(),
+            executions: {
+                let mut snapshot = app.stats.snapshot();
+                snapshot.pool_ready = app.sandbox.pool_ready();
+                snapshot
+            },
         }))
     }
 }

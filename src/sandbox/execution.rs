@@ -196,12 +196,79 @@ pub(crate) struct Runner<'a> {
     pub tracker: &'a TaskTracker,
 }
 
-/// Runs `job` in a new container made from `spec`. The container is removed when the returned
-/// future completes or is dropped.
-pub(crate) async fn execute(
-    runner: &Runner<'_>,
+type OutputStream = std::pin::Pin<
+    Box<dyn futures::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
+>;
+type InputSink = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
+/// A created, attached and started container whose harness waits for its job. Dropping it
+/// removes the container.
+pub(crate) struct Started {
+    name: String,
+    output: OutputStream,
+    input: InputSink,
+    guard: ContainerGuard,
+}
+
+impl Started {
+    /// False when the container has already ended or printed before its job: it must not be
+    /// used (a pooled container is checked this way before it is handed out).
+    pub(crate) fn is_waiting(&mut self) -> bool {
+        use futures::FutureExt;
+        self.output.next().now_or_never().is_none()
+    }
+}
+
+/// Creates, attaches and starts a container made from `spec`. The guard comes first and
+/// works by name: a create the engine carried out but whose answer was lost is still removed.
+pub(crate) async fn start(
+    engine: &Engine,
     spec: &SandboxSpec,
     name: &str,
+    tracker: &TaskTracker,
+) -> Result<Started, EngineError> {
+    let guard = ContainerGuard::new(engine.clone(), name.to_string(), tracker.clone());
+    let docker = engine.client();
+    let opts = CreateContainerOptionsBuilder::default().name(name).build();
+    docker
+        .create_container(Some(opts), container_body(spec))
+        .await
+        .map_err(|e| EngineError::api("create a sandbox container", e))?;
+    let attach = AttachContainerOptionsBuilder::default()
+        .stdin(true)
+        .stdout(true)
+        .stderr(true)
+        .stream(true)
+        .build();
+    let attached = docker
+        .attach_container(name, Some(attach))
+        .await
+        .map_err(|e| EngineError::api("attach to a sandbox container", e))?;
+    docker
+        .start_container(name, None::<StartContainerOptions>)
+        .await
+        .map_err(|e| EngineError::api("start a sandbox container", e))?;
+    Ok(Started {
+        name: name.to_string(),
+        output: attached.output,
+        input: attached.input,
+        guard,
+    })
+}
+
+/// Where an execution's container comes from.
+pub(crate) enum Source<'a> {
+    /// Created now from this spec, under this name.
+    Cold(&'a SandboxSpec, &'a str),
+    /// Started ahead (the pool).
+    Warm(Started),
+}
+
+/// Runs `job` in a fresh container (made now, or taken ready from the pool). The container
+/// is removed when the returned future completes or is dropped; it never runs another job.
+pub(crate) async fn execute(
+    runner: &Runner<'_>,
+    source: Source<'_>,
     job: &Job,
     cancel: &CancellationToken,
 ) -> Result<Outcome, EngineError> {
@@ -213,32 +280,12 @@ pub(crate) async fn execute(
     } = *runner;
     let started = Instant::now();
     let deadline = TokioInstant::now() + job.timeout;
-    let docker = engine.client();
 
-    // The guard goes first and works by name: a create that the engine carried out but whose
-    // answer was lost still gets its container removed.
-    let _guard = ContainerGuard::new(engine.clone(), name.to_string(), tracker.clone());
     let setup = async {
-        let opts = CreateContainerOptionsBuilder::default().name(name).build();
-        docker
-            .create_container(Some(opts), container_body(spec))
-            .await
-            .map_err(|e| EngineError::api("create a sandbox container", e))?;
-        let attach = AttachContainerOptionsBuilder::default()
-            .stdin(true)
-            .stdout(true)
-            .stderr(true)
-            .stream(true)
-            .build();
-        let attached = docker
-            .attach_container(name, Some(attach))
-            .await
-            .map_err(|e| EngineError::api("attach to a sandbox container", e))?;
-        docker
-            .start_container(name, None::<StartContainerOptions>)
-            .await
-            .map_err(|e| EngineError::api("start a sandbox container", e))?;
-        let mut input = attached.input;
+        let mut ready = match source {
+            Source::Warm(ready) => ready,
+            Source::Cold(spec, name) => start(engine, spec, name, tracker).await?,
+        };
         let job_line = ToHarness::Job {
             code: &job.code,
             context_vars: &job.context_vars,
@@ -246,14 +293,15 @@ pub(crate) async fn execute(
         }
         .to_line();
         // The harness reads its job before it runs anything, so this completes promptly.
-        input
+        ready
+            .input
             .write_all(&job_line)
             .await
             .map_err(|e| EngineError::Api {
                 action: "deliver the job to the sandbox",
                 message: e.to_string(),
             })?;
-        Ok::<_, EngineError>((attached.output, input))
+        Ok::<_, EngineError>(ready)
     };
     let early_stop = |status: Status, error: String| Outcome {
         status,
@@ -266,7 +314,7 @@ pub(crate) async fn execute(
         traceback: None,
         elapsed: started.elapsed(),
     };
-    let (mut output, mut input) = tokio::select! {
+    let ready = tokio::select! {
         biased;
         _ = cancel.cancelled() => {
             return Ok(early_stop(Status::Cancelled, "Execution cancelled while its container was starting".into()));
@@ -279,7 +327,13 @@ pub(crate) async fn execute(
         }
         ready = setup => ready?,
     };
-    let id = name;
+    let Started {
+        name,
+        mut output,
+        mut input,
+        guard: _guard,
+    } = ready;
+    let id = name.as_str();
 
     let mut c = Collector {
         stdout: BoundedText::new(limits.max_output_bytes),

@@ -8,6 +8,7 @@ pub mod engine;
 pub mod execution;
 pub mod image;
 pub mod output;
+pub mod pool;
 pub mod reaper;
 pub mod spec;
 
@@ -55,6 +56,10 @@ pub struct SandboxSettings {
     pub max_concurrency: usize,
     pub max_queue: usize,
     pub runtime: Option<String>,
+    /// Containers kept started ahead (0: every execution starts its own).
+    pub pool_size: usize,
+    /// The memory limit pooled containers carry (the default one).
+    pub pool_memory_bytes: i64,
 }
 
 /// Identity of this server process, written on every container it creates.
@@ -90,6 +95,7 @@ pub struct Sandbox {
     shutdown: CancellationToken,
     cleanup: TaskTracker,
     stats: Arc<Stats>,
+    pool: Arc<pool::Pool>,
 }
 
 impl Sandbox {
@@ -100,6 +106,10 @@ impl Sandbox {
         stats: Arc<Stats>,
     ) -> Self {
         Self {
+            pool: Arc::new(pool::Pool::new(
+                settings.pool_size,
+                settings.pool_memory_bytes,
+            )),
             slots: Arc::new(Semaphore::new(settings.max_concurrency)),
             engine,
             settings,
@@ -160,23 +170,14 @@ impl Sandbox {
             return Err(SandboxError::ShuttingDown);
         }
 
-        let spec = SandboxSpec {
-            image: self.settings.image.clone(),
-            memory_bytes: job.memory_bytes,
-            pids_limit: self.settings.pids_limit,
-            tmpfs_bytes: self.settings.tmpfs_bytes,
-            workspace: self.settings.workspace.clone(),
-            skills: self.settings.skills.clone(),
-            uid: self.settings.uid,
-            gid: self.settings.gid,
-            labels: self.labels(),
-            runtime: self.settings.runtime.clone(),
+        let spec = self.spec(job.memory_bytes);
+        let name = self.next_name();
+        let warm = self.pool.take(job.memory_bytes);
+        self.refill();
+        let source = match warm {
+            Some(ready) => execution::Source::Warm(ready),
+            None => execution::Source::Cold(&spec, &name),
         };
-        let name = format!(
-            "cem-{}-{}",
-            &self.instance.id[..12],
-            self.seq.fetch_add(1, Ordering::Relaxed)
-        );
         let _running = self.stats.running_guard();
         let result = {
             let linked = LinkedCancel::new(&cancel, &self.shutdown);
@@ -186,7 +187,7 @@ impl Sandbox {
                 calls: self.calls.as_ref(),
                 tracker: &self.cleanup,
             };
-            execution::execute(&runner, &spec, &name, &job, linked.token()).await
+            execution::execute(&runner, source, &job, linked.token()).await
         };
         drop(permit);
         match &result {
@@ -194,6 +195,61 @@ impl Sandbox {
             Err(_) => self.stats.record_engine_failure(),
         }
         Ok(result?)
+    }
+
+    /// The hardened spec for a container with this memory limit.
+    fn spec(&self, memory_bytes: i64) -> SandboxSpec {
+        SandboxSpec {
+            image: self.settings.image.clone(),
+            memory_bytes,
+            pids_limit: self.settings.pids_limit,
+            tmpfs_bytes: self.settings.tmpfs_bytes,
+            workspace: self.settings.workspace.clone(),
+            skills: self.settings.skills.clone(),
+            uid: self.settings.uid,
+            gid: self.settings.gid,
+            labels: self.labels(),
+            runtime: self.settings.runtime.clone(),
+        }
+    }
+
+    fn next_name(&self) -> String {
+        format!(
+            "cem-{}-{}",
+            &self.instance.id[..12],
+            self.seq.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// Containers of the pool waiting for a job.
+    pub fn pool_ready(&self) -> usize {
+        self.pool.ready()
+    }
+
+    /// Starts, in the background, the containers the pool lacks. A failure is logged; the
+    /// next execution tries again (and runs cold meanwhile).
+    pub fn refill(&self) {
+        if self.shutdown.is_cancelled() {
+            return;
+        }
+        for _ in 0..self.pool.reserve() {
+            let (engine, pool, tracker) =
+                (self.engine.clone(), self.pool.clone(), self.cleanup.clone());
+            let spec = self.spec(self.pool.memory_bytes());
+            let name = self.next_name();
+            let shutdown = self.shutdown.clone();
+            self.cleanup.spawn(async move {
+                match execution::start(&engine, &spec, &name, &tracker).await {
+                    // Shutdown began meanwhile: dropping it removes the container.
+                    Ok(_) if shutdown.is_cancelled() => pool.failed(),
+                    Ok(ready) => pool.put(ready),
+                    Err(e) => {
+                        pool.failed();
+                        tracing::warn!("could not start a pooled sandbox container: {e}");
+                    }
+                }
+            });
+        }
     }
 
     fn labels(&self) -> HashMap<String, String> {
@@ -216,6 +272,7 @@ impl Sandbox {
             .await;
         self.slots.close();
         drop(all);
+        self.pool.drain();
         self.cleanup.close();
         self.cleanup.wait().await;
         let label = format!("{LABEL_INSTANCE}={}", self.instance.id);

@@ -1,5 +1,6 @@
-"""Latency of execute_code("print(1)") through the official MCP client over stdio, beside
-`docker run --rm` of the same image with the same isolation flags, measured in one run.
+"""Latency of execute_code("print(1)") through the official MCP client over stdio, with the pool
+of pre-started single-use containers and without it (cold path), beside `docker run --rm` of the
+same image with the same isolation flags, measured in one run.
 
     python tests/python/latency.py BINARY [N]
 
@@ -24,14 +25,15 @@ def pct(samples, p):
     return s[max(0, min(len(s) - 1, round(p * len(s) + 0.5) - 1))]
 
 
-async def mcp_samples(binary, n, data_dir):
+async def mcp_samples(binary, n, data_dir, pool_size):
     params = StdioServerParameters(command=binary, args=[
         "serve", "--workspace", f"{data_dir}/ws", "--skills-dir", f"{data_dir}/skills",
-        "--workspace-quota-mb", "0"])
+        "--workspace-quota-mb", "0", "--pool-size", str(pool_size)])
     out = []
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
+            await asyncio.sleep(2)  # let the pool fill, as it does after start-up
             for i in range(n + 2):
                 t = time.perf_counter()
                 r = await session.call_tool("execute_code", {"code": "print(1)"})
@@ -71,7 +73,8 @@ def main():
         os.chmod(f"{d}/ws", 0o777)
         runs = {
             "docker run --rm (same flags)": docker_run_samples(image, n, d),
-            "execute_code over MCP stdio": asyncio.run(mcp_samples(binary, n, d)),
+            "execute_code, cold (pool 0)": asyncio.run(mcp_samples(binary, n, d, 0)),
+            "execute_code, pooled (pool 2)": asyncio.run(mcp_samples(binary, n, d, 2)),
         }
     base = statistics.median(runs["docker run --rm (same flags)"])
     print(f"{'path':32} {'n':>4} {'p50 ms':>8} {'p90 ms':>8} {'max ms':>8} {'p50 vs docker run':>18}")
