@@ -27,8 +27,9 @@ const SHAPE: &str =
     "expected an object {\"categories\": {\"<category>\": {\"description\": …, \"tools\": {…}}}}";
 pub(crate) const MAX_NAME_CHARS: usize = 256;
 
-/// One tool of the catalog, as `get_tool_definition` returns it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One tool of the catalog, as `get_tool_definition` returns it (its schema is that tool's
+/// output schema).
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ToolEntry {
     /// `mcp_server/name`, unique in a registry.
     pub id: String,

@@ -67,36 +67,6 @@ pub struct SearchResponse {
     pub suggestions: Vec<String>,
 }
 
-/// One tool of the catalog, complete.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct ToolDefinition {
-    /// "server/name".
-    pub id: String,
-    pub name: String,
-    pub mcp_server: String,
-    pub category: String,
-    pub description: String,
-    pub functions: Vec<String>,
-    pub use_cases: Vec<String>,
-    /// JSON Schema of the tool's arguments, when the catalog has one.
-    pub input_schema: Option<Value>,
-}
-
-impl From<&ToolEntry> for ToolDefinition {
-    fn from(t: &ToolEntry) -> Self {
-        Self {
-            id: t.id.clone(),
-            name: t.name.clone(),
-            mcp_server: t.mcp_server.clone(),
-            category: t.category.clone(),
-            description: t.description.clone(),
-            functions: t.functions.clone(),
-            use_cases: t.use_cases.clone(),
-            input_schema: t.input_schema.clone(),
-        }
-    }
-}
-
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct CategoriesResponse {
     /// Category name → {description, tool_count}.
@@ -180,12 +150,12 @@ impl CodeExecutionServer {
     async fn get_tool_definition(
         &self,
         Parameters(args): Parameters<DefinitionArgs>,
-    ) -> Result<Json<ToolDefinition>, CallToolResult> {
+    ) -> Result<Json<ToolEntry>, CallToolResult> {
         let registry = self.registry().await;
         let tool = registry
             .get(&args.tool_name, args.category.as_deref())
             .map_err(|e| text_error(e.to_string()))?;
-        Ok(Json(tool.into()))
+        Ok(Json(tool.clone()))
     }
 
     #[tool(
