@@ -68,7 +68,7 @@ pub struct App {
     pub registry_dir: PathBuf,
     pub discovery: Arc<Discovery>,
     pub pii: Arc<PiiEngine>,
-    pub sandbox: Sandbox,
+    pub sandbox: Arc<Sandbox>,
     pub stats: Arc<Stats>,
 }
 
@@ -189,9 +189,11 @@ impl App {
             runtime: None,
             pool_size: config.pool_size,
             pool_memory_bytes: (config.default_memory_mb * 1024 * 1024) as i64,
+            image_id: image_id.clone(),
         };
-        let sandbox = Sandbox::new(engine, settings, calls, stats.clone());
+        let sandbox = Arc::new(Sandbox::new(engine, settings, calls, stats.clone()));
         sandbox.refill();
+        sandbox.watch_image();
         Ok(Self {
             config,
             engine_info,
@@ -219,6 +221,21 @@ impl App {
         memory_mb: Option<f64>,
         cancel: tokio_util::sync::CancellationToken,
     ) -> Result<(Outcome, ExecLimits), ExecuteError> {
+        self.execute_tapped(code, context_vars, timeout_seconds, memory_mb, cancel, None)
+            .await
+    }
+
+    /// [`App::execute`], with each output chunk also offered to `tap` as it arrives (for
+    /// progress reports; see [`crate::progress`]).
+    pub async fn execute_tapped(
+        &self,
+        code: String,
+        context_vars: Option<serde_json::Value>,
+        timeout_seconds: Option<f64>,
+        memory_mb: Option<f64>,
+        cancel: tokio_util::sync::CancellationToken,
+        tap: Option<crate::progress::OutputTap>,
+    ) -> Result<(Outcome, ExecLimits), ExecuteError> {
         limits::check_code(&code, self.config.max_code_bytes)?;
         limits::check_context_vars(context_vars.as_ref())?;
         let context_vars = context_vars.unwrap_or(serde_json::Value::Null);
@@ -230,6 +247,7 @@ impl App {
             context_vars,
             timeout: limits.timeout,
             memory_bytes: limits.memory_bytes,
+            tap,
         };
         let mut outcome = self.sandbox.run(job, cancel).await?;
         if self.config.pii_output == PiiOutput::Tokenize {

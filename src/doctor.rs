@@ -166,6 +166,7 @@ async fn memory_enforced(engine: Engine, image: String) -> Check {
         runtime: None,
         pool_size: 0,
         pool_memory_bytes: 0,
+        image_id: String::new(),
     };
     let sandbox = Sandbox::new(
         engine,
@@ -178,6 +179,7 @@ async fn memory_enforced(engine: Engine, image: String) -> Check {
         context_vars: serde_json::Value::Null,
         timeout: Duration::from_secs(30),
         memory_bytes: 64 << 20,
+        tap: None,
     };
     let outcome = sandbox.run(job, Default::default()).await;
     sandbox.shutdown().await;

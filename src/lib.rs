@@ -13,6 +13,7 @@ pub mod limits;
 pub mod mcp;
 pub mod pii;
 pub mod privacy;
+pub mod progress;
 pub mod sandbox;
 pub mod serve;
 pub mod skills;

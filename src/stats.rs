@@ -21,6 +21,7 @@ pub struct Stats {
     engine_failures: AtomicU64,
     latencies_ms: Mutex<VecDeque<f64>>,
     containers_running: AtomicI64,
+    pooled: AtomicU64,
 }
 
 /// A point-in-time copy, shaped for the stats tool.
@@ -38,6 +39,8 @@ pub struct StatsSnapshot {
     pub containers_running: i64,
     /// Pre-started containers waiting for an execution.
     pub pool_ready: usize,
+    /// Executions served by a pre-started container (the rest started their own).
+    pub executions_pooled: u64,
 }
 
 impl Default for Stats {
@@ -54,6 +57,7 @@ impl Stats {
             engine_failures: AtomicU64::new(0),
             latencies_ms: Mutex::new(VecDeque::with_capacity(LATENCY_WINDOW)),
             containers_running: AtomicI64::new(0),
+            pooled: AtomicU64::new(0),
         }
     }
 
@@ -64,6 +68,11 @@ impl Stats {
             lat.pop_front();
         }
         lat.push_back(elapsed.as_secs_f64() * 1000.0);
+    }
+
+    /// Counts an execution that took a pre-started container.
+    pub fn record_pooled(&self) {
+        self.pooled.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn record_engine_failure(&self) {
@@ -99,6 +108,7 @@ impl Stats {
             latency_samples: sorted.len(),
             containers_running: self.containers_running.load(Ordering::Relaxed),
             pool_ready: 0,
+            executions_pooled: self.pooled.load(Ordering::Relaxed),
         }
     }
 }

@@ -368,18 +368,22 @@ import time; time.sleep(5)
     t.finish().await;
 }
 
+async fn wait_for_full_pool(app: &code_execution_mcp::app::App, size: usize) {
+    for _ in 0..200 {
+        if app.sandbox.pool_ready() == size {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the pool did not fill to {size}");
+}
+
 #[tokio::test]
 async fn pooled_containers_are_single_use_and_refilled() {
     let t = TestApp::start_with(|c| c.pool_size = 2).await;
     let app = &t.app;
     // The pool fills in the background.
-    for _ in 0..200 {
-        if app.sandbox.pool_ready() == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(app.sandbox.pool_ready(), 2, "the pool did not fill");
+    wait_for_full_pool(app, 2).await;
     let code = "import socket\nopen('/tmp/mark', 'w').write('x')\nresult = open('/proc/self/cgroup').read()";
     let mut seen = std::collections::HashSet::new();
     for _ in 0..4 {
@@ -390,15 +394,97 @@ async fn pooled_containers_are_single_use_and_refilled() {
             "a container ran two executions"
         );
     }
-    // A non-default memory limit takes the cold path and works the same.
-    let o = t.run_with("result = 1", None, None, Some(128.0)).await;
+    // A non-default memory limit: a pooled container, set to that limit before the job.
+    wait_for_full_pool(app, 2).await;
+    let pooled_before = app.stats.snapshot().executions_pooled;
+    let limit = "import os\nv1 = '/sys/fs/cgroup/memory/memory.limit_in_bytes'\nresult = int(open(v1 if os.path.exists(v1) else '/sys/fs/cgroup/memory.max').read())";
+    let o = t.run_with(limit, None, None, Some(128.0)).await;
     assert_ok(&o);
+    assert_eq!(
+        o.result,
+        serde_json::json!(128 << 20),
+        "the requested limit holds"
+    );
+    assert_eq!(app.stats.snapshot().executions_pooled, pooled_before + 1);
+    let o = t.run(limit).await;
+    assert_eq!(
+        o.result,
+        serde_json::json!(500 << 20),
+        "the default limit holds"
+    );
+    wait_for_full_pool(app, 2).await;
+    t.finish().await;
+}
+
+fn docker(args: &[&str], stdin: Option<&str>) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("docker")
+        .args(args)
+        .env("DOCKER_BUILDKIT", "0")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("docker CLI");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "docker {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[tokio::test]
+async fn the_pool_follows_its_image_tag_to_a_rebuilt_image() {
+    let tag = format!("cem-test-retag:{}", std::process::id());
+    docker(
+        &[
+            "tag",
+            &code_execution_mcp::sandbox::image::default_tag(),
+            &tag,
+        ],
+        None,
+    );
+    let t = TestApp::start_with(|c| {
+        c.image = Some(tag.clone());
+        c.pool_size = 1;
+    })
+    .await;
+    let app = &t.app;
+    wait_for_full_pool(app, 1).await;
+    let old_id = app.sandbox.pool_image();
+    let mark = "import os\nresult = os.environ.get('POOL_IMAGE_MARK')";
+    assert_eq!(t.run(mark).await.result, serde_json::Value::Null);
+
+    // Rebuild under the same tag: the waiting containers are replaced from the new image.
+    wait_for_full_pool(app, 1).await;
+    let dockerfile = format!("FROM {old_id}\nENV POOL_IMAGE_MARK=rebuilt\n");
+    docker(&["build", "-q", "-t", &tag, "-"], Some(&dockerfile));
+    let new_id = docker(&["image", "inspect", "--format", "{{.Id}}", &tag], None);
+    assert_ne!(new_id, old_id);
     for _ in 0..200 {
-        if app.sandbox.pool_ready() == 2 {
+        if app.sandbox.pool_image() == new_id && app.sandbox.pool_ready() == 1 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(app.sandbox.pool_ready(), 2, "the pool was not refilled");
+    assert_eq!(
+        app.sandbox.pool_image(),
+        new_id,
+        "the pool saw the new image"
+    );
+    wait_for_full_pool(app, 1).await;
+    let pooled = app.stats.snapshot().executions_pooled;
+    let o = t.run(mark).await;
+    assert_eq!(
+        o.result, "rebuilt",
+        "the pooled container runs the new image"
+    );
+    assert_eq!(app.stats.snapshot().executions_pooled, pooled + 1);
     t.finish().await;
+    docker(&["rmi", "-f", &tag], None);
 }

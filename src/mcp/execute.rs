@@ -2,7 +2,7 @@
 //! `status`, stderr, truncation flags and the limits actually applied.
 
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, ProgressNotificationParam};
 use rmcp::service::RequestContext;
 use rmcp::{Json, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{CodeExecutionServer, structured_error, text_error};
+use crate::progress::{self, OutputTap, Progress};
 use crate::sandbox::Status;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -79,16 +80,31 @@ impl CodeExecutionServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ExecuteCodeResponse>, CallToolResult> {
         let context = args.context_vars.map(Value::Object);
-        let ran = self
-            .app
-            .execute(
-                args.code,
-                context,
-                args.timeout_seconds,
-                args.memory_mb,
-                ctx.ct.clone(),
-            )
-            .await;
+        let token = ctx.meta.get_progress_token();
+        let (tap, latest) = OutputTap::new();
+        let run = self.app.execute_tapped(
+            args.code,
+            context,
+            args.timeout_seconds,
+            args.memory_mb,
+            ctx.ct.clone(),
+            token.is_some().then_some(tap),
+        );
+        let ran = match token {
+            None => run.await,
+            Some(token) => {
+                let report = |p: Progress| {
+                    let (peer, token) = (ctx.peer.clone(), token.clone());
+                    let note = ProgressNotificationParam::new(token, p.elapsed.as_secs_f64())
+                        .with_message(p.message);
+                    // A client that went away stops getting reports; the execution goes on.
+                    async move {
+                        let _ = peer.notify_progress(note).await;
+                    }
+                };
+                progress::with_progress(run, latest, |line| self.app.for_model(line), report).await
+            }
+        };
         // Bad input, busy, a full workspace or an engine failure: a message saying what to do.
         let (outcome, limits) = ran.map_err(|e| text_error(e.to_string()))?;
         let response = ExecuteCodeResponse {

@@ -133,6 +133,19 @@ impl Engine {
         }
     }
 
+    /// Sets a running container's memory limit, swap included (as the spec does at creation).
+    pub async fn set_memory_limit(&self, id: &str, bytes: i64) -> Result<(), EngineError> {
+        let body = bollard::models::ContainerUpdateBody {
+            memory: Some(bytes),
+            memory_swap: Some(bytes),
+            ..Default::default()
+        };
+        self.docker
+            .update_container(id, body)
+            .await
+            .map_err(|e| EngineError::api("set a sandbox container's memory limit", e))
+    }
+
     /// Whether the engine recorded an OOM kill for the container, and its exit code.
     pub async fn exit_state(&self, id: &str) -> Result<(bool, Option<i64>), EngineError> {
         let c = self

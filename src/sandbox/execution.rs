@@ -37,6 +37,8 @@ pub struct Job {
     pub context_vars: Value,
     pub timeout: Duration,
     pub memory_bytes: i64,
+    /// Receives each output chunk as it arrives (set when the client asked for progress).
+    pub tap: Option<crate::progress::OutputTap>,
 }
 
 /// How an execution ended, machine-readable.
@@ -211,6 +213,10 @@ pub(crate) struct Started {
 }
 
 impl Started {
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
     /// False when the container has already ended or printed before its job: it must not be
     /// used (a pooled container is checked this way before it is handed out).
     pub(crate) fn is_waiting(&mut self) -> bool {
@@ -334,6 +340,7 @@ pub(crate) async fn execute(
         guard: _guard,
     } = ready;
     let id = name.as_str();
+    let job_sent = started.elapsed();
 
     let mut c = Collector {
         stdout: BoundedText::new(limits.max_output_bytes),
@@ -384,7 +391,12 @@ pub(crate) async fn execute(
                     data,
                     truncated,
                     dropped_bytes,
-                }) => c.output(stream, &data, truncated, dropped_bytes),
+                }) => {
+                    if let Some(tap) = &job.tap {
+                        tap.offer(&data);
+                    }
+                    c.output(stream, &data, truncated, dropped_bytes)
+                }
                 Some(FromHarness::Call { id, method, params }) => {
                     let answer = tokio::select! {
                         biased;
@@ -437,6 +449,12 @@ pub(crate) async fn execute(
     });
 
     let elapsed = started.elapsed();
+    tracing::debug!(
+        container = %id,
+        job_sent_us = job_sent.as_micros() as u64,
+        ended_us = elapsed.as_micros() as u64,
+        "execution timings"
+    );
     let mut outcome = Outcome {
         status: Status::Error,
         result: Value::Null,

@@ -60,6 +60,8 @@ pub struct SandboxSettings {
     pub pool_size: usize,
     /// The memory limit pooled containers carry (the default one).
     pub pool_memory_bytes: i64,
+    /// The id `image` resolved to at start (pooled containers are made from the id).
+    pub image_id: String,
 }
 
 /// Identity of this server process, written on every container it creates.
@@ -109,6 +111,7 @@ impl Sandbox {
             pool: Arc::new(pool::Pool::new(
                 settings.pool_size,
                 settings.pool_memory_bytes,
+                settings.image_id.clone(),
             )),
             slots: Arc::new(Semaphore::new(settings.max_concurrency)),
             engine,
@@ -172,7 +175,10 @@ impl Sandbox {
 
         let spec = self.spec(job.memory_bytes);
         let name = self.next_name();
-        let warm = self.pool.take(job.memory_bytes);
+        let warm = self.take_warm(job.memory_bytes).await;
+        if warm.is_some() {
+            self.stats.record_pooled();
+        }
         self.refill();
         let source = match warm {
             Some(ready) => execution::Source::Warm(ready),
@@ -195,6 +201,26 @@ impl Sandbox {
             Err(_) => self.stats.record_engine_failure(),
         }
         Ok(result?)
+    }
+
+    /// A pooled container set to `memory_bytes`, if one is ready (and, for a non-default
+    /// limit, the engine applied it).
+    async fn take_warm(&self, memory_bytes: i64) -> Option<execution::Started> {
+        let ready = self.pool.take()?;
+        if memory_bytes == self.pool.memory_bytes() {
+            return Some(ready);
+        }
+        match self
+            .engine
+            .set_memory_limit(ready.name(), memory_bytes)
+            .await
+        {
+            Ok(()) => Some(ready),
+            Err(e) => {
+                tracing::warn!("running cold: {e}");
+                None
+            }
+        }
     }
 
     /// The hardened spec for a container with this memory limit.
@@ -226,6 +252,11 @@ impl Sandbox {
         self.pool.ready()
     }
 
+    /// The image id the pool's containers are made from.
+    pub fn pool_image(&self) -> String {
+        self.pool.image()
+    }
+
     /// Starts, in the background, the containers the pool lacks. A failure is logged; the
     /// next execution tries again (and runs cold meanwhile).
     pub fn refill(&self) {
@@ -235,20 +266,73 @@ impl Sandbox {
         for _ in 0..self.pool.reserve() {
             let (engine, pool, tracker) =
                 (self.engine.clone(), self.pool.clone(), self.cleanup.clone());
-            let spec = self.spec(self.pool.memory_bytes());
+            let image = self.pool.image();
+            let spec = SandboxSpec {
+                image: image.clone(),
+                ..self.spec(self.pool.memory_bytes())
+            };
             let name = self.next_name();
             let shutdown = self.shutdown.clone();
             self.cleanup.spawn(async move {
                 match execution::start(&engine, &spec, &name, &tracker).await {
                     // Shutdown began meanwhile: dropping it removes the container.
                     Ok(_) if shutdown.is_cancelled() => pool.failed(),
-                    Ok(ready) => pool.put(ready),
+                    Ok(ready) => pool.put(ready, &image),
                     Err(e) => {
                         pool.failed();
                         tracing::warn!("could not start a pooled sandbox container: {e}");
                     }
                 }
             });
+        }
+    }
+
+    /// Follows the engine's image events for as long as the server runs: when the sandbox
+    /// image's tag moves to another image, the pool is rebuilt from the new one. (Cold starts
+    /// use the tag, so they follow by themselves.) A broken event stream is reopened.
+    pub fn watch_image(self: &Arc<Self>) {
+        if self.settings.pool_size == 0 {
+            return;
+        }
+        let sandbox = self.clone();
+        self.cleanup.spawn(async move {
+            let shutdown = sandbox.shutdown.clone();
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = sandbox.follow_image_events() => {}
+            }
+        });
+    }
+
+    async fn follow_image_events(&self) {
+        use futures::StreamExt;
+        let filters = HashMap::from([("type", vec!["image"])]);
+        loop {
+            let opts = bollard::query_parameters::EventsOptionsBuilder::default()
+                .filters(&filters)
+                .build();
+            let mut events = self.engine.client().events(Some(opts));
+            // Checked on (re)connection too: events missed while disconnected count.
+            self.check_image().await;
+            while let Some(event) = events.next().await {
+                if event.is_err() {
+                    break;
+                }
+                self.check_image().await;
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Retargets the pool when the image tag now names another image.
+    async fn check_image(&self) {
+        match image::image_id(&self.engine, &self.settings.image).await {
+            Ok(Some(id)) if self.pool.retarget(&id) => {
+                tracing::info!(image = %self.settings.image, id = %id, "the sandbox image changed: the pool is rebuilt from it");
+                self.refill();
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!("could not check the sandbox image: {e}"),
         }
     }
 
