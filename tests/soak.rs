@@ -51,12 +51,14 @@ const WARM_UP: usize = 64;
 /// Containers allowed on top of max-concurrency + pool: ones whose execution has ended (or
 /// timed out while its container was still starting) and whose removal, which the server
 /// runs in the background after answering, has not completed yet. Under this load the engine
-/// takes 1-2 s to start or remove a container, so several removals overlap the next
-/// executions: measured here, up to 16 containers at once (9 created, 3 running, 2 exited,
-/// 2 removing), above 10 in about half the samples. One container awaiting removal per slot
-/// is the margin; a pool that runs away or removals that never finish pass it within seconds,
-/// and the settling check after the run catches a slower leak.
-const REMOVAL_MARGIN: usize = CONCURRENCY;
+/// takes 0.5-1.5 s to start a container and up to ~1 s to kill and remove one, so removals
+/// overlap the next executions: measured here, above 10 containers in half the samples, and
+/// up to 18 when the first 8 executions ended together (8 in removal, 8 starting, 2 pool
+/// refills). The margin lets every container that may be alive (an execution's or the
+/// pool's) have one predecessor still being removed: 20 in all. A pool that runs away or
+/// removals that never finish pass it within seconds; the settling check after the run
+/// catches a slower leak.
+const REMOVAL_MARGIN: usize = CONCURRENCY + POOL_SIZE;
 /// How long the server may take, once the load stops, to be back at exactly its pool.
 const SETTLE_LIMIT: Duration = Duration::from_secs(15);
 /// Largest VmRSS growth accepted from the end of the warm-up to the end of the run (448
