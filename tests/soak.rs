@@ -16,11 +16,21 @@
 //! - nothing leaks: once the client closes, the server exits cleanly and no container carries
 //!   its owner label.
 //!
-//! It runs by default: 135-165 s on the 2-core machine this was written on (with other builds
+//! It runs by default: 100-165 s on the 2-core machine this was written on (with other builds
 //! competing for the CPU), under the 3 minutes CI can spend on it. The engine is the bottleneck
-//! (about 3-4 containers created, started and removed per second here), not the server. It
-//! needs the Docker engine and the sandbox image, like the other tests. To see its progress and
-//! summary:
+//! (3-5 containers created, started and removed per second here), not the server (4 s of CPU
+//! per run). It needs the Docker engine and the sandbox image, like the other tests.
+//!
+//! On Docker 20.10 it fails in about half the runs until the server handles a race of the
+//! engine: when the kernel's OOM event reaches dockerd after the container's exit, the engine
+//! records `OOMKilled: false` for good, and the server reports that memory kill as `error`
+//! ("The sandbox exited (code 137) before reporting a result"). Seen for about 1 memory kill
+//! in 40; the engine's `oom` event for the container still arrives, up to ~600 ms after `die`.
+//! More rarely (2 runs in 8), a container whose 1 s deadline expired while the engine was still
+//! creating it is left in state `created` until the server exits: its removal ran before the
+//! create landed, found nothing and stopped. The settling check reports it.
+//!
+//! To see its progress and summary:
 //!
 //! ```sh
 //! cargo test --test soak -- --nocapture
@@ -62,13 +72,13 @@ const REMOVAL_MARGIN: usize = CONCURRENCY + POOL_SIZE;
 /// How long the server may take, once the load stops, to be back at exactly its pool.
 const SETTLE_LIMIT: Duration = Duration::from_secs(15);
 /// Largest VmRSS growth accepted from the end of the warm-up to the end of the run (448
-/// executions). Measured here: +0.5 and +0.7 MiB (61 MiB after the warm-up). 16 MiB is
+/// executions). Measured here: +0.4 to +0.7 MiB in 8 runs (61 MiB after the warm-up). 16 MiB is
 /// 36 KiB per execution: a leaked attach stream or HTTP connection to the engine (buffers of
 /// 8-64 KiB each), a leaked task per container or kept outputs would pass it, while the
 /// allocator's noise stays far below it.
 const RSS_GROWTH_LIMIT_KIB: u64 = 16 * 1024;
-/// Longest a single call may take before it counts as unanswered (the slowest expected one
-/// is a 1 s timeout waiting for a slot behind 7 others).
+/// Longest a single call may take before it counts as unanswered (the slowest measured: a
+/// memory kill, 7 s).
 const CALL_LIMIT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
