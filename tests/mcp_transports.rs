@@ -8,59 +8,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use code_execution_mcp::sandbox::Engine;
-use code_execution_mcp::sandbox::spec::{LABEL_MANAGED, LABEL_OWNER};
-use common::{TestApp, call_tool};
+use common::{BIN, TestApp, call_tool, containers_of, spawn_server, spawn_server_with_env};
 use rmcp::ServiceExt;
-use rmcp::service::RunningService;
 use serde_json::json;
 use tokio::process::{Child, Command};
-
-const BIN: &str = env!("CARGO_BIN_EXE_code-execution-mcp");
-
-/// Starts `code-execution-mcp serve` over stdio with its data in `dir`.
-async fn spawn_server(dir: &std::path::Path) -> (Child, RunningService<rmcp::RoleClient, ()>) {
-    spawn_server_with_env(dir, &[]).await
-}
-
-async fn spawn_server_with_env(
-    dir: &std::path::Path,
-    env: &[(&str, &str)],
-) -> (Child, RunningService<rmcp::RoleClient, ()>) {
-    let mut child = Command::new(BIN)
-        .envs(env.iter().copied())
-        .args(["serve", "--workspace-quota-mb", "0"])
-        .arg("--workspace")
-        .arg(dir.join("workspace"))
-        .arg("--skills-dir")
-        .arg(dir.join("skills"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the server binary");
-    let stdout = child.stdout.take().unwrap();
-    let stdin = child.stdin.take().unwrap();
-    let client = ().serve((stdout, stdin)).await.expect("MCP handshake over stdio");
-    (child, client)
-}
-
-/// Managed containers owned by process `pid` of this host.
-async fn containers_of(pid: u32) -> Vec<String> {
-    let engine = Engine::connect().await.unwrap();
-    let all = engine
-        .list_labelled(&[LABEL_MANAGED.to_string()])
-        .await
-        .unwrap();
-    all.into_iter()
-        .filter(|(_, labels)| {
-            labels
-                .get(LABEL_OWNER)
-                .is_some_and(|o| o.rsplit(':').nth(1) == Some(&pid.to_string()))
-        })
-        .map(|(id, _)| id)
-        .collect()
-}
 
 async fn wait_for(mut check: impl AsyncFnMut() -> bool) -> bool {
     for _ in 0..100 {

@@ -8,9 +8,15 @@ use std::time::Duration;
 
 use code_execution_mcp::app::App;
 use code_execution_mcp::config::Config;
-use code_execution_mcp::sandbox::spec::LABEL_INSTANCE;
+use code_execution_mcp::sandbox::spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER};
 use code_execution_mcp::sandbox::{Engine, Outcome};
+use rmcp::RoleClient;
+use rmcp::service::{Peer, RunningService, ServiceError};
 use serde_json::Value;
+use tokio::process::{Child, Command};
+
+/// The server binary built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_code-execution-mcp");
 
 /// A configuration whose workspace and skills live in `dir` (no quota unless asked).
 pub fn config_in(dir: &Path) -> Config {
@@ -113,7 +119,7 @@ pub fn assert_ok(o: &Outcome) {
 }
 
 /// An rmcp client connected in-process (over a duplex pipe) to a server for `app`.
-pub async fn mcp_client(app: Arc<App>) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+pub async fn mcp_client(app: Arc<App>) -> RunningService<RoleClient, ()> {
     use rmcp::ServiceExt;
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
     let server = code_execution_mcp::mcp::CodeExecutionServer::new(app);
@@ -126,14 +132,26 @@ pub async fn mcp_client(app: Arc<App>) -> rmcp::service::RunningService<rmcp::Ro
 }
 
 /// Calls a tool and returns (is_error, structured content or the text content as a string).
+/// Takes the client's peer, so clones of it can call concurrently; `&client` works too.
 pub async fn call_tool(
-    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    client: &Peer<RoleClient>,
     name: &'static str,
     args: Value,
 ) -> (bool, Value) {
+    try_call_tool(client, name, args)
+        .await
+        .expect("tools/call answered")
+}
+
+/// [`call_tool`], returning a protocol or transport failure instead of panicking.
+pub async fn try_call_tool(
+    client: &Peer<RoleClient>,
+    name: &'static str,
+    args: Value,
+) -> Result<(bool, Value), ServiceError> {
     let params = rmcp::model::CallToolRequestParams::new(name)
         .with_arguments(args.as_object().cloned().unwrap_or_default());
-    let result = client.call_tool(params).await.expect("tools/call answered");
+    let result = client.call_tool(params).await?;
     let is_error = result.is_error.unwrap_or(false);
     let value = match result.structured_content {
         Some(v) => v,
@@ -146,7 +164,74 @@ pub async fn call_tool(
                 .join("\n"),
         ),
     };
-    (is_error, value)
+    Ok((is_error, value))
+}
+
+/// Starts `code-execution-mcp serve` over stdio with its data in `dir`.
+pub async fn spawn_server(dir: &Path) -> (Child, RunningService<RoleClient, ()>) {
+    spawn_server_with(dir, &[], &[]).await
+}
+
+pub async fn spawn_server_with_env(
+    dir: &Path,
+    env: &[(&str, &str)],
+) -> (Child, RunningService<RoleClient, ()>) {
+    spawn_server_with(dir, env, &[]).await
+}
+
+/// Starts `code-execution-mcp serve` over stdio (workspace and skills in `dir`, no quota) with
+/// extra environment variables and arguments, and connects an rmcp client to it. The child is
+/// killed if dropped; its stderr goes to the test's.
+pub async fn spawn_server_with(
+    dir: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (Child, RunningService<RoleClient, ()>) {
+    use rmcp::ServiceExt;
+    use std::process::Stdio;
+    let mut child = Command::new(BIN)
+        .envs(env.iter().copied())
+        .args(["serve", "--workspace-quota-mb", "0"])
+        .arg("--workspace")
+        .arg(dir.join("workspace"))
+        .arg("--skills-dir")
+        .arg(dir.join("skills"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the server binary");
+    let stdout = child.stdout.take().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let client = ().serve((stdout, stdin)).await.expect("MCP handshake over stdio");
+    (child, client)
+}
+
+/// Managed containers owned by process `pid` of this host.
+pub async fn containers_of(pid: u32) -> Vec<String> {
+    let engine = Engine::connect().await.unwrap();
+    containers_owned_by(&engine, pid).await.unwrap()
+}
+
+/// Managed containers (running or not) whose owner label names process `pid`.
+pub async fn containers_owned_by(
+    engine: &Engine,
+    pid: u32,
+) -> Result<Vec<String>, code_execution_mcp::sandbox::EngineError> {
+    let all = engine.list_labelled(&[LABEL_MANAGED.to_string()]).await?;
+    // The owner label is `host:pid:start_time`.
+    let pid = pid.to_string();
+    Ok(all
+        .into_iter()
+        .filter(|(_, labels)| {
+            labels
+                .get(LABEL_OWNER)
+                .is_some_and(|o| o.rsplit(':').nth(1) == Some(pid.as_str()))
+        })
+        .map(|(id, _)| id)
+        .collect())
 }
 
 /// Whether a root-only test can run. Outside CI it is skipped with a message when not root;
