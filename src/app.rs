@@ -193,7 +193,7 @@ impl App {
         };
         let sandbox = Arc::new(Sandbox::new(engine, settings, calls, stats.clone()));
         sandbox.refill();
-        sandbox.watch_image();
+        sandbox.watch_engine();
         Ok(Self {
             config,
             engine_info,

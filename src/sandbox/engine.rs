@@ -29,6 +29,10 @@ pub enum EngineError {
         action: &'static str,
         message: String,
     },
+    #[error(
+        "the Docker engine did not start a sandbox container within {0} seconds: it is overloaded or stuck. Retry in a moment, and check it with `code-execution-mcp doctor`"
+    )]
+    Slow(u64),
 }
 
 impl EngineError {

@@ -27,6 +27,7 @@ use super::channel::{
     ToHarness, parse_frame,
 };
 use super::engine::{Engine, EngineError};
+use super::events::OomEvents;
 use super::output::BoundedText;
 use super::spec::{SandboxSpec, container_body};
 
@@ -101,6 +102,15 @@ impl Outcome {
     }
 }
 
+/// Longest a container may take to be created, attached and started (a cold start takes
+/// 0.2-1.6 s on a loaded 2-core machine). The code's own timeout starts once it has its job.
+const START_LIMIT: Duration = Duration::from_secs(30);
+/// Exit code of a process ended by SIGKILL (the kernel's OOM killer, among others).
+const SIGKILL_EXIT: i64 = 137;
+/// How long an execution that ended with [`SIGKILL_EXIT`] waits for the engine's late `oom`
+/// event (see [`super::events`]).
+const OOM_EVENT_WAIT: Duration = Duration::from_secs(1);
+
 /// How long output is drained after the execution has ended (the removal ends it sooner).
 const DRAIN_LIMIT: Duration = Duration::from_secs(60);
 
@@ -109,6 +119,10 @@ pub(crate) struct ContainerGuard {
     engine: Engine,
     id: String,
     tracker: TaskTracker,
+    /// Whether the engine answered the create. A create abandoned half-way (its execution
+    /// timed out or was cancelled) may still land after a first removal found nothing, so
+    /// then the removal is repeated for a few seconds.
+    created: bool,
 }
 
 impl ContainerGuard {
@@ -117,6 +131,7 @@ impl ContainerGuard {
             engine,
             id,
             tracker,
+            created: false,
         }
     }
 }
@@ -125,9 +140,17 @@ impl Drop for ContainerGuard {
     fn drop(&mut self) {
         let engine = self.engine.clone();
         let id = std::mem::take(&mut self.id);
+        let created = self.created;
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             self.tracker.spawn_on(
                 async move {
+                    if !created {
+                        // Removing a name the engine does not know (yet) succeeds: repeat it.
+                        for delay in [0, 1, 2, 4] {
+                            tokio::time::sleep(Duration::from_secs(delay)).await;
+                            let _ = engine.remove(&id).await;
+                        }
+                    }
                     // Retried, so an engine restarting under us does not leave the container.
                     for delay in [1, 2, 4, 8, 0] {
                         match engine.remove(&id).await {
@@ -196,6 +219,7 @@ pub(crate) struct Runner<'a> {
     pub calls: &'a dyn CallHandler,
     /// Background removals and drains, awaited at shutdown.
     pub tracker: &'a TaskTracker,
+    pub oom: &'a OomEvents,
 }
 
 type OutputStream = std::pin::Pin<
@@ -233,13 +257,14 @@ pub(crate) async fn start(
     name: &str,
     tracker: &TaskTracker,
 ) -> Result<Started, EngineError> {
-    let guard = ContainerGuard::new(engine.clone(), name.to_string(), tracker.clone());
+    let mut guard = ContainerGuard::new(engine.clone(), name.to_string(), tracker.clone());
     let docker = engine.client();
     let opts = CreateContainerOptionsBuilder::default().name(name).build();
-    docker
+    let created = docker
         .create_container(Some(opts), container_body(spec))
-        .await
-        .map_err(|e| EngineError::api("create a sandbox container", e))?;
+        .await;
+    guard.created = true;
+    created.map_err(|e| EngineError::api("create a sandbox container", e))?;
     let attach = AttachContainerOptionsBuilder::default()
         .stdin(true)
         .stdout(true)
@@ -283,9 +308,9 @@ pub(crate) async fn execute(
         limits,
         calls,
         tracker,
+        oom,
     } = *runner;
     let started = Instant::now();
-    let deadline = TokioInstant::now() + job.timeout;
 
     let setup = async {
         let mut ready = match source {
@@ -325,12 +350,7 @@ pub(crate) async fn execute(
         _ = cancel.cancelled() => {
             return Ok(early_stop(Status::Cancelled, "Execution cancelled while its container was starting".into()));
         }
-        _ = tokio::time::sleep_until(deadline) => {
-            return Ok(early_stop(Status::Timeout, format!(
-                "Execution timed out after {} seconds while its container was starting: the engine is slow; retry, or check it with `code-execution-mcp doctor`",
-                job.timeout.as_secs_f64()
-            )));
-        }
+        _ = tokio::time::sleep(START_LIMIT) => return Err(EngineError::Slow(START_LIMIT.as_secs())),
         ready = setup => ready?,
     };
     let Started {
@@ -341,6 +361,8 @@ pub(crate) async fn execute(
     } = ready;
     let id = name.as_str();
     let job_sent = started.elapsed();
+    // The code's time starts now: starting its container is the engine's time.
+    let deadline = TokioInstant::now() + job.timeout;
 
     let mut c = Collector {
         stdout: BoundedText::new(limits.max_output_bytes),
@@ -523,8 +545,11 @@ pub(crate) async fn execute(
             if let Some(rest) = c.splitter.finish() {
                 outcome.stdout.push_bytes(&rest);
             }
-            let (oom, exit_code) = wait_exit_state(engine, id, deadline).await?;
-            if oom {
+            let (mut oom_killed, exit_code) = wait_exit_state(engine, id, deadline).await?;
+            if !oom_killed && exit_code == Some(SIGKILL_EXIT) {
+                oom_killed = oom.wait_for(id, OOM_EVENT_WAIT).await;
+            }
+            if oom_killed {
                 outcome.status = Status::MemoryLimit;
                 outcome.error = Some(memory_message(job.memory_bytes));
             } else {

@@ -5,6 +5,7 @@
 
 pub mod channel;
 pub mod engine;
+pub mod events;
 pub mod execution;
 pub mod image;
 pub mod output;
@@ -98,6 +99,7 @@ pub struct Sandbox {
     cleanup: TaskTracker,
     stats: Arc<Stats>,
     pool: Arc<pool::Pool>,
+    oom: events::OomEvents,
 }
 
 impl Sandbox {
@@ -123,6 +125,7 @@ impl Sandbox {
             shutdown: CancellationToken::new(),
             cleanup: TaskTracker::new(),
             stats,
+            oom: events::OomEvents::default(),
         }
     }
 
@@ -192,6 +195,7 @@ impl Sandbox {
                 limits: self.settings.limits,
                 calls: self.calls.as_ref(),
                 tracker: &self.cleanup,
+                oom: &self.oom,
             };
             execution::execute(&runner, source, &job, linked.token()).await
         };
@@ -287,38 +291,68 @@ impl Sandbox {
         }
     }
 
-    /// Follows the engine's image events for as long as the server runs: when the sandbox
-    /// image's tag moves to another image, the pool is rebuilt from the new one. (Cold starts
-    /// use the tag, so they follow by themselves.) A broken event stream is reopened.
-    pub fn watch_image(self: &Arc<Self>) {
-        if self.settings.pool_size == 0 {
-            return;
-        }
+    /// Follows the engine's events for as long as the server runs (a broken stream is
+    /// reopened): `oom` events of this instance's containers (see [`events`]), and image
+    /// events, so that when the sandbox image's tag moves to another image the pool is rebuilt
+    /// from the new one (cold starts use the tag, so they follow by themselves).
+    pub fn watch_engine(self: &Arc<Self>) {
         let sandbox = self.clone();
         self.cleanup.spawn(async move {
             let shutdown = sandbox.shutdown.clone();
             tokio::select! {
                 _ = shutdown.cancelled() => {}
+                _ = sandbox.follow_oom_events() => {}
                 _ = sandbox.follow_image_events() => {}
             }
         });
     }
 
+    async fn follow_oom_events(&self) {
+        let instance = format!("{LABEL_INSTANCE}={}", self.instance.id);
+        let filters = HashMap::from([
+            ("type", vec!["container"]),
+            ("event", vec!["oom"]),
+            ("label", vec![instance.as_str()]),
+        ]);
+        self.follow_events(&filters, |event| {
+            let name = event
+                .actor
+                .as_ref()
+                .and_then(|a| a.attributes.as_ref())
+                .and_then(|a| a.get("name"));
+            if let Some(name) = name {
+                self.oom.record(name);
+            }
+            std::future::ready(())
+        })
+        .await
+    }
+
     async fn follow_image_events(&self) {
-        use futures::StreamExt;
+        if self.settings.pool_size == 0 {
+            return std::future::pending().await;
+        }
         let filters = HashMap::from([("type", vec!["image"])]);
+        // Checked once at start as well: the tag may have moved while the server started.
+        self.check_image().await;
+        self.follow_events(&filters, |_| self.check_image()).await
+    }
+
+    /// Calls `on_event` for every event matching `filters`, reconnecting (after a second)
+    /// whenever the stream breaks or ends.
+    async fn follow_events<F: Future<Output = ()>>(
+        &self,
+        filters: &HashMap<&str, Vec<&str>>,
+        mut on_event: impl FnMut(bollard::models::EventMessage) -> F,
+    ) {
+        use futures::StreamExt;
         loop {
             let opts = bollard::query_parameters::EventsOptionsBuilder::default()
-                .filters(&filters)
+                .filters(filters)
                 .build();
             let mut events = self.engine.client().events(Some(opts));
-            // Checked on (re)connection too: events missed while disconnected count.
-            self.check_image().await;
-            while let Some(event) = events.next().await {
-                if event.is_err() {
-                    break;
-                }
-                self.check_image().await;
+            while let Some(Ok(event)) = events.next().await {
+                on_event(event).await;
             }
             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         }

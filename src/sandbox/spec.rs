@@ -61,7 +61,7 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
         pids_limit: Some(spec.pids_limit),
         cap_drop: Some(vec!["ALL".into()]),
         security_opt: Some(vec![
-            "no-new-privileges:true".into(),
+            "no-new-privileges=true".into(),
             format!("seccomp={SECCOMP_PROFILE}"),
         ]),
         tmpfs: Some(HashMap::from([("/tmp".to_string(), tmpfs_options)])),
@@ -160,7 +160,7 @@ mod tests {
         assert_eq!(hc.pids_limit, Some(64));
         assert_eq!(hc.cap_drop.as_deref(), Some(&["ALL".to_string()][..]));
         let sec = hc.security_opt.as_ref().unwrap();
-        assert!(sec.iter().any(|s| s == "no-new-privileges:true"));
+        assert!(sec.iter().any(|s| s == "no-new-privileges=true"));
         assert!(sec.iter().any(|s| s.starts_with("seccomp={")));
         assert_eq!(hc.log_config.as_ref().unwrap().typ.as_deref(), Some("none"));
         assert!(hc.tmpfs.as_ref().unwrap()["/tmp"].contains("size=67108864"));
