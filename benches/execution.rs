@@ -586,7 +586,7 @@ async fn main() {
     let mut throughput = Vec::new();
     let mut rss_load = 0;
     for callers in CALLERS {
-        progress(&format!("throughput, {callers} concurrent callers"));
+        progress(&format!("throughput, {callers} caller(s)"));
         pooled.wait_pool_full(pool_size).await;
         let stop = Arc::new(AtomicBool::new(false));
         let sampler = rss_sampler(pooled.pid, stop.clone());
@@ -597,7 +597,10 @@ async fn main() {
             rss_load = max;
         }
         throughput.push((
-            format!("execute_code, {callers} concurrent callers (one session)"),
+            match callers {
+                1 => "execute_code, 1 caller".to_string(),
+                n => format!("execute_code, {n} concurrent callers (one session)"),
+            },
             callers * knobs.calls,
             took,
         ));
