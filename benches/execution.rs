@@ -1,0 +1,732 @@
+//! Execution latency, throughput and footprint of `execute_code`, beside `docker run --rm`:
+//! `cargo bench --bench execution`.
+//!
+//! One run measures, against the real Docker engine and the real server binary driven by an
+//! rmcp client over stdio (exactly as an MCP client runs it):
+//!
+//! 1. the python3 start-up floor inside the sandbox image: one execution times 20
+//!    `subprocess.run([sys.executable, "-I", "-c", "pass"])` in the sandbox; any design that
+//!    starts an interpreter per execution pays at least this;
+//! 2. `docker run --rm` of the sandbox image with the server's isolation flags (network none,
+//!    read-only root, tmpfs /tmp, --init, user 10001, no capabilities, no-new-privileges, the
+//!    shipped seccomp profile, 500 MiB memory and swap, 128 pids, no logging, workspace bind)
+//!    running `python3 -c 'print(1)'`, sequential: the baseline every ratio refers to;
+//! 3. `execute_code("print(1)")` on the cold path (`--pool-size 0`), sequential;
+//! 4. the pooled path (default pool size), sequential with a think time between calls that
+//!    models an agent's turn, so the pool has refilled before each call;
+//! 5. the pooled path back to back: calls outpace the refill, the pool empties and calls take
+//!    the cold path;
+//! 6. throughput of 1, 4 and 8 concurrent callers on one MCP session (`--max-concurrency 8`),
+//!    beside 8 parallel `docker run --rm` loops doing the same number of runs;
+//! 7. the server's resident memory: idle with the pool full, the maximum sampled every 50 ms
+//!    while 8 callers run, and the high-water mark at the end;
+//! 8. the time from spawning the server to the first execution served (MCP handshake
+//!    included), median of 3 fresh processes.
+//!
+//! Rows 4 to 7 share one server (default pool size, `--max-concurrency 8`); before each timed
+//! phase the bench waits until `get_execution_stats` reports the pool full. Every server gets
+//! its own temporary workspace and skills directory, is shut down by closing its stdin, and must
+//! exit cleanly; at the end the bench checks that no sandbox container of its servers is left.
+//! A failed call fails the bench with the error text and the tail of the server's stderr.
+//! Percentiles are nearest-rank.
+//!
+//! Knobs (environment): `BENCH_N` samples of the paced pooled row (default 100);
+//! `BENCH_N_SHORT` samples of the docker run, cold and back-to-back rows (default 30);
+//! `BENCH_THINK_MS` think time of the paced row (default 500); `BENCH_CALLS` calls per caller
+//! and per docker run loop in the throughput phase (default 10); `BENCH_SAMPLES=1` also prints
+//! every latency sample in call order. The servers inherit the
+//! environment, so `CEM_*` settings (e.g. `CEM_BASE_IMAGE` for the first image build) apply.
+//! The sandbox image is built first when missing (`code-execution-mcp image build`).
+//!
+//! Figures on a shared machine are noisy (the bench, the server and the engine share the same
+//! cores): compare the ratios within one run, not absolute figures across runs.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use code_execution_mcp::config::Config;
+use code_execution_mcp::sandbox::Engine;
+use code_execution_mcp::sandbox::spec::{LABEL_MANAGED, LABEL_OWNER};
+use code_execution_mcp::stats::percentile;
+use futures::future::join_all;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_code-execution-mcp");
+const SECCOMP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/images/python/seccomp.json");
+const WARMUPS: usize = 2;
+const FLOOR_N: usize = 20;
+const CALLERS: [usize; 3] = [1, 4, 8];
+const DOCKER_LOOPS: usize = 8;
+
+/// Times python3 start-ups inside the sandbox; `result` holds their p50/p90 in ms.
+const FLOOR_SNIPPET: &str = r#"
+import math, subprocess, sys, time
+subprocess.run([sys.executable, "-I", "-c", "pass"], check=True)  # warm-up
+ms = []
+for _ in range(N):
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-I", "-c", "pass"], check=True)
+    ms.append((time.perf_counter() - t) * 1000)
+ms.sort()
+rank = lambda p: ms[max(1, math.ceil(p * len(ms))) - 1]
+result = {"n": len(ms), "p50_ms": rank(0.5), "p90_ms": rank(0.9)}
+"#;
+
+struct Knobs {
+    n_paced: usize,
+    n_short: usize,
+    think: Duration,
+    calls: usize,
+    dump: bool,
+}
+
+impl Knobs {
+    fn from_env() -> Self {
+        Self {
+            n_paced: env_usize("BENCH_N", 100),
+            n_short: env_usize("BENCH_N_SHORT", 30),
+            think: Duration::from_millis(env_usize("BENCH_THINK_MS", 500) as u64),
+            calls: env_usize("BENCH_CALLS", 10),
+            dump: env_usize("BENCH_SAMPLES", 0) != 0,
+        }
+    }
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
+        Err(_) => default,
+    }
+}
+
+/// Samples in call order, for `BENCH_SAMPLES=1`.
+fn dump(name: &str, samples: &[f64]) {
+    let list: Vec<String> = samples.iter().map(|v| format!("{v:.1}")).collect();
+    println!("samples, {name} (ms, in call order): {}", list.join(" "));
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn progress(what: &str) {
+    eprintln!("bench execution: {what}");
+}
+
+/// One `execute_code` call: latency seen by the client, and `execution_time_ms` as the server
+/// reports it (from taking a slot to the sandbox's answer), both in ms.
+#[derive(Clone, Copy)]
+struct Call {
+    client: f64,
+    server: f64,
+}
+
+fn sorted(samples: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut s: Vec<f64> = samples.collect();
+    s.sort_by(f64::total_cmp);
+    s
+}
+
+fn p(sorted: &[f64], q: f64) -> f64 {
+    percentile(sorted, q).expect("at least one sample")
+}
+
+/// One row of the latency table.
+struct Row {
+    name: String,
+    n: usize,
+    p50: f64,
+    p90: f64,
+    p99: Option<f64>,
+    server_p50: Option<f64>,
+}
+
+impl Row {
+    fn from_samples(name: impl Into<String>, samples: &[f64]) -> Self {
+        let s = sorted(samples.iter().copied());
+        Self {
+            name: name.into(),
+            n: s.len(),
+            p50: p(&s, 0.50),
+            p90: p(&s, 0.90),
+            p99: Some(p(&s, 0.99)),
+            server_p50: None,
+        }
+    }
+
+    fn from_calls(name: impl Into<String>, calls: &[Call]) -> Self {
+        let server = sorted(calls.iter().map(|c| c.server));
+        let client: Vec<f64> = calls.iter().map(|c| c.client).collect();
+        Self {
+            server_p50: Some(p(&server, 0.50)),
+            ..Self::from_samples(name, &client)
+        }
+    }
+}
+
+/// A server process spawned for one phase, with its MCP session over stdio.
+struct Server {
+    child: Child,
+    client: Option<RunningService<RoleClient, ()>>,
+    pid: u32,
+    log: PathBuf,
+    exited: bool,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Spawns `serve` with its data in a fresh temp dir (stderr to a log there) and connects.
+    async fn start(flags: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = dir.path().join("server.stderr");
+        let mut child = Command::new(BIN)
+            .args(["serve", "--workspace-quota-mb", "0"])
+            .arg("--workspace")
+            .arg(dir.path().join("workspace"))
+            .arg("--skills-dir")
+            .arg(dir.path().join("skills"))
+            .args(flags)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).expect("server log file"))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the server binary");
+        let pid = child.id().expect("server pid");
+        let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let client = match ().serve((stdout, stdin)).await {
+            Ok(client) => client,
+            Err(e) => panic!("MCP handshake with the server failed: {e}\n{}", tail(&log)),
+        };
+        Self {
+            child,
+            client: Some(client),
+            pid,
+            log,
+            exited: false,
+            _dir: dir,
+        }
+    }
+
+    fn fail(&self, msg: String) -> ! {
+        panic!("{msg}\n{}", tail(&self.log))
+    }
+
+    /// Calls a tool; anything but a successful result with structured content fails the bench.
+    async fn call(&self, name: &'static str, args: Value) -> Value {
+        let client = self.client.as_ref().expect("the server is running");
+        let params = CallToolRequestParams::new(name)
+            .with_arguments(args.as_object().cloned().unwrap_or_default());
+        let result = match client.call_tool(params).await {
+            Ok(r) => r,
+            Err(e) => self.fail(format!("{name}: tools/call failed: {e}")),
+        };
+        if result.is_error == Some(true) {
+            self.fail(format!("{name} returned an error: {}", describe(&result)));
+        }
+        match result.structured_content {
+            Some(v) => v,
+            None => self.fail(format!("{name}: no structured content: {result:?}")),
+        }
+    }
+
+    /// One `execute_code("print(1)")`, checked.
+    async fn print1(&self) -> Call {
+        let t = Instant::now();
+        let v = self.call("execute_code", json!({"code": "print(1)"})).await;
+        let client = ms(t.elapsed());
+        match v["execution_time_ms"].as_f64() {
+            Some(server) if v["output"] == json!(["1"]) => Call { client, server },
+            _ => self.fail(format!("execute_code(\"print(1)\") answered {v}")),
+        }
+    }
+
+    async fn pool_ready(&self) -> usize {
+        let v = self.call("get_execution_stats", json!({})).await;
+        match v["executions"]["pool_ready"].as_u64() {
+            Some(n) => n as usize,
+            None => self.fail(format!(
+                "get_execution_stats has no executions.pool_ready: {v}"
+            )),
+        }
+    }
+
+    async fn wait_pool_full(&self, size: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.pool_ready().await < size {
+            if Instant::now() > deadline {
+                self.fail(format!("the pool did not fill to {size} within 60 s"));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Closes stdin (by closing the session) and waits for a clean exit.
+    async fn shutdown(mut self) {
+        if let Some(mut client) = self.client.take() {
+            let _ = client.close_with_timeout(Duration::from_secs(5)).await;
+        }
+        match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
+            Ok(Ok(status)) if status.success() => self.exited = true,
+            other => self.fail(format!(
+                "server {} did not exit cleanly after its stdin closed: {other:?}",
+                self.pid
+            )),
+        }
+    }
+}
+
+impl Drop for Server {
+    /// On a failed run, SIGTERM lets the server remove its containers before `kill_on_drop`.
+    fn drop(&mut self) {
+        if self.exited {
+            return;
+        }
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        for _ in 0..200 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn describe(result: &CallToolResult) -> String {
+    match &result.structured_content {
+        Some(v) => v.to_string(),
+        None => result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
+}
+
+/// The last lines of a server's stderr, for failure messages.
+fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(30);
+    format!(
+        "--- server stderr (tail) ---\n{}",
+        lines[start..].join("\n")
+    )
+}
+
+/// A `/proc/<pid>/status` field in KiB (VmRSS, VmHWM).
+fn proc_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line[field.len() + 1..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The 1-minute load average, a hint of how much else ran on the machine.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+/// Samples VmRSS of `pid` every 50 ms until `stop`; returns the maximum in KiB.
+fn rss_sampler(pid: u32, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
+    tokio::spawn(async move {
+        let mut max = 0;
+        loop {
+            max = max.max(proc_kib(pid, "VmRSS").unwrap_or(0));
+            if stop.load(Ordering::Relaxed) {
+                return max;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+}
+
+/// Output of a command that must succeed.
+async fn command_stdout(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed: {}",
+        out.status
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `docker run --rm` with the isolation flags of the server's containers.
+fn docker_run_args(image: &str, workspace: &Path) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "run",
+        "--rm",
+        "-i",
+        "--network",
+        "none",
+        "--read-only",
+        "--tmpfs",
+        "/tmp:rw,nosuid,nodev,noexec,size=64m",
+        "--init",
+        "--user",
+        "10001:10001",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+    ]
+    .map(String::from)
+    .into();
+    args.push("--security-opt".into());
+    args.push(format!("seccomp={SECCOMP}"));
+    args.extend(
+        [
+            "--memory",
+            "500m",
+            "--memory-swap",
+            "500m",
+            "--pids-limit",
+            "128",
+            "--log-driver",
+            "none",
+            "-v",
+        ]
+        .map(String::from),
+    );
+    args.push(format!("{}:/workspace", workspace.display()));
+    args.extend([image, "python3", "-c", "print(1)"].map(String::from));
+    args
+}
+
+/// One checked `docker run`; returns its latency in ms.
+async fn docker_run(args: &[String]) -> f64 {
+    let t = Instant::now();
+    let out = Command::new("docker")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("run the docker CLI");
+    let elapsed = ms(t.elapsed());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim() == "1",
+        "docker run failed ({}): stdout {stdout:?}, stderr {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    elapsed
+}
+
+/// `n` samples after the warm-ups, from an async sampler.
+async fn sample<T, F: AsyncFnMut() -> T>(n: usize, mut one: F) -> Vec<T> {
+    for _ in 0..WARMUPS {
+        one().await;
+    }
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(one().await);
+    }
+    out
+}
+
+/// Wall time of `loops` concurrent loops of `calls` calls each.
+async fn concurrent<T, F: AsyncFn() -> T>(loops: usize, calls: usize, one: F) -> Duration {
+    let t = Instant::now();
+    join_all((0..loops).map(|_| async {
+        for _ in 0..calls {
+            one().await;
+        }
+    }))
+    .await;
+    t.elapsed()
+}
+
+/// Managed containers whose owner label names one of `pids`, waiting up to 10 s for none.
+async fn leftover_containers(pids: &[u32]) -> Vec<String> {
+    let engine = Engine::connect()
+        .await
+        .expect("connect to the Docker engine");
+    let mut left = Vec::new();
+    for _ in 0..50 {
+        left = engine
+            .list_labelled(&[LABEL_MANAGED.to_string()])
+            .await
+            .expect("list containers")
+            .into_iter()
+            .filter(|(_, labels)| {
+                labels
+                    .get(LABEL_OWNER)
+                    .and_then(|o| o.rsplit(':').nth(1)?.parse::<u32>().ok())
+                    .is_some_and(|pid| pids.contains(&pid))
+            })
+            .map(|(id, _)| id)
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    left
+}
+
+#[tokio::main]
+async fn main() {
+    let knobs = Knobs::from_env();
+    let (run_started, load_before) = (Instant::now(), loadavg());
+    let pool_size = Config::defaults().pool_size;
+    assert!(
+        pool_size > 0,
+        "the pooled rows need a default pool size > 0"
+    );
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let docker_version = command_stdout(
+        "docker",
+        &[
+            "version",
+            "--format",
+            "{{.Server.Version}} (API {{.Server.APIVersion}})",
+        ],
+    )
+    .await;
+    progress("making sure the sandbox image is built");
+    let image = command_stdout(BIN, &["image", "build"]).await;
+    let mut pids = Vec::new();
+
+    // 2. docker run --rm baseline.
+    progress("docker run --rm, sequential");
+    let docker_dir = tempfile::tempdir().expect("temp dir");
+    let workspace = docker_dir.path().join("workspace");
+    std::fs::create_dir(&workspace).expect("workspace dir");
+    // The sandbox user (10001) must be able to write the bind-mounted workspace.
+    std::fs::set_permissions(
+        &workspace,
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .expect("chmod workspace");
+    let run_args = docker_run_args(&image, &workspace);
+    let docker_samples = sample(knobs.n_short, async || docker_run(&run_args).await).await;
+    let baseline = Row::from_samples("`docker run --rm` (same flags)", &docker_samples);
+
+    // 1 and 3. Cold path (and the interpreter start-up floor measured in it).
+    progress("cold path (--pool-size 0)");
+    let cold = Server::start(&["--pool-size", "0"]).await;
+    pids.push(cold.pid);
+    let code = FLOOR_SNIPPET.replace("range(N)", &format!("range({FLOOR_N})"));
+    let floor = cold.call("execute_code", json!({ "code": code })).await;
+    let floor_ms = |k: &str| {
+        floor["result"][k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("the floor snippet returned no {k}: {floor}"))
+    };
+    let floor_row = Row {
+        name: format!("python3 start-up inside the sandbox (subprocess, N={FLOOR_N})"),
+        n: FLOOR_N,
+        p50: floor_ms("p50_ms"),
+        p90: floor_ms("p90_ms"),
+        p99: None,
+        server_p50: None,
+    };
+    let cold_samples = sample(knobs.n_short, async || cold.print1().await).await;
+    cold.shutdown().await;
+
+    // 4 to 7. Pooled server: paced, back to back, throughput, memory.
+    progress("pooled path (default pool size, --max-concurrency 8)");
+    let pooled = Server::start(&["--max-concurrency", "8"]).await;
+    pids.push(pooled.pid);
+    pooled.wait_pool_full(pool_size).await;
+    let rss_idle = proc_kib(pooled.pid, "VmRSS").expect("server VmRSS");
+    for _ in 0..WARMUPS {
+        pooled.print1().await;
+    }
+    pooled.wait_pool_full(pool_size).await;
+    progress(&format!(
+        "pooled, paced ({} calls, {} ms think time)",
+        knobs.n_paced,
+        knobs.think.as_millis()
+    ));
+    let mut paced = Vec::with_capacity(knobs.n_paced);
+    let mut full_before = 0;
+    for _ in 0..knobs.n_paced {
+        tokio::time::sleep(knobs.think).await;
+        if pooled.pool_ready().await >= pool_size {
+            full_before += 1;
+        }
+        paced.push(pooled.print1().await);
+    }
+    progress("pooled, back to back");
+    pooled.wait_pool_full(pool_size).await;
+    let mut back_to_back = Vec::with_capacity(knobs.n_short);
+    for _ in 0..knobs.n_short {
+        back_to_back.push(pooled.print1().await);
+    }
+    let mut throughput = Vec::new();
+    let mut rss_load = 0;
+    for callers in CALLERS {
+        progress(&format!("throughput, {callers} caller(s)"));
+        pooled.wait_pool_full(pool_size).await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let sampler = rss_sampler(pooled.pid, stop.clone());
+        let took = concurrent(callers, knobs.calls, async || pooled.print1().await).await;
+        stop.store(true, Ordering::Relaxed);
+        let max = sampler.await.expect("RSS sampler");
+        if callers == DOCKER_LOOPS {
+            rss_load = max;
+        }
+        throughput.push((
+            match callers {
+                1 => "execute_code, 1 caller".to_string(),
+                n => format!("execute_code, {n} concurrent callers (one session)"),
+            },
+            callers * knobs.calls,
+            took,
+        ));
+    }
+    let rss_hwm = proc_kib(pooled.pid, "VmHWM").expect("server VmHWM");
+    pooled.shutdown().await;
+
+    progress(&format!("throughput, {DOCKER_LOOPS} docker run --rm loops"));
+    let docker_took = concurrent(DOCKER_LOOPS, knobs.calls, async || {
+        docker_run(&run_args).await
+    })
+    .await;
+    let docker_tp = (DOCKER_LOOPS * knobs.calls) as f64 / docker_took.as_secs_f64();
+    throughput.push((
+        format!("`docker run --rm`, {DOCKER_LOOPS} parallel loops"),
+        DOCKER_LOOPS * knobs.calls,
+        docker_took,
+    ));
+
+    // 8. Start to first execution served.
+    progress("start to first execution, 3 fresh servers");
+    let mut first = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let server = Server::start(&[]).await;
+        server.print1().await;
+        first.push(ms(t.elapsed()));
+        pids.push(server.pid);
+        server.shutdown().await;
+    }
+    let mut first_sorted = first.clone();
+    first_sorted.sort_by(f64::total_cmp);
+
+    let left = leftover_containers(&pids).await;
+    drop(docker_dir);
+
+    // Report.
+    println!(
+        "\n## execute_code latency, throughput and footprint\n\nmachine: nproc {nproc}, Docker \
+         {docker_version}; image {image}; pool size {pool_size}; release build; 1-min load \
+         average {load_before} at the start, {} at the end; run took {:.0} s\n",
+        loadavg(),
+        run_started.elapsed().as_secs_f64()
+    );
+    let rows = [
+        floor_row,
+        baseline,
+        Row::from_calls("execute_code, cold (`--pool-size 0`)", &cold_samples),
+        Row::from_calls(
+            format!(
+                "execute_code, pooled, paced ({} ms think time)",
+                knobs.think.as_millis()
+            ),
+            &paced,
+        ),
+        Row::from_calls("execute_code, pooled, back to back", &back_to_back),
+    ];
+    let base = rows[1].p50;
+    println!("| path | n | p50 ms | p90 ms | p99 ms | p50 vs docker run | server-side p50 ms |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let cell = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1}"));
+    for r in &rows {
+        println!(
+            "| {} | {} | {:.1} | {:.1} | {} | {:.3}x | {} |",
+            r.name,
+            r.n,
+            r.p50,
+            r.p90,
+            cell(r.p99),
+            r.p50 / base,
+            cell(r.server_p50)
+        );
+    }
+    println!(
+        "\nThe pool was full before {full_before} of {} paced calls. Each row has {WARMUPS} \
+         warm-ups before its samples (none for back to back, which starts with a full pool). \
+         Server-side: `execution_time_ms` of the responses, from taking an execution slot to \
+         the sandbox's answer (the rest is MCP, stdio and the server's own handling).\n",
+        knobs.n_paced
+    );
+    if knobs.dump {
+        let client = |calls: &[Call]| calls.iter().map(|c| c.client).collect::<Vec<_>>();
+        dump("docker run", &docker_samples);
+        dump("cold, client", &client(&cold_samples));
+        dump("paced, client", &client(&paced));
+        dump("back to back, client", &client(&back_to_back));
+        let server = |calls: &[Call]| calls.iter().map(|c| c.server).collect::<Vec<_>>();
+        dump("paced, server", &server(&paced));
+        dump("back to back, server", &server(&back_to_back));
+    }
+    println!("| callers | executions | seconds | exec/s | vs {DOCKER_LOOPS} docker run loops |");
+    println!("|---|---:|---:|---:|---:|");
+    for (name, n, took) in &throughput {
+        let tp = *n as f64 / took.as_secs_f64();
+        println!(
+            "| {name} | {n} | {:.2} | {tp:.1} | {:.2}x |",
+            took.as_secs_f64(),
+            tp / docker_tp
+        );
+    }
+    println!(
+        "\nserver RSS: idle {} (pool full, before any execution); max {} sampled every 50 ms \
+         during the {DOCKER_LOOPS}-caller phase; VmHWM {} at the end",
+        mib(rss_idle),
+        mib(rss_load),
+        mib(rss_hwm)
+    );
+    println!(
+        "start to first execution served (spawn, MCP handshake, print(1); default pool size): \
+         median {:.0} ms of 3 ({})",
+        first_sorted[1],
+        first
+            .iter()
+            .map(|v| format!("{v:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if left.is_empty() {
+        println!(
+            "containers left behind by this run's {} servers: none",
+            pids.len()
+        );
+    } else {
+        let mut rm = vec!["rm", "-f"];
+        rm.extend(left.iter().map(String::as_str));
+        let _ = command_stdout("docker", &rm).await;
+        panic!("containers left behind by this run's servers (now removed): {left:?}");
+    }
+}
