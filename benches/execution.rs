@@ -34,7 +34,8 @@
 //! `BENCH_N_SHORT` samples of the docker run, cold and back-to-back rows (default 30);
 //! `BENCH_THINK_MS` think time of the paced row (default 500); `BENCH_CALLS` calls per caller
 //! and per docker run loop in the throughput phase (default 10); `BENCH_SAMPLES=1` also prints
-//! every latency sample in call order. The servers inherit the
+//! every latency sample in call order; `CEM_POOL_SIZE` the pool size of the pooled rows. The
+//! servers inherit the
 //! environment, so `CEM_*` settings (e.g. `CEM_BASE_IMAGE` for the first image build) apply.
 //! The sandbox image is built first when missing (`code-execution-mcp image build`).
 //!
@@ -497,11 +498,9 @@ async fn leftover_containers(pids: &[u32]) -> Vec<String> {
 async fn main() {
     let knobs = Knobs::from_env();
     let (run_started, load_before) = (Instant::now(), loadavg());
-    let pool_size = Config::defaults().pool_size;
-    assert!(
-        pool_size > 0,
-        "the pooled rows need a default pool size > 0"
-    );
+    // The servers read CEM_POOL_SIZE like any other setting: so does the bench.
+    let pool_size = env_usize("CEM_POOL_SIZE", Config::defaults().pool_size);
+    assert!(pool_size > 0, "the pooled rows need a pool size > 0");
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
     let docker_version = command_stdout(
         "docker",

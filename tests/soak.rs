@@ -1,5 +1,4 @@
-//! Load and soak: the real binary over stdio (`serve --max-concurrency 8`, the default pool of
-//! 2), driven by one rmcp client with 8 calls in flight at all times, for 512 executions of a
+//! Load and soak: the real binary over stdio (`serve --max-concurrency 8`, the default pool), driven by one rmcp client with 8 calls in flight at all times, for 512 executions of a
 //! fixed mix: 70% successes (printed output and a `result`, checked exactly), 15% exceptions,
 //! 10% one-second timeouts of a busy loop, and 5% memory kills (64 MB limit, 300 MB
 //! allocated).
@@ -49,22 +48,26 @@ const EXECUTIONS: usize = 512;
 /// Calls in flight at once, and the server's --max-concurrency: equal, so a "busy" refusal
 /// is a bug.
 const CONCURRENCY: usize = 8;
-/// The server's default --pool-size.
-const POOL_SIZE: usize = 2;
+/// The server's default --pool-size (read from the configuration, which the binary shares).
+fn pool_size() -> usize {
+    code_execution_mcp::config::Config::defaults().pool_size
+}
 /// Executions before the first memory sample: the allocator, the runtime's worker threads,
 /// the PII engine and the HTTP client to the engine reach their steady size by then.
 const WARM_UP: usize = 64;
 /// Containers allowed on top of max-concurrency + pool: ones whose execution has ended and
-/// whose removal, which the server
-/// runs in the background after answering, has not completed yet. Under this load the engine
+/// whose removal, which the server runs in the background after answering, has not completed
+/// yet. Under this load the engine
 /// takes 0.5-1.5 s to start a container and up to ~1 s to kill and remove one, so removals
 /// overlap the next executions: measured here, above 10 containers in half the samples, and
 /// up to 18 when the first 8 executions ended together (8 in removal, 8 starting, 2 pool
 /// refills). The margin lets every container that may be alive (an execution's or the
-/// pool's) have one predecessor still being removed: 20 in all. A pool that runs away or
-/// removals that never finish pass it within seconds; the settling check after the run
-/// catches a slower leak.
-const REMOVAL_MARGIN: usize = CONCURRENCY + POOL_SIZE;
+/// pool's) have one predecessor still being removed. A pool that runs away or removals that
+/// never finish pass it within seconds; the settling check after the run catches a slower
+/// leak.
+fn removal_margin() -> usize {
+    CONCURRENCY + pool_size()
+}
 /// How long the server may take, once the load stops, to be back at exactly its pool.
 const SETTLE_LIMIT: Duration = Duration::from_secs(15);
 /// Largest VmRSS growth accepted from the end of the warm-up to the end of the run (448
@@ -317,7 +320,7 @@ async fn watch_containers(pid: u32, stop: Arc<AtomicBool>) -> ContainerSamples {
             Ok(states) => {
                 seen.samples += 1;
                 *seen.histogram.entry(states.len()).or_default() += 1;
-                if states.len() > CONCURRENCY + POOL_SIZE {
+                if states.len() > CONCURRENCY + pool_size() {
                     seen.over_slots += 1;
                 }
                 if states.len() > seen.max {
@@ -435,7 +438,7 @@ async fn sustained_concurrent_executions_keep_outcomes_memory_and_containers_bou
     let mut idle_states = Vec::new();
     while settling.elapsed() < SETTLE_LIMIT {
         idle_states = container_states(&engine, pid).await.unwrap_or_default();
-        if idle_states.len() == POOL_SIZE && idle_states.iter().all(|(_, s)| s == "running") {
+        if idle_states.len() == pool_size() && idle_states.iter().all(|(_, s)| s == "running") {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -514,7 +517,7 @@ async fn sustained_concurrent_executions_keep_outcomes_memory_and_containers_bou
         containers.at_max,
         containers.samples,
         containers.over_slots,
-        CONCURRENCY + POOL_SIZE + REMOVAL_MARGIN
+        CONCURRENCY + pool_size() + removal_margin()
     );
     eprintln!(
         "soak: samples per container count {:?}; after the run {} containers ({:?}) in {:.1} s",
@@ -551,20 +554,24 @@ async fn sustained_concurrent_executions_keep_outcomes_memory_and_containers_bou
             RSS_GROWTH_LIMIT_KIB / 1024
         ));
     }
-    if !(idle_states.len() == POOL_SIZE && idle_states.iter().all(|(_, s)| s == "running")) {
+    if !(idle_states.len() == pool_size() && idle_states.iter().all(|(_, s)| s == "running")) {
         failures.push(format!(
             "{SETTLE_LIMIT:?} after the load stopped the server still had {idle_states:?}, not \
-             just its pool of {POOL_SIZE} ready containers"
+             just its pool of {} ready containers",
+            pool_size()
         ));
     }
     if containers.samples == 0 {
         failures.push("the container count was never sampled".into());
     }
-    if containers.max > CONCURRENCY + POOL_SIZE + REMOVAL_MARGIN {
+    if containers.max > CONCURRENCY + pool_size() + removal_margin() {
         failures.push(format!(
             "{} containers at once ({:?}): more than max-concurrency {CONCURRENCY} + pool \
-             {POOL_SIZE} + {REMOVAL_MARGIN} being removed",
-            containers.max, containers.at_max
+             {} + {} being removed",
+            containers.max,
+            containers.at_max,
+            pool_size(),
+            removal_margin()
         ));
     }
     assert!(

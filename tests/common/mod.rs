@@ -24,6 +24,9 @@ pub fn config_in(dir: &Path) -> Config {
     c.workspace = Some(dir.join("workspace"));
     c.skills_dir = Some(dir.join("skills"));
     c.workspace_quota_mb = 0;
+    // The pool is exercised in every test, at a size that keeps parallel tests light on the
+    // engine (tests about the pool set their own).
+    c.pool_size = 1;
     c
 }
 
