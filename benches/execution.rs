@@ -190,6 +190,7 @@ impl Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = dir.path().join("server.stderr");
         let mut child = Command::new(BIN)
+            .env("NO_COLOR", "1") // the log is a file, quoted in failure messages
             .args(["serve", "--workspace-quota-mb", "0"])
             .arg("--workspace")
             .arg(dir.path().join("workspace"))
