@@ -104,7 +104,7 @@ impl Outcome {
 
 /// Longest a container may take to be created, attached and started (a cold start takes
 /// 0.2-1.6 s on a loaded 2-core machine). The code's own timeout starts once it has its job.
-const START_LIMIT: Duration = Duration::from_secs(30);
+pub(crate) const START_LIMIT: Duration = Duration::from_secs(30);
 /// Exit code of a process ended by SIGKILL (the kernel's OOM killer, among others).
 const SIGKILL_EXIT: i64 = 137;
 /// How long an execution that ended with [`SIGKILL_EXIT`] waits for the engine's late `oom`

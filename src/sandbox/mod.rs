@@ -43,6 +43,10 @@ pub enum SandboxError {
     Engine(#[from] EngineError),
 }
 
+/// How long an execution runs before the pool's replacement for its container is started
+/// beside it (a shorter one starts it when it ends).
+const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Settings fixed for the server's lifetime.
 #[derive(Debug, Clone)]
 pub struct SandboxSettings {
@@ -178,11 +182,19 @@ impl Sandbox {
 
         let spec = self.spec(job.memory_bytes);
         let name = self.next_name();
-        let warm = self.take_warm(job.memory_bytes).await;
+        // Waiting here (for a replacement on its way) is waiting for a start, like a queue.
+        let warm = tokio::select! {
+            biased;
+            _ = self.shutdown.cancelled() => return Err(SandboxError::ShuttingDown),
+            _ = cancel.cancelled() => {
+                self.stats.record(Status::Cancelled, std::time::Duration::ZERO);
+                return Ok(cancelled_before_start());
+            }
+            warm = self.take_warm(job.memory_bytes) => warm,
+        };
         if warm.is_some() {
             self.stats.record_pooled();
         }
-        self.refill();
         let source = match warm {
             Some(ready) => execution::Source::Warm(ready),
             None => execution::Source::Cold(&spec, &name),
@@ -197,7 +209,22 @@ impl Sandbox {
                 tracker: &self.cleanup,
                 oom: &self.oom,
             };
-            execution::execute(&runner, source, &job, linked.token()).await
+            let run = execution::execute(&runner, source, &job, linked.token());
+            tokio::pin!(run);
+            // The replacement starts once this execution has answered, or after REFILL_DELAY
+            // if it runs longer: on a small machine, a container start beside a short
+            // execution is what made it slow.
+            tokio::select! {
+                biased;
+                result = &mut run => {
+                    self.refill();
+                    result
+                }
+                _ = tokio::time::sleep(REFILL_DELAY) => {
+                    self.refill();
+                    run.await
+                }
+            }
         };
         drop(permit);
         match &result {
@@ -210,7 +237,7 @@ impl Sandbox {
     /// A pooled container set to `memory_bytes`, if one is ready (and, for a non-default
     /// limit, the engine applied it).
     async fn take_warm(&self, memory_bytes: i64) -> Option<execution::Started> {
-        let ready = self.pool.take()?;
+        let ready = self.pool.take_or_wait(execution::START_LIMIT).await?;
         if memory_bytes == self.pool.memory_bytes() {
             return Some(ready);
         }

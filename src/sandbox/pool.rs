@@ -4,6 +4,11 @@
 //! replacement in the background; no container ever runs two jobs, so isolation stays one
 //! fresh container per execution.
 //!
+//! An execution that finds the pool empty while replacements are on their way waits for one
+//! that no other execution waits for, rather than start its own: the replacement is closer to
+//! ready, and on a small machine a cold start beside running replacements slows them all down
+//! (calls in quick succession had a worse tail than the cold path without this).
+//!
 //! Pooled containers are made from an image id, not a tag: when the tag moves to another image
 //! (a rebuild under the same name), [`Pool::retarget`] discards the waiting containers and the
 //! replacements come from the new image.
@@ -17,6 +22,9 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use super::execution::Started;
 
@@ -28,6 +36,10 @@ pub struct Pool {
     image: Mutex<String>,
     /// Replacements being created right now.
     pending: AtomicUsize,
+    /// Executions waiting for one of the pending replacements.
+    waiting: AtomicUsize,
+    /// Signalled whenever a replacement lands or fails.
+    changed: Notify,
 }
 
 impl Pool {
@@ -38,6 +50,8 @@ impl Pool {
             image: Mutex::new(image),
             ready: Mutex::new(VecDeque::with_capacity(size)),
             pending: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            changed: Notify::new(),
         }
     }
 
@@ -64,6 +78,31 @@ impl Pool {
             }
         }
         None
+    }
+
+    /// A ready container, or, when none is ready but a replacement is on its way that no
+    /// other execution waits for, that replacement once it lands (at most `limit` from now).
+    /// A replacement started earlier is closer to ready than a container started now, and a
+    /// cold start beside running replacements only makes them all slower on a busy engine.
+    /// `None`: start one (cold).
+    pub(crate) async fn take_or_wait(&self, limit: Duration) -> Option<Started> {
+        let until = tokio::time::Instant::now() + limit;
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some(ready) = self.take() {
+                return Some(ready);
+            }
+            let waiting = self.waiting.fetch_add(1, Ordering::SeqCst);
+            let _leave = Leave(&self.waiting);
+            if waiting >= self.pending.load(Ordering::SeqCst) {
+                return None;
+            }
+            if tokio::time::timeout_at(until, changed).await.is_err() {
+                return None;
+            }
+        }
     }
 
     /// How many replacements to start now, reserving them (release each with
@@ -100,16 +139,27 @@ impl Pool {
             self.ready.lock().expect("pool lock").push_back(started);
         }
         self.pending.fetch_sub(1, Ordering::SeqCst);
+        self.changed.notify_waiters();
     }
 
     pub(crate) fn failed(&self) {
         self.pending.fetch_sub(1, Ordering::SeqCst);
+        self.changed.notify_waiters();
     }
 
     /// Empties the pool; the dropped containers are removed by their guards.
     pub(crate) fn drain(&self) -> usize {
         let drained: Vec<Started> = self.ready.lock().expect("pool lock").drain(..).collect();
         drained.len()
+    }
+}
+
+/// Decrements a counter when dropped.
+struct Leave<'a>(&'a AtomicUsize);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -133,6 +183,37 @@ mod tests {
         assert_eq!(pool.reserve(), 0);
         assert!(pool.take().is_none());
         assert_eq!(pool.drain(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waits_only_for_replacements_no_one_else_waits_for() {
+        let pool = std::sync::Arc::new(Pool::new(2, 100, "sha256:a".into()));
+        let limit = Duration::from_secs(30);
+        assert!(
+            pool.take_or_wait(limit).await.is_none(),
+            "nothing on its way"
+        );
+        assert_eq!(pool.reserve(), 2);
+        // Two waiters for two pending replacements; a third goes cold at once.
+        let (a, b) = (pool.clone(), pool.clone());
+        let wa = tokio::spawn(async move { a.take_or_wait(limit).await.is_none() });
+        let wb = tokio::spawn(async move { b.take_or_wait(limit).await.is_none() });
+        tokio::task::yield_now().await;
+        assert!(pool.take_or_wait(limit).await.is_none());
+        // Both replacements fail: the waiters give up and go cold.
+        pool.failed();
+        pool.failed();
+        assert!(wa.await.unwrap() && wb.await.unwrap());
+        assert_eq!(pool.waiting.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_is_bounded() {
+        let pool = Pool::new(1, 100, "sha256:a".into());
+        assert_eq!(pool.reserve(), 1);
+        let started = tokio::time::Instant::now();
+        assert!(pool.take_or_wait(Duration::from_secs(5)).await.is_none());
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
     }
 
     #[test]
