@@ -80,6 +80,15 @@ impl App {
         let engine = Engine::connect().await?;
         let engine_info = engine.info().await?;
         reaper::reap_orphans(&engine).await?;
+        if let Some(runtime) = &config.runtime {
+            let registered = engine.runtimes().await?;
+            if !registered.contains(runtime) {
+                return Err(StartError::Config(format!(
+                    "--runtime {runtime} is not registered with the Docker engine (registered: {}). Register it under \"runtimes\" in /etc/docker/daemon.json and restart the engine, or choose one of those",
+                    registered.join(", ")
+                )));
+            }
+        }
 
         let image = config.image.clone().unwrap_or_else(image::default_tag);
         let image_id = if config.image.is_some() {
@@ -186,7 +195,7 @@ impl App {
             },
             max_concurrency: config.max_concurrency,
             max_queue: config.max_queue,
-            runtime: None,
+            runtime: config.runtime.clone(),
             pool_size: config.pool_size,
             pool_memory_bytes: (config.default_memory_mb * 1024 * 1024) as i64,
             image_id: image_id.clone(),

@@ -135,6 +135,11 @@ pub struct Config {
     /// Largest file the workspace tools read or write, in MiB.
     #[arg(long, env = "CEM_MAX_FILE_MB", default_value_t = 10)]
     pub max_file_mb: u64,
+
+    /// OCI runtime the sandbox containers run under, as registered with the engine (runsc for
+    /// gVisor, crun, kata-runtime). Default: the engine's default runtime (usually runc).
+    #[arg(long, env = "CEM_RUNTIME")]
+    pub runtime: Option<String>,
 }
 
 impl Config {
@@ -178,6 +183,14 @@ impl Config {
 
     /// Checks the flags against each other; the message says which flag to change.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(runtime) = &self.runtime {
+            let allowed = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+            if runtime.is_empty() || runtime.len() > 64 || !runtime.chars().all(allowed) {
+                return Err(format!(
+                    "--runtime {runtime:?} is not a runtime name (letters, digits, '.', '_', '-'; at most 64)"
+                ));
+            }
+        }
         if self.default_timeout_secs == 0 || self.default_timeout_secs > self.max_timeout_secs {
             return Err(format!(
                 "--default-timeout-secs {} must be between 1 and --max-timeout-secs {}",
@@ -282,6 +295,9 @@ mod tests {
 
     #[test]
     fn validate_names_the_flag_to_change() {
+        let mut c = Config::defaults();
+        c.runtime = Some("../runsc".into());
+        assert!(c.validate().unwrap_err().contains("--runtime"));
         let mut c = Config::defaults();
         c.default_timeout_secs = 900;
         assert!(c.validate().unwrap_err().contains("--default-timeout-secs"));

@@ -368,6 +368,34 @@ import time; time.sleep(5)
     t.finish().await;
 }
 
+#[tokio::test]
+async fn a_named_runtime_runs_the_sandbox() {
+    // runc is registered with every Docker engine; CEM_RUNTIME=runsc runs the suite on gVisor.
+    let runtime = std::env::var("CEM_RUNTIME").unwrap_or_else(|_| "runc".into());
+    let t = TestApp::start_with(|c| c.runtime = Some(runtime.clone())).await;
+    wait_for_full_pool(&t.app, 1).await;
+    let engine = t.app.sandbox.engine();
+    let label = format!(
+        "{}={}",
+        code_execution_mcp::sandbox::spec::LABEL_INSTANCE,
+        t.app.sandbox.instance().id
+    );
+    let (pooled, _) = engine.list_labelled(&[label]).await.unwrap().remove(0);
+    let inspected = engine
+        .client()
+        .inspect_container(&pooled, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        inspected.host_config.and_then(|h| h.runtime).as_deref(),
+        Some(runtime.as_str())
+    );
+    let o = t.run("print('hi')").await;
+    assert_ok(&o);
+    assert_eq!(o.stdout.lines(), ["hi"]);
+    t.finish().await;
+}
+
 async fn wait_for_full_pool(app: &code_execution_mcp::app::App, size: usize) {
     for _ in 0..200 {
         if app.sandbox.pool_ready() == size {

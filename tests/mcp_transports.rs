@@ -320,6 +320,15 @@ async fn failed_start(env: &[(&str, &str)], args: &[&str]) -> String {
 }
 
 #[tokio::test]
+async fn an_unregistered_runtime_fails_start_up_listing_the_registered_ones() {
+    let stderr = failed_start(&[], &["--runtime", "no-such-runtime"]).await;
+    assert!(
+        stderr.contains("--runtime no-such-runtime is not registered") && stderr.contains("runc"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
 async fn an_unreachable_engine_or_a_missing_image_fails_start_up_naming_doctor() {
     let unreachable =
         failed_start(&[("DOCKER_HOST", "unix:///nonexistent/docker.sock")], &[]).await;

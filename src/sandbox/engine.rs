@@ -85,6 +85,18 @@ impl Engine {
         Ok(Self { docker })
     }
 
+    /// The OCI runtimes registered with the engine, sorted.
+    pub async fn runtimes(&self) -> Result<Vec<String>, EngineError> {
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(|e| EngineError::api("report its runtimes", e))?;
+        let mut names: Vec<String> = info.runtimes.unwrap_or_default().into_keys().collect();
+        names.sort();
+        Ok(names)
+    }
+
     pub fn client(&self) -> &Docker {
         &self.docker
     }
