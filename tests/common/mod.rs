@@ -250,3 +250,92 @@ pub fn root_or_skip(what: &str) -> bool {
     eprintln!("skipped: {what} needs root");
     false
 }
+
+/// The server binary over stdio, spoken to in raw JSON-RPC lines (rmcp's client always sends
+/// well-formed requests with a progress token, so it cannot send what these tests need).
+pub struct RawStdio {
+    pub child: Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    _dir: tempfile::TempDir,
+}
+
+impl RawStdio {
+    /// Spawns `serve` (no pool unless `args` says so) and completes the MCP handshake.
+    pub async fn start(args: &[&str]) -> Self {
+        use std::process::Stdio;
+        use tokio::io::AsyncBufReadExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(BIN)
+            .args(["serve", "--workspace-quota-mb", "0", "--pool-size", "0"])
+            .args(args)
+            .arg("--workspace")
+            .arg(dir.path().join("workspace"))
+            .arg("--skills-dir")
+            .arg(dir.path().join("skills"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the server binary");
+        let mut raw = Self {
+            stdin: child.stdin.take().unwrap(),
+            lines: tokio::io::BufReader::new(child.stdout.take().unwrap()).lines(),
+            child,
+            _dir: dir,
+        };
+        raw.send_line(
+            &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw-test", "version": "0"}}})
+            .to_string(),
+        )
+        .await;
+        raw.until_response(1).await;
+        raw.send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        raw
+    }
+
+    pub async fn send_line(&mut self, line: &str) {
+        use tokio::io::AsyncWriteExt;
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        self.stdin.write_all(b"\n").await.unwrap();
+    }
+
+    pub async fn send(&mut self, message: Value) {
+        self.send_line(&message.to_string()).await;
+    }
+
+    /// Messages up to and including the response to `id` (panics after a minute).
+    pub async fn until_response(&mut self, id: u64) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
+                .await
+                .expect("the server answers within a minute")
+                .unwrap()
+                .expect("the server keeps stdout open");
+            let message: Value = serde_json::from_str(&line).expect("one JSON message per line");
+            let done = message["id"] == serde_json::json!(id);
+            seen.push(message);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    /// Closes stdin and asserts a clean exit.
+    pub async fn finish(self) {
+        let Self {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+            .await
+            .expect("the server exits when stdin closes")
+            .unwrap();
+        assert!(status.success(), "{status}");
+    }
+}
