@@ -15,8 +15,8 @@
 //!
 //! Pooled containers are created with the default memory limit. A job asking for another limit
 //! still takes one, and the engine's update API sets its limit (memory and swap, as at
-//! creation) before the job is sent: about 20 ms on the reference machine, against about
-//! 200 ms for a cold start. Should the update fail, the container is discarded and the job
+//! creation) before the job is sent: about 22 ms on the reference machine, against 250-470 ms
+//! for a cold start. Should the update fail, the container is discarded and the job
 //! runs cold.
 
 use std::collections::VecDeque;
