@@ -191,25 +191,32 @@ pub async fn spawn_server_with(
     args: &[&str],
 ) -> (Child, RunningService<RoleClient, ()>) {
     use rmcp::ServiceExt;
-    use std::process::Stdio;
-    let mut child = Command::new(BIN)
+    let mut child = serve_command(dir, args)
         .envs(env.iter().copied())
-        .args(["serve", "--workspace-quota-mb", "0"])
-        .arg("--workspace")
-        .arg(dir.join("workspace"))
-        .arg("--skills-dir")
-        .arg(dir.join("skills"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn the server binary");
     let stdout = child.stdout.take().unwrap();
     let stdin = child.stdin.take().unwrap();
     let client = ().serve((stdout, stdin)).await.expect("MCP handshake over stdio");
     (child, client)
+}
+
+/// `serve` over stdio (piped; stderr inherited) with its data in `dir`, no quota, plus `args`;
+/// killed if dropped.
+pub fn serve_command(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args(["serve", "--workspace-quota-mb", "0"])
+        .arg("--workspace")
+        .arg(dir.join("workspace"))
+        .arg("--skills-dir")
+        .arg(dir.join("skills"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    command
 }
 
 /// Managed containers owned by process `pid` of this host.
@@ -263,20 +270,9 @@ pub struct RawStdio {
 impl RawStdio {
     /// Spawns `serve` (no pool unless `args` says so) and completes the MCP handshake.
     pub async fn start(args: &[&str]) -> Self {
-        use std::process::Stdio;
         use tokio::io::AsyncBufReadExt;
         let dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new(BIN)
-            .args(["serve", "--workspace-quota-mb", "0", "--pool-size", "0"])
-            .args(args)
-            .arg("--workspace")
-            .arg(dir.path().join("workspace"))
-            .arg("--skills-dir")
-            .arg(dir.path().join("skills"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
+        let mut child = serve_command(dir.path(), &[&["--pool-size", "0"], args].concat())
             .spawn()
             .expect("spawn the server binary");
         let mut raw = Self {
