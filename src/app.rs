@@ -221,22 +221,10 @@ impl App {
         })
     }
 
-    /// Checks and clamps the request, then runs it in a fresh container.
+    /// Checks and clamps the request, then runs it in a fresh container. With a `tap`, each
+    /// output chunk is also offered to it as it arrives (for progress reports; see
+    /// [`crate::progress`]).
     pub async fn execute(
-        &self,
-        code: String,
-        context_vars: Option<serde_json::Value>,
-        timeout_seconds: Option<f64>,
-        memory_mb: Option<f64>,
-        cancel: tokio_util::sync::CancellationToken,
-    ) -> Result<(Outcome, ExecLimits), ExecuteError> {
-        self.execute_tapped(code, context_vars, timeout_seconds, memory_mb, cancel, None)
-            .await
-    }
-
-    /// [`App::execute`], with each output chunk also offered to `tap` as it arrives (for
-    /// progress reports; see [`crate::progress`]).
-    pub async fn execute_tapped(
         &self,
         code: String,
         context_vars: Option<serde_json::Value>,

@@ -234,6 +234,7 @@ async fn bad_input_is_refused_before_the_engine_and_limits_are_clamped() {
             timeout,
             mem,
             CancellationToken::new(),
+            None,
         )
     };
     for (code, needle) in [("", "empty"), ("a\0b", "NUL")] {
@@ -273,6 +274,7 @@ async fn beyond_the_queue_executions_are_refused_as_busy() {
             None,
             None,
             CancellationToken::new(),
+            None,
         )
         .await
     };
@@ -304,6 +306,7 @@ async fn cancellation_kills_the_container() {
             None,
             None,
             token,
+            None,
         )
         .await
     });
@@ -370,8 +373,9 @@ import time; time.sleep(5)
 
 #[tokio::test]
 async fn a_named_runtime_runs_the_sandbox() {
-    // runc is registered with every Docker engine; CEM_RUNTIME=runsc runs the suite on gVisor.
-    let runtime = std::env::var("CEM_RUNTIME").unwrap_or_else(|_| "runc".into());
+    // Docker registers runc also under this name; a container the flag did not reach would
+    // show the engine's default ("runc"). CEM_RUNTIME=runsc runs the suite on gVisor.
+    let runtime = std::env::var("CEM_RUNTIME").unwrap_or_else(|_| "io.containerd.runc.v2".into());
     let t = TestApp::start_with(|c| c.runtime = Some(runtime.clone())).await;
     wait_for_full_pool(&t.app, 1).await;
     let engine = t.app.sandbox.engine();

@@ -82,7 +82,7 @@ impl CodeExecutionServer {
         let context = args.context_vars.map(Value::Object);
         let token = ctx.meta.get_progress_token();
         let (tap, latest) = OutputTap::new();
-        let run = self.app.execute_tapped(
+        let run = self.app.execute(
             args.code,
             context,
             args.timeout_seconds,

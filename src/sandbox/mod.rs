@@ -180,8 +180,6 @@ impl Sandbox {
             return Err(SandboxError::ShuttingDown);
         }
 
-        let spec = self.spec(job.memory_bytes);
-        let name = self.next_name();
         // Waiting here (for a replacement on its way) is waiting for a start, like a queue.
         let warm = tokio::select! {
             biased;
@@ -192,12 +190,16 @@ impl Sandbox {
             }
             warm = self.take_warm(job.memory_bytes) => warm,
         };
-        if warm.is_some() {
-            self.stats.record_pooled();
-        }
+        let cold;
         let source = match warm {
-            Some(ready) => execution::Source::Warm(ready),
-            None => execution::Source::Cold(&spec, &name),
+            Some(ready) => {
+                self.stats.record_pooled();
+                execution::Source::Warm(ready)
+            }
+            None => {
+                cold = (self.spec(job.memory_bytes), self.next_name());
+                execution::Source::Cold(&cold.0, &cold.1)
+            }
         };
         let _running = self.stats.running_guard();
         let result = {

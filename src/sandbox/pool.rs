@@ -55,10 +55,6 @@ impl Pool {
         }
     }
 
-    pub fn size(&self) -> usize {
-        self.size
-    }
-
     pub fn memory_bytes(&self) -> i64 {
         self.memory_bytes
     }
@@ -199,6 +195,7 @@ mod tests {
         let wa = tokio::spawn(async move { a.take_or_wait(limit).await.is_none() });
         let wb = tokio::spawn(async move { b.take_or_wait(limit).await.is_none() });
         tokio::task::yield_now().await;
+        assert!(!wa.is_finished() && !wb.is_finished(), "both wait");
         assert!(pool.take_or_wait(limit).await.is_none());
         // Both replacements fail: the waiters give up and go cold.
         pool.failed();

@@ -71,7 +71,14 @@ impl TestApp {
         memory_mb: Option<f64>,
     ) -> Outcome {
         self.app
-            .execute(code.into(), context, timeout, memory_mb, Default::default())
+            .execute(
+                code.into(),
+                context,
+                timeout,
+                memory_mb,
+                Default::default(),
+                None,
+            )
             .await
             .unwrap_or_else(|e| panic!("execution could not run: {e}"))
             .0
