@@ -49,7 +49,7 @@ pub async fn serve_stdio(
 ) -> Result<(), ServeError> {
     let server = CodeExecutionServer::new(app.clone());
     let running = server
-        .serve(rmcp::transport::stdio_pipes())
+        .serve(crate::stdio_transport::stdio())
         .await
         .map_err(|e| ServeError::Stdio(e.to_string()))?;
     let cancel = running.cancellation_token();
@@ -77,7 +77,10 @@ pub async fn serve_http(
         .map_err(|source| ServeError::Bind { addr, source })?;
     let local = listener.local_addr().map_err(ServeError::Http)?;
     let ct = CancellationToken::new();
-    let config = StreamableHttpServerConfig::default().with_cancellation_token(ct.child_token());
+    // The same message bound as stdio (rmcp's own default, 4 MiB, would refuse a 10 MiB file).
+    let config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(ct.child_token())
+        .with_max_request_body_bytes(crate::jsonrpc_input::MAX_MESSAGE_BYTES);
     let factory_app = app.clone();
     let service: StreamableHttpService<CodeExecutionServer, LocalSessionManager> =
         StreamableHttpService::new(
@@ -85,7 +88,9 @@ pub async fn serve_http(
             Default::default(),
             config,
         );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(crate::http_input::check_body));
     tracing::info!("serving MCP over streamable HTTP at http://{local}/mcp");
     if let Some(tx) = bound {
         let _ = tx.send(local);

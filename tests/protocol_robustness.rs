@@ -1,74 +1,163 @@
-//! Malformed JSON-RPC over the binary's stdio: truncated and non-JSON lines, 10,000-deep
-//! nesting, wrong types, odd ids, a 20 MiB line. After each, the server must still be alive and
-//! answer a ping (no panic, no hang, the session intact); requests that parse but are invalid
-//! get JSON-RPC errors or a tool error, never a crash.
+//! Malformed JSON-RPC over the binary's stdio and over streamable HTTP (catalogue case 42):
+//! truncated and non-JSON messages, 10,000-deep nesting, wrong types, odd ids, 20 MiB and
+//! over-limit messages. Each gets its JSON-RPC error (-32700, -32600 or -32602, under its own id
+//! when it has a usable one), and afterwards the server still answers a ping and runs code: no
+//! panic, no hang, the session intact.
 
 mod common;
 
-use common::RawStdio;
+use std::time::Duration;
+
+use common::{RawStdio, TestApp};
 use serde_json::{Value, json};
 
-/// Sends `line`, then a ping with `ping_id`; returns what came back up to the ping's answer.
-async fn then_ping(raw: &mut RawStdio, line: &str, ping_id: u64) -> Vec<Value> {
-    raw.send_line(line).await;
-    raw.send(json!({"jsonrpc": "2.0", "id": ping_id, "method": "ping"}))
-        .await;
-    let seen = raw.until_response(ping_id).await;
-    assert_eq!(
-        seen.last().unwrap()["result"],
-        json!({}),
-        "ping after {:.80}",
-        line
-    );
-    seen
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const INVALID_PARAMS: i64 = -32602;
+
+/// A malformed message and the error it must get: (code, id), where `Value::Null` means the
+/// error carries no id (it could not be read).
+struct Case {
+    body: String,
+    code: i64,
+    id: Value,
 }
 
-#[tokio::test]
-async fn malformed_json_rpc_gets_errors_and_never_breaks_the_session() {
-    let mut raw = RawStdio::start(&[]).await;
+fn case(body: impl Into<String>, code: i64, id: Value) -> Case {
+    Case {
+        body: body.into(),
+        code,
+        id,
+    }
+}
+
+/// One more byte than the server reads in one message.
+const OVER_LIMIT: usize = code_execution_mcp::jsonrpc_input::MAX_MESSAGE_BYTES + 1;
+
+fn malformed() -> Vec<Case> {
     let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
     let deep_args = format!(
         r#"{{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{{"name":"execute_code","arguments":{{"code":{}{}}}}}}}"#,
         "[".repeat(5_000),
         "]".repeat(5_000)
     );
-    let huge = format!(
-        r#"{{"jsonrpc":"2.0","id":51,"method":"tools/call","params":{{"name":"sanitize_pii","arguments":{{"text":"{}"}}}}}}"#,
+    vec![
+        case(
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/li"#,
+            PARSE_ERROR,
+            Value::Null,
+        ),
+        case("hello", PARSE_ERROR, Value::Null),
+        case(deep, PARSE_ERROR, Value::Null),
+        case(deep_args, PARSE_ERROR, Value::Null),
+        case("\u{feff}{}", INVALID_REQUEST, Value::Null),
+        case(
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+            INVALID_REQUEST,
+            Value::Null,
+        ),
+        case(
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+            INVALID_REQUEST,
+            Value::Null,
+        ),
+        case(
+            r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}"#,
+            INVALID_REQUEST,
+            Value::Null,
+        ),
+        case(
+            r#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#,
+            INVALID_REQUEST,
+            json!(3),
+        ),
+        case(
+            r#"[{"jsonrpc":"2.0","id":4,"method":"ping"}]"#,
+            INVALID_REQUEST,
+            Value::Null,
+        ),
+        case(
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5,"arguments":"x"}}"#,
+            INVALID_PARAMS,
+            json!(7),
+        ),
+        case(
+            r#"{"jsonrpc":"2.0","id":"s8","method":"tools/call","params":{"arguments":{}}}"#,
+            INVALID_PARAMS,
+            json!("s8"),
+        ),
+        case(
+            format!(
+                r#"{{"jsonrpc":"2.0","id":52,"method":"ping","params":{{"pad":"{}"}}}}"#,
+                "a".repeat(OVER_LIMIT)
+            ),
+            INVALID_REQUEST,
+            Value::Null,
+        ),
+    ]
+}
+
+/// A 20 MiB request, under the limit: it is served like any other.
+fn huge_but_allowed(id: u64) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sanitize_pii","arguments":{{"text":"{}"}}}}}}"#,
         "a".repeat(20 << 20)
+    )
+}
+
+fn assert_error(answer: &Value, expected: &Case) {
+    assert_eq!(
+        answer["error"]["code"], expected.code,
+        "for {:.80}: {answer:.300}",
+        expected.body
     );
-    // Lines that are not a request at all: nothing may break.
+    assert_eq!(
+        answer.get("id").cloned().unwrap_or(Value::Null),
+        expected.id,
+        "for {:.80}: {answer:.300}",
+        expected.body
+    );
+    assert!(
+        answer["error"]["message"].as_str().unwrap_or("").len() > 20,
+        "the error says why: {answer:.300}"
+    );
+}
+
+#[tokio::test]
+async fn malformed_json_rpc_over_stdio_gets_errors_and_never_breaks_the_session() {
+    let mut raw = RawStdio::start(&[]).await;
     let mut ping = 100;
-    for line in [
-        r#"{"jsonrpc":"2.0","id":2,"method":"tools/li"#,
-        "hello",
-        "",
-        "\u{feff}{}",
-        deep.as_str(),
-        deep_args.as_str(),
-        huge.as_str(),
-        r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
-        r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
-        r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}"#,
-        r#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#,
-        r#"[{"jsonrpc":"2.0","id":4,"method":"ping"}]"#,
-    ] {
+    for expected in malformed() {
+        raw.send_line(&expected.body).await;
         ping += 1;
-        then_ping(&mut raw, line, ping).await;
+        raw.send(json!({"jsonrpc": "2.0", "id": ping, "method": "ping"}))
+            .await;
+        let seen = raw.until_response(ping).await;
+        assert_eq!(seen.len(), 2, "one answer, then the ping's: {seen:.300?}");
+        assert_error(&seen[0], &expected);
+        assert_eq!(seen[1]["result"], json!({}), "{:.300}", seen[1]);
     }
 
-    // Requests that parse but are wrong get an error answer under their own id.
-    let cases = [
+    // Blank lines are not messages: no answer, and the session goes on.
+    raw.send_line("").await;
+    raw.send_line("   ").await;
+    raw.send(json!({"jsonrpc": "2.0", "id": 90, "method": "ping"}))
+        .await;
+    let seen = raw.until_response(90).await;
+    assert_eq!(seen.len(), 1, "{seen:?}");
+
+    raw.send_line(&huge_but_allowed(51)).await;
+    let answer = raw.until_response(51).await.pop().unwrap();
+    assert_eq!(answer["result"]["isError"], false, "{answer:.300}");
+
+    // A request that parses but is wrong gets an error under its own id.
+    for (id, request) in [
         (6, json!({"jsonrpc":"2.0","id":6,"method":"no/such/method"})),
-        (
-            7,
-            json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5,"arguments":"x"}}),
-        ),
         (
             8,
             json!({"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"no_such_tool"}}),
         ),
-    ];
-    for (id, request) in cases {
+    ] {
         raw.send(request).await;
         let answer = raw.until_response(id).await.pop().unwrap();
         assert!(answer["error"]["code"].is_i64(), "{answer}");
@@ -92,4 +181,148 @@ async fn malformed_json_rpc_gets_errors_and_never_breaks_the_session() {
         "{answer}"
     );
     raw.finish().await;
+}
+
+/// A raw streamable HTTP session: POSTs JSON bodies with the session id it was given.
+struct RawHttp {
+    http: reqwest::Client,
+    url: String,
+    session: String,
+}
+
+impl RawHttp {
+    async fn start(url: String) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .unwrap();
+        let mut raw = Self {
+            http,
+            url,
+            session: String::new(),
+        };
+        let init = raw
+            .post(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "raw-test", "version": "0"}}})
+                .to_string(),
+            )
+            .await;
+        assert_eq!(init.status(), 200);
+        raw.session = init.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let _ = init.text().await;
+        let ready = raw
+            .post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into())
+            .await;
+        assert_eq!(ready.status(), 202);
+        raw
+    }
+
+    async fn post(&self, body: String) -> reqwest::Response {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if !self.session.is_empty() {
+            request = request.header("mcp-session-id", &self.session);
+        }
+        request.body(body).send().await.expect("the server answers")
+    }
+
+    /// POSTs a request and returns the JSON-RPC message answering `id` (JSON or SSE body).
+    async fn call(&self, body: String, id: &Value) -> Value {
+        let response = self.post(body).await;
+        assert_eq!(response.status(), 200);
+        let text = response.text().await.unwrap();
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|m| &m["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {id} in {text:.300}"))
+    }
+
+    async fn ping(&self, id: u64) {
+        let answer = self
+            .call(
+                json!({"jsonrpc": "2.0", "id": id, "method": "ping"}).to_string(),
+                &json!(id),
+            )
+            .await;
+        assert_eq!(answer["result"], json!({}), "{answer}");
+    }
+}
+
+#[tokio::test]
+async fn malformed_json_rpc_over_http_gets_errors_and_never_breaks_the_session() {
+    let t = TestApp::start().await;
+    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(code_execution_mcp::serve::serve_http(
+        t.app.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        async move {
+            let _ = stop_rx.await;
+        },
+        Some(bound_tx),
+    ));
+    let addr = bound_rx.await.unwrap();
+    let raw = RawHttp::start(format!("http://{addr}/mcp")).await;
+
+    let mut ping = 100;
+    for expected in malformed().into_iter().chain([
+        case("", INVALID_REQUEST, Value::Null),
+        case(
+            r#"{"jsonrpc":"1.0","method":"notifications/initialized"}"#,
+            INVALID_REQUEST,
+            Value::Null,
+        ),
+    ]) {
+        let response = raw.post(expected.body.clone()).await;
+        let status = response.status().as_u16();
+        let want = if expected.body.len() >= OVER_LIMIT {
+            413
+        } else {
+            400
+        };
+        assert_eq!(status, want, "for {:.80}", expected.body);
+        let answer: Value = response.json().await.expect("a JSON-RPC error body");
+        assert_error(&answer, &expected);
+        ping += 1;
+        raw.ping(ping).await;
+    }
+
+    let answer = raw.call(huge_but_allowed(51), &json!(51)).await;
+    assert_eq!(answer["result"]["isError"], false, "{answer:.300}");
+
+    // Bodies that are not JSON at all still get rmcp's own answer, and the session goes on.
+    let not_json = raw
+        .http
+        .post(&raw.url)
+        .header("content-type", "text/plain")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &raw.session)
+        .body("hello")
+        .send()
+        .await
+        .unwrap();
+    assert!(not_json.status().is_client_error(), "{}", not_json.status());
+
+    let answer = raw
+        .call(
+            json!({"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"result = 6 * 7"}}}).to_string(),
+            &json!(10),
+        )
+        .await;
+    assert_eq!(
+        answer["result"]["structuredContent"]["result"], 42,
+        "{answer}"
+    );
+    stop_tx.send(()).unwrap();
+    server.await.unwrap().unwrap();
+    t.finish().await;
 }

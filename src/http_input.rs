@@ -1,0 +1,49 @@
+//! Checks every JSON body POSTed to `/mcp` before rmcp's streamable HTTP service sees it: a
+//! body over [`MAX_MESSAGE_BYTES`] gets 413, and a body that is not one well-formed JSON-RPC
+//! message gets 400 with the JSON-RPC error [`crate::jsonrpc_input`] gives it (rmcp itself
+//! answers such bodies with a bare 415 and a line of text). Everything else passes unchanged.
+
+use axum::body::{Body, to_bytes};
+use axum::extract::Request;
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{ErrorCode, JsonRpcError, JsonRpcMessage};
+use rmcp::service::TxJsonRpcMessage;
+
+use crate::jsonrpc_input::{MAX_MESSAGE_BYTES, Parsed, classify, error, too_large};
+
+/// Axum middleware: see the module docs.
+pub async fn check_body(request: Request, next: Next) -> Response {
+    let is_json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+    if request.method() != Method::POST || !is_json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match to_bytes(body, MAX_MESSAGE_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(_) => return answer(StatusCode::PAYLOAD_TOO_LARGE, too_large(MAX_MESSAGE_BYTES)),
+    };
+    match classify(&bytes) {
+        Parsed::Message(_) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
+        Parsed::Answer(e) => answer(StatusCode::BAD_REQUEST, *e),
+        Parsed::Skip => answer(
+            StatusCode::BAD_REQUEST,
+            error(
+                None,
+                ErrorCode::INVALID_REQUEST,
+                "invalid request: the body holds no usable JSON-RPC message; POST one JSON-RPC 2.0 request or notification".into(),
+            ),
+        ),
+    }
+}
+
+fn answer(status: StatusCode, e: JsonRpcError) -> Response {
+    let message: TxJsonRpcMessage<rmcp::RoleServer> = JsonRpcMessage::Error(e);
+    let body = serde_json::to_vec(&message).unwrap_or_default();
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
