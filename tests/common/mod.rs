@@ -2,6 +2,8 @@
 //! against the real Docker engine, and checks that no container is left behind.
 #![allow(dead_code)]
 
+pub mod host_watch;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
