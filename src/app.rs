@@ -199,6 +199,7 @@ impl App {
             pool_size: config.pool_size,
             pool_memory_bytes: (config.default_memory_mb * 1024 * 1024) as i64,
             image_id: image_id.clone(),
+            start_limit: config.start_timeout(),
         };
         let sandbox = Arc::new(Sandbox::new(engine, settings, calls, stats.clone()));
         sandbox.refill();

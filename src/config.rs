@@ -14,6 +14,7 @@ use clap::{Args, ValueEnum};
 
 /// Upper bounds for the flags whose values size buffers or deadlines.
 const MAX_TIMEOUT_SECS: u64 = 86_400;
+const MAX_START_TIMEOUT_SECS: u64 = 600;
 const MAX_CODE_BYTES: usize = 4 * 1024 * 1024;
 const MAX_RESULT_BYTES: usize = 64 * 1024 * 1024;
 
@@ -80,6 +81,12 @@ pub struct Config {
     /// Largest timeout a caller may ask for, in seconds; larger requests are clamped.
     #[arg(long, env = "CEM_MAX_TIMEOUT_SECS", default_value_t = 300)]
     pub max_timeout_secs: u64,
+
+    /// Longest wait for a sandbox container to be ready for an execution (taken from the pool,
+    /// or created and started), in seconds; past it the call fails saying the engine is slow.
+    /// The code's own timeout starts after this.
+    #[arg(long, env = "CEM_START_TIMEOUT_SECS", default_value_t = 30)]
+    pub start_timeout_secs: u64,
 
     /// Memory limit of an execution when the caller gives none, in MiB (swap is not allowed).
     #[arg(long, env = "CEM_DEFAULT_MEMORY_MB", default_value_t = 500)]
@@ -181,6 +188,10 @@ impl Config {
         Duration::from_secs(self.default_timeout_secs)
     }
 
+    pub fn start_timeout(&self) -> Duration {
+        Duration::from_secs(self.start_timeout_secs)
+    }
+
     /// Checks the flags against each other; the message says which flag to change.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(runtime) = &self.runtime {
@@ -205,6 +216,12 @@ impl Config {
                 self.default_memory_mb,
                 crate::limits::MIN_MEMORY_MB,
                 self.max_memory_mb
+            ));
+        }
+        if self.start_timeout_secs == 0 || self.start_timeout_secs > MAX_START_TIMEOUT_SECS {
+            return Err(format!(
+                "--start-timeout-secs {} must be between 1 and {MAX_START_TIMEOUT_SECS}",
+                self.start_timeout_secs
             ));
         }
         if self.max_timeout_secs > MAX_TIMEOUT_SECS {
@@ -288,6 +305,10 @@ mod tests {
         c.validate().unwrap();
         assert_eq!(c.default_timeout_secs, 30);
         assert_eq!(c.default_memory_mb, 500);
+        assert_eq!(
+            c.start_timeout(),
+            crate::sandbox::execution::DEFAULT_START_LIMIT
+        );
         assert_eq!(c.transport, Transport::Stdio);
         assert_eq!(c.pii_output, PiiOutput::Tokenize, "privacy by default");
         assert_eq!(c.workspace_quota_bytes(), 1 << 30);
@@ -304,6 +325,9 @@ mod tests {
         let mut c = Config::defaults();
         c.max_concurrency = 0;
         assert!(c.validate().unwrap_err().contains("--max-concurrency"));
+        let mut c = Config::defaults();
+        c.start_timeout_secs = 0;
+        assert!(c.validate().unwrap_err().contains("--start-timeout-secs"));
     }
 
     #[test]

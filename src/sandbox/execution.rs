@@ -27,7 +27,7 @@ use super::channel::{
     ToHarness, parse_frame,
 };
 use super::engine::{Engine, EngineError};
-use super::events::OomEvents;
+use super::events::{EngineBreaks, OomEvents};
 use super::output::BoundedText;
 use super::spec::{SandboxSpec, container_body};
 
@@ -102,14 +102,24 @@ impl Outcome {
     }
 }
 
-/// Longest a container may take to be created, attached and started (a cold start takes
-/// 0.2-1.6 s on a loaded 2-core machine). The code's own timeout starts once it has its job.
-pub(crate) const START_LIMIT: Duration = Duration::from_secs(30);
+/// Default of the longest wait for a container to be ready for its job: taken from the pool
+/// or created, attached and started (a cold start takes 0.2-1.6 s on a loaded 2-core machine).
+/// The code's own timeout starts once it has its job. `--start-timeout-secs` sets it.
+pub const DEFAULT_START_LIMIT: Duration = Duration::from_secs(30);
 /// Exit code of a process ended by SIGKILL (the kernel's OOM killer, among others).
 const SIGKILL_EXIT: i64 = 137;
+/// Exit code of a process ended by SIGTERM (what the engine sends when it shuts down).
+const SIGTERM_EXIT: i64 = 143;
 /// How long an execution that ended with [`SIGKILL_EXIT`] waits for the engine's late `oom`
 /// event (see [`super::events`]).
 const OOM_EVENT_WAIT: Duration = Duration::from_secs(1);
+/// How long an execution whose container was stopped by a signal waits for the engine's event
+/// stream to break, the sign that the engine itself went away (see [`EngineBreaks`]).
+const ENGINE_BREAK_WAIT: Duration = Duration::from_secs(1);
+/// Longest wait for the engine to kill a container, and to report its state, once the code
+/// has ended or run out of time: an engine that does not answer does not hold the response.
+const KILL_LIMIT: Duration = Duration::from_secs(10);
+const INSPECT_LIMIT: Duration = Duration::from_secs(10);
 
 /// How long output is drained after the execution has ended (the removal ends it sooner).
 const DRAIN_LIMIT: Duration = Duration::from_secs(60);
@@ -220,6 +230,9 @@ pub(crate) struct Runner<'a> {
     /// Background removals and drains, awaited at shutdown.
     pub tracker: &'a TaskTracker,
     pub oom: &'a OomEvents,
+    pub breaks: &'a EngineBreaks,
+    /// The start limit, for the message when it is reached.
+    pub start_limit: Duration,
 }
 
 type OutputStream = std::pin::Pin<
@@ -296,12 +309,14 @@ pub(crate) enum Source<'a> {
 }
 
 /// Runs `job` in a fresh container (made now, or taken ready from the pool). The container
-/// is removed when the returned future completes or is dropped; it never runs another job.
+/// must be ready for the job by `start_deadline`. The container is removed when the returned
+/// future completes or is dropped; it never runs another job.
 pub(crate) async fn execute(
     runner: &Runner<'_>,
     source: Source<'_>,
     job: &Job,
     cancel: &CancellationToken,
+    start_deadline: TokioInstant,
 ) -> Result<Outcome, EngineError> {
     let Runner {
         engine,
@@ -309,8 +324,11 @@ pub(crate) async fn execute(
         calls,
         tracker,
         oom,
+        breaks,
+        start_limit,
     } = *runner;
     let started = Instant::now();
+    let breaks_seen = breaks.count();
 
     let setup = async {
         let mut ready = match source {
@@ -350,7 +368,7 @@ pub(crate) async fn execute(
         _ = cancel.cancelled() => {
             return Ok(early_stop(Status::Cancelled, "Execution cancelled while its container was starting".into()));
         }
-        _ = tokio::time::sleep(START_LIMIT) => return Err(EngineError::Slow(START_LIMIT.as_secs())),
+        _ = tokio::time::sleep_until(start_deadline) => return Err(EngineError::Slow(start_limit.as_secs())),
         ready = setup => ready?,
     };
     let Started {
@@ -382,7 +400,9 @@ pub(crate) async fn execute(
         };
         let message = match chunk {
             None => break Stop::Eof,
-            Some(Err(e)) => return Err(EngineError::api("stream sandbox output", e)),
+            Some(Err(e)) => {
+                return Err(EngineError::api("stream sandbox output", e).lost_if_unreachable());
+            }
             Some(Ok(LogOutput::StdErr { message })) => {
                 c.received += message.len() as u64;
                 c.stderr.push_bytes(&message);
@@ -515,26 +535,33 @@ pub(crate) async fn execute(
             }
         }
         Stop::Deadline => {
-            kill_logged(engine, id).await;
+            let killed = kill_bounded(engine, id).await;
             // A container that hit its memory limit while running out of time was killed by
             // the kernel first; say so.
-            if let Ok((true, _)) = engine.exit_state(id).await {
+            if let Ok(Ok((true, _))) =
+                tokio::time::timeout(INSPECT_LIMIT, engine.exit_state(id)).await
+            {
                 outcome.status = Status::MemoryLimit;
                 outcome.error = Some(memory_message(job.memory_bytes));
             } else {
                 outcome.status = Status::Timeout;
-                outcome.error = Some(format!(
-                    "Execution timed out after {secs} seconds: the container was killed. Make the code faster, process less data per call, or pass a larger timeout_seconds"
-                ));
+                outcome.error = Some(match killed {
+                    Ok(()) => format!(
+                        "Execution timed out after {secs} seconds: the container was killed. Make the code faster, process less data per call, or pass a larger timeout_seconds"
+                    ),
+                    Err(why) => format!(
+                        "Execution timed out after {secs} seconds, and the Docker engine did not confirm killing its container ({why}): the engine may be overloaded or stuck, which can also be why the code did not finish. The server removes the container once the engine answers; check the engine with `code-execution-mcp doctor`"
+                    ),
+                });
             }
         }
         Stop::Cancelled => {
-            kill_logged(engine, id).await;
+            let _ = kill_bounded(engine, id).await;
             outcome.status = Status::Cancelled;
             outcome.error = Some("Execution cancelled: the container was killed".into());
         }
         Stop::Flood => {
-            kill_logged(engine, id).await;
+            let _ = kill_bounded(engine, id).await;
             outcome.status = Status::OutputLimit;
             outcome.error = Some(format!(
                 "Execution killed: it wrote more than {} bytes of output. Print a summary instead, or write large data to a workspace file",
@@ -545,9 +572,22 @@ pub(crate) async fn execute(
             if let Some(rest) = c.splitter.finish() {
                 outcome.stdout.push_bytes(&rest);
             }
-            let (mut oom_killed, exit_code) = wait_exit_state(engine, id, deadline).await?;
+            let (mut oom_killed, exit_code) = wait_exit_state(engine, id, deadline)
+                .await
+                .map_err(EngineError::lost_if_unreachable)?;
             if !oom_killed && exit_code == Some(SIGKILL_EXIT) {
                 oom_killed = oom.wait_for(id, OOM_EVENT_WAIT).await;
+            }
+            // Stopped by a signal from outside while the engine's event stream broke: the
+            // engine stopped (or restarted) and took the container with it.
+            if !oom_killed
+                && matches!(exit_code, Some(SIGKILL_EXIT | SIGTERM_EXIT))
+                && breaks.changed_since(breaks_seen, ENGINE_BREAK_WAIT).await
+            {
+                return Err(EngineError::Lost(format!(
+                    "its container was stopped with exit code {} as the engine shut down",
+                    exit_code.unwrap_or_default()
+                )));
             }
             if oom_killed {
                 outcome.status = Status::MemoryLimit;
@@ -588,12 +628,17 @@ fn bound_text(mut s: String, max: usize) -> String {
     s
 }
 
-/// Kills the container; a failure is logged, not returned, so the outcome (and the output
-/// collected so far) still reaches the caller. The guard's removal follows either way.
-async fn kill_logged(engine: &Engine, id: &str) {
-    if let Err(e) = engine.kill(id).await {
-        tracing::warn!(container = %id, "could not kill sandbox container: {e}");
-    }
+/// Kills the container, waiting at most [`KILL_LIMIT`]. A failure is logged and returned as
+/// text for the message, never as an error, so the outcome (and the output collected so far)
+/// still reaches the caller. The guard's removal follows either way.
+async fn kill_bounded(engine: &Engine, id: &str) -> Result<(), String> {
+    let why = match tokio::time::timeout(KILL_LIMIT, engine.kill(id)).await {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {} seconds", KILL_LIMIT.as_secs()),
+    };
+    tracing::warn!(container = %id, "could not kill sandbox container: {why}");
+    Err(why)
 }
 
 fn memory_message(memory_bytes: i64) -> String {
@@ -617,5 +662,12 @@ async fn wait_exit_state(
     let mut wait = engine.client().wait_container(id, Some(opts));
     // A non-zero exit arrives as an error item; either way the container has stopped.
     let _ = tokio::time::timeout_at(wait_until, wait.next()).await;
-    engine.exit_state(id).await
+    tokio::time::timeout(INSPECT_LIMIT, engine.exit_state(id))
+        .await
+        .unwrap_or_else(|_| {
+            Err(EngineError::Unreachable(format!(
+                "inspect a sandbox container: no answer within {} seconds",
+                INSPECT_LIMIT.as_secs()
+            )))
+        })
 }

@@ -2,6 +2,13 @@
 //! hardened container ([`spec`]) that is removed afterwards on every path; concurrency is
 //! bounded by a semaphore with a bounded wait queue; shutdown cancels what runs and waits for
 //! the removals; containers a crashed server left behind are reaped at start ([`reaper`]).
+//!
+//! The engine may stop, restart or stall under a running server. Every engine call an
+//! execution makes is bounded (the start by `--start-timeout-secs`, the code by its timeout,
+//! kill and inspect by fixed limits), so a call answers with an error that says what happened
+//! instead of hanging; the event watcher reconnects, failed pool starts are retried with
+//! backoff, and shutdown waits a bounded time for removals (the next start reaps the rest). The
+//! server therefore serves again once the engine is back, without a restart.
 
 pub mod channel;
 pub mod engine;
@@ -46,6 +53,11 @@ pub enum SandboxError {
 /// How long an execution runs before the pool's replacement for its container is started
 /// beside it (a shorter one starts it when it ends).
 const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+/// Longest shutdown waits for running executions to stop and for this instance's containers to
+/// be removed. An engine that does not answer within it leaves them to the next start.
+const SHUTDOWN_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+/// Longest the final sweep by label at shutdown may take.
+const SWEEP_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Settings fixed for the server's lifetime.
 #[derive(Debug, Clone)]
@@ -67,6 +79,8 @@ pub struct SandboxSettings {
     pub pool_memory_bytes: i64,
     /// The id `image` resolved to at start (pooled containers are made from the id).
     pub image_id: String,
+    /// Longest wait for a container to be ready for its job (pool wait included).
+    pub start_limit: std::time::Duration,
 }
 
 /// Identity of this server process, written on every container it creates.
@@ -104,6 +118,7 @@ pub struct Sandbox {
     stats: Arc<Stats>,
     pool: Arc<pool::Pool>,
     oom: events::OomEvents,
+    breaks: events::EngineBreaks,
 }
 
 impl Sandbox {
@@ -130,6 +145,7 @@ impl Sandbox {
             cleanup: TaskTracker::new(),
             stats,
             oom: events::OomEvents::default(),
+            breaks: events::EngineBreaks::default(),
         }
     }
 
@@ -180,6 +196,8 @@ impl Sandbox {
             return Err(SandboxError::ShuttingDown);
         }
 
+        // One limit for getting a container ready, whether from the pool or cold.
+        let start_deadline = tokio::time::Instant::now() + self.settings.start_limit;
         // Waiting here (for a replacement on its way) is waiting for a start, like a queue.
         let warm = tokio::select! {
             biased;
@@ -188,7 +206,7 @@ impl Sandbox {
                 self.stats.record(Status::Cancelled, std::time::Duration::ZERO);
                 return Ok(cancelled_before_start());
             }
-            warm = self.take_warm(job.memory_bytes) => warm,
+            warm = self.take_warm(job.memory_bytes, start_deadline) => warm,
         };
         let cold;
         let source = match warm {
@@ -210,8 +228,10 @@ impl Sandbox {
                 calls: self.calls.as_ref(),
                 tracker: &self.cleanup,
                 oom: &self.oom,
+                breaks: &self.breaks,
+                start_limit: self.settings.start_limit,
             };
-            let run = execution::execute(&runner, source, &job, linked.token());
+            let run = execution::execute(&runner, source, &job, linked.token(), start_deadline);
             tokio::pin!(run);
             // The replacement starts once this execution has answered, or after REFILL_DELAY
             // if it runs longer: on a small machine, a container start beside a short
@@ -236,21 +256,29 @@ impl Sandbox {
         Ok(result?)
     }
 
-    /// A pooled container set to `memory_bytes`, if one is ready (and, for a non-default
-    /// limit, the engine applied it).
-    async fn take_warm(&self, memory_bytes: i64) -> Option<execution::Started> {
-        let ready = self.pool.take_or_wait(execution::START_LIMIT).await?;
+    /// A pooled container set to `memory_bytes`, if one is ready by `deadline` (and, for a
+    /// non-default limit, the engine applied it by then).
+    async fn take_warm(
+        &self,
+        memory_bytes: i64,
+        deadline: tokio::time::Instant,
+    ) -> Option<execution::Started> {
+        let limit = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let ready = self.pool.take_or_wait(limit).await?;
         if memory_bytes == self.pool.memory_bytes() {
             return Some(ready);
         }
-        match self
-            .engine
-            .set_memory_limit(ready.name(), memory_bytes)
-            .await
-        {
-            Ok(()) => Some(ready),
-            Err(e) => {
+        let update = self.engine.set_memory_limit(ready.name(), memory_bytes);
+        match tokio::time::timeout_at(deadline, update).await {
+            Ok(Ok(())) => Some(ready),
+            Ok(Err(e)) => {
                 tracing::warn!("running cold: {e}");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "running cold: the engine did not update a pooled container's memory limit in time"
+                );
                 None
             }
         }
@@ -306,8 +334,13 @@ impl Sandbox {
             };
             let name = self.next_name();
             let shutdown = self.shutdown.clone();
+            let limit = self.settings.start_limit;
             self.cleanup.spawn(async move {
-                match execution::start(&engine, &spec, &name, &tracker).await {
+                let start = execution::start(&engine, &spec, &name, &tracker);
+                let started = tokio::time::timeout(limit, start)
+                    .await
+                    .unwrap_or(Err(EngineError::Slow(limit.as_secs())));
+                match started {
                     // Shutdown began meanwhile: dropping it removes the container.
                     Ok(_) if shutdown.is_cancelled() => pool.failed(),
                     Ok(ready) => pool.put(ready, &image),
@@ -321,9 +354,11 @@ impl Sandbox {
     }
 
     /// Follows the engine's events for as long as the server runs (a broken stream is
-    /// reopened): `oom` events of this instance's containers (see [`events`]), and image
-    /// events, so that when the sandbox image's tag moves to another image the pool is rebuilt
-    /// from the new one (cold starts use the tag, so they follow by themselves).
+    /// reopened, and counted in [`events::EngineBreaks`]): `oom` events of this instance's
+    /// containers (see [`events`]), and image events, so that when the sandbox image's tag
+    /// moves to another image the pool is rebuilt from the new one (cold starts use the tag, so
+    /// they follow by themselves). Also retries failed pool starts (see
+    /// [`Sandbox::keep_pool_filled`]).
     pub fn watch_engine(self: &Arc<Self>) {
         let sandbox = self.clone();
         self.cleanup.spawn(async move {
@@ -332,8 +367,23 @@ impl Sandbox {
                 _ = shutdown.cancelled() => {}
                 _ = sandbox.follow_oom_events() => {}
                 _ = sandbox.follow_image_events() => {}
+                _ = sandbox.keep_pool_filled() => {}
             }
         });
+    }
+
+    /// After a failed pool start (the engine is down, restarting or stuck), tries again after
+    /// a delay that doubles with each further failure, up to [`pool::MAX_RETRY_DELAY`]: the
+    /// pool fills up again once the engine is back, before any execution asks for it.
+    async fn keep_pool_filled(&self) {
+        if self.settings.pool_size == 0 {
+            return std::future::pending().await;
+        }
+        loop {
+            let failures = self.pool.next_failure().await;
+            tokio::time::sleep(pool::retry_delay(failures)).await;
+            self.refill();
+        }
     }
 
     async fn follow_oom_events(&self) {
@@ -383,6 +433,7 @@ impl Sandbox {
             while let Some(Ok(event)) = events.next().await {
                 on_event(event).await;
             }
+            self.breaks.record();
             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         }
     }
@@ -408,23 +459,45 @@ impl Sandbox {
     }
 
     /// Stops accepting work, kills what runs, and waits until every container this instance
-    /// created is removed (then removes any stragglers by label).
+    /// created is removed (then removes any stragglers by label). Bounded: an engine that does
+    /// not answer within [`SHUTDOWN_LIMIT`] (and [`SWEEP_LIMIT`]) leaves what remains to the
+    /// next start's reaper.
     pub async fn shutdown(&self) {
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_LIMIT;
         self.shutdown.cancel();
         // Running executions see the cancellation, kill their containers and drop their guards;
         // holding every slot (and closing the semaphore) keeps new ones from starting.
-        let all = self
-            .slots
-            .acquire_many(self.settings.max_concurrency as u32)
-            .await;
+        let all = tokio::time::timeout_at(
+            deadline,
+            self.slots
+                .acquire_many(self.settings.max_concurrency as u32),
+        )
+        .await;
         self.slots.close();
         drop(all);
         self.pool.drain();
         self.cleanup.close();
-        self.cleanup.wait().await;
+        if tokio::time::timeout_at(deadline, self.cleanup.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "the Docker engine did not finish removing this server's containers within {} seconds; the next start removes what is left",
+                SHUTDOWN_LIMIT.as_secs()
+            );
+        }
         let label = format!("{LABEL_INSTANCE}={}", self.instance.id);
-        if let Err(e) = reaper::remove_labelled(&self.engine, &[label]).await {
-            tracing::warn!("could not remove this instance's containers at shutdown: {e}");
+        match tokio::time::timeout(SWEEP_LIMIT, reaper::remove_labelled(&self.engine, &[label]))
+            .await
+        {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!("could not remove this instance's containers at shutdown: {e}")
+            }
+            Err(_) => tracing::warn!(
+                "the Docker engine did not list this instance's containers within {} seconds at shutdown; the next start removes them",
+                SWEEP_LIMIT.as_secs()
+            ),
         }
     }
 }

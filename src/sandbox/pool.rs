@@ -18,10 +18,14 @@
 //! creation) before the job is sent: about 22 ms on the reference machine, against 250-470 ms
 //! for a cold start. Should the update fail, the container is discarded and the job
 //! runs cold.
+//!
+//! A pooled start that fails (the engine is down, restarting or stuck) is retried in the
+//! background after [`retry_delay`], growing with each consecutive failure, so the pool fills
+//! up again by itself once the engine is back.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -40,6 +44,20 @@ pub struct Pool {
     waiting: AtomicUsize,
     /// Signalled whenever a replacement lands or fails.
     changed: Notify,
+    /// Pooled starts that failed since the last one that succeeded.
+    failures: AtomicU32,
+    /// Signalled (one stored permit) when a pooled start fails.
+    failed: Notify,
+}
+
+/// Longest delay between retries of failed pooled starts.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
+
+/// Delay before retrying after `failures` consecutive failed pooled starts: 1 s, doubling,
+/// at most [`MAX_RETRY_DELAY`].
+pub fn retry_delay(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    Duration::from_secs(1u64 << doublings).min(MAX_RETRY_DELAY)
 }
 
 impl Pool {
@@ -52,6 +70,8 @@ impl Pool {
             pending: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             changed: Notify::new(),
+            failures: AtomicU32::new(0),
+            failed: Notify::new(),
         }
     }
 
@@ -134,13 +154,23 @@ impl Pool {
         if *self.image.lock().expect("pool lock") == image {
             self.ready.lock().expect("pool lock").push_back(started);
         }
+        self.failures.store(0, Ordering::SeqCst);
         self.pending.fetch_sub(1, Ordering::SeqCst);
         self.changed.notify_waiters();
     }
 
     pub(crate) fn failed(&self) {
+        self.failures.fetch_add(1, Ordering::SeqCst);
         self.pending.fetch_sub(1, Ordering::SeqCst);
         self.changed.notify_waiters();
+        self.failed.notify_one();
+    }
+
+    /// Waits until a pooled start has failed (one that failed since the last call counts), and
+    /// returns how many have failed in a row.
+    pub(crate) async fn next_failure(&self) -> u32 {
+        self.failed.notified().await;
+        self.failures.load(Ordering::SeqCst)
     }
 
     /// Empties the pool; the dropped containers are removed by their guards.
@@ -211,6 +241,29 @@ mod tests {
         let started = tokio::time::Instant::now();
         assert!(pool.take_or_wait(Duration::from_secs(5)).await.is_none());
         assert_eq!(started.elapsed(), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn retries_back_off_to_a_bound() {
+        let delays: Vec<u64> = (1..=7).map(|n| retry_delay(n).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30]);
+        assert_eq!(retry_delay(0), Duration::from_secs(1));
+        assert_eq!(retry_delay(u32::MAX), MAX_RETRY_DELAY);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_are_signalled_and_counted() {
+        let pool = Pool::new(2, 100, "sha256:a".into());
+        assert_eq!(pool.reserve(), 2);
+        pool.failed();
+        pool.failed();
+        // Both failures are signalled by one stored permit; the count says how many.
+        assert_eq!(pool.next_failure().await, 2);
+        let waited = tokio::time::timeout(Duration::from_secs(5), pool.next_failure()).await;
+        assert!(waited.is_err(), "no further failure to report");
+        assert_eq!(pool.reserve(), 2);
+        pool.failed();
+        assert_eq!(pool.next_failure().await, 3);
     }
 
     #[test]
