@@ -146,6 +146,17 @@ impl App {
                 path: workspace_path.clone(),
                 source,
             })?;
+        let workspace = Arc::new(workspace);
+        // Temp files of a server killed mid-write: removed in the background (a walk of a
+        // large workspace should not delay the start; only dead writers' files are touched).
+        let sweep = workspace.clone();
+        tokio::task::spawn_blocking(move || match sweep.remove_stale_temps() {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::info!("removed {n} temp files a stopped server left in the workspace")
+            }
+            Err(e) => tracing::warn!("could not look for stale temp files in the workspace: {e}"),
+        });
 
         let skills_dir = config.skills_dir();
         let skills = SkillStore::open(&skills_dir, SkillLimits::default()).map_err(|source| {
@@ -209,7 +220,7 @@ impl App {
             engine_info,
             image,
             image_id,
-            workspace: Arc::new(workspace),
+            workspace,
             workspace_path,
             quota,
             skills_dir,

@@ -33,7 +33,10 @@
 //!   `O_CREAT | O_EXCL` temp file in the target directory, `fsync`s it and `renameat`s it over the
 //!   name. A planted symlink at the name is replaced, not followed; a hard link at the name is
 //!   replaced too, so the other name's content never changes. Missing parents are created with
-//!   `mkdirat` one component at a time, each opened with `O_NOFOLLOW`.
+//!   `mkdirat` one component at a time, each opened with `O_NOFOLLOW`. A temp file is named after
+//!   the writing process (`.cem-tmp-<pid>-<start time>-<random>`), so the temp files a killed
+//!   server left are told apart from a live writer's and removed at the next start
+//!   ([`Workspace::remove_stale_temps`]).
 //! * **Hard links.** Reading a multiply-linked file is allowed. `linkat` needs both names on the
 //!   same mount, so from inside the container the sandbox can only link inodes it can already
 //!   reach through `/workspace` (a link to anything else fails with `EXDEV`, and
@@ -93,8 +96,12 @@ pub const USAGE_MAX_ENTRIES: usize = 1_000_000;
 /// The default non-root user of the sandbox image.
 pub const DEFAULT_SANDBOX_UID: u32 = 10001;
 
-/// Prefix of the temp files `write_file` renames into place.
+/// Prefix of the temp files `write_file` renames into place:
+/// `.cem-tmp-<pid>-<process start time>-<16 hex digits>`.
 pub const TEMP_PREFIX: &str = ".cem-tmp-";
+/// Temp files whose writer cannot be told from their name (an older naming) are removed once
+/// they are this old.
+const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
 const FILE_MODE: u32 = 0o644;
 const DIR_MODE: u32 = 0o755;
 /// A listing examines at most this many entries per file it may return.
@@ -573,6 +580,53 @@ impl Workspace {
         Ok(usage)
     }
 
+    /// Removes the temp files of [`Workspace::write_file`] whose writing process is gone (a
+    /// server killed between creating and renaming one), anywhere in the workspace; the walk is
+    /// bounded like [`Workspace::usage`]. Only regular files are removed, by name (a link is
+    /// never followed). A live writer's temp files, this process's included, are left alone.
+    /// Returns how many were removed.
+    pub fn remove_stale_temps(&self) -> Result<usize> {
+        let start = self
+            .open_dir_for_reading(&[])
+            .map_err(|e| WorkspaceError::io("cannot open the workspace root", e))?;
+        let now = std::time::SystemTime::now();
+        let mut removed = 0;
+        let mut examined = 0usize;
+        walk(start, String::new(), USAGE_MAX_DEPTH, |e| {
+            examined += 1;
+            if examined > USAGE_MAX_ENTRIES {
+                return Flow::Stop;
+            }
+            match e.file_type {
+                FileType::Directory => return Flow::Descend(String::new()),
+                FileType::RegularFile => {}
+                _ => return Flow::Next,
+            }
+            let Some(rest) = e
+                .name
+                .to_str()
+                .ok()
+                .and_then(|n| n.strip_prefix(TEMP_PREFIX))
+            else {
+                return Flow::Next;
+            };
+            let stale = match parse_temp_writer(rest) {
+                Some((pid, started)) => crate::sandbox::reaper::process_is_gone(pid, started),
+                None => rfs::statat(e.dir, e.name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
+                    let mtime = std::time::UNIX_EPOCH
+                        + std::time::Duration::from_secs(st.st_mtime.max(0) as u64);
+                    now.duration_since(mtime).unwrap_or_default() > STALE_TEMP_AGE
+                }),
+            };
+            if stale && rfs::unlinkat(e.dir, e.name, AtFlags::empty()).is_ok() {
+                removed += 1;
+            }
+            Flow::Next
+        })
+        .map_err(|e| WorkspaceError::io("cannot walk the workspace", e))?;
+        Ok(removed)
+    }
+
     /// Refuses with [`WorkspaceError::Full`] when a soft quota is reached (a bounded
     /// [`Workspace::usage`] walk); the executor calls this before each execution. Under a kernel
     /// quota nothing is refused here: writes past it fail with ENOSPC by themselves, and code
@@ -756,7 +810,7 @@ impl Workspace {
 
     fn create_temp(&self, dir: BorrowedFd<'_>, comps: &[&str]) -> Result<(String, OwnedFd)> {
         for _ in 0..16 {
-            let name = format!("{TEMP_PREFIX}{:016x}", random_u64());
+            let name = temp_name();
             match rfs::openat(
                 dir,
                 name.as_str(),
@@ -1206,6 +1260,29 @@ fn chown_fd(fd: &OwnedFd, user: SandboxUser) -> std::result::Result<(), Errno> {
 }
 
 // ----- small helpers -----
+
+/// `.cem-tmp-<pid>-<start time>-<random>`: the writer's identity, so that its leftovers can be
+/// recognised once it is gone (see [`Workspace::remove_stale_temps`]).
+fn temp_name() -> String {
+    static WRITER: std::sync::OnceLock<(u32, u64)> = std::sync::OnceLock::new();
+    let (pid, started) = *WRITER.get_or_init(|| {
+        let pid = std::process::id();
+        (
+            pid,
+            crate::sandbox::reaper::process_start_time(pid).unwrap_or(0),
+        )
+    });
+    format!("{TEMP_PREFIX}{pid}-{started}-{:016x}", random_u64())
+}
+
+/// The writer's pid and start time from what follows [`TEMP_PREFIX`] in a temp file's name.
+fn parse_temp_writer(rest: &str) -> Option<(u32, u64)> {
+    let mut parts = rest.splitn(3, '-');
+    let pid = parts.next()?.parse().ok()?;
+    let started = parts.next()?.parse().ok()?;
+    let random = parts.next()?;
+    (random.len() == 16 && random.bytes().all(|b| b.is_ascii_hexdigit())).then_some((pid, started))
+}
 
 /// Unpredictable enough for temp names (O_EXCL makes collisions harmless): std's per-process
 /// random hash keys over a counter and the time.
@@ -1809,6 +1886,73 @@ mod tests {
             assert!(result.is_err());
             assert_eq!(fs::read(f.p("d/keep.txt")).unwrap(), b"old");
             assert_eq!(entries(&f.p("d")), ["keep.txt"]);
+        }
+    }
+
+    #[test]
+    fn temp_files_of_a_dead_writer_are_removed_and_a_live_ones_kept() {
+        let f = Fixture::new();
+        let ws = Workspace::open(&f.root, WorkspaceLimits::default()).unwrap();
+        let dead = format!("{TEMP_PREFIX}{}-1-00000000deadbeef", u32::MAX - 1);
+        let live = temp_name();
+        let legacy_new = format!("{TEMP_PREFIX}0123456789abcdef");
+        let legacy_old = format!("{TEMP_PREFIX}fedcba9876543210");
+        fs::create_dir_all(f.p("d/e")).unwrap();
+        for (name, content) in [
+            (format!("d/e/{dead}"), "half a file"),
+            (dead.clone(), "half a file"),
+            (live.clone(), "being written"),
+            (legacy_new.clone(), "recent"),
+            (legacy_old.clone(), "old"),
+            ("data.txt".to_string(), "user data"),
+        ] {
+            fs::write(f.p(&name), content).unwrap();
+        }
+        let old = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
+        fs::File::options()
+            .write(true)
+            .open(f.p(&legacy_old))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        // Not regular files: left alone (a link is never followed).
+        let dead_dir = format!("{TEMP_PREFIX}{}-1-00000000deadbee0", u32::MAX - 1);
+        fs::create_dir(f.p(&dead_dir)).unwrap();
+        let dead_link = format!("{TEMP_PREFIX}{}-1-00000000deadbee1", u32::MAX - 1);
+        symlink(f.outside.join("secret"), f.p(&dead_link)).unwrap();
+
+        assert_eq!(ws.remove_stale_temps().unwrap(), 3);
+        let mut left = entries(&f.root);
+        left.sort();
+        let mut expected = vec![
+            "d".to_string(),
+            "data.txt".into(),
+            legacy_new,
+            live,
+            dead_dir,
+            dead_link,
+        ];
+        expected.sort();
+        assert_eq!(left, expected);
+        assert!(entries(&f.p("d/e")).is_empty());
+        f.assert_outside_untouched(&["secret"]);
+        assert_eq!(ws.remove_stale_temps().unwrap(), 0);
+    }
+
+    #[test]
+    fn temp_names_carry_the_writer() {
+        let name = temp_name();
+        let (pid, started) = parse_temp_writer(name.strip_prefix(TEMP_PREFIX).unwrap()).unwrap();
+        assert_eq!(pid, std::process::id());
+        assert!(!crate::sandbox::reaper::process_is_gone(pid, started));
+        for junk in [
+            "",
+            "1-2",
+            "1-2-xyz",
+            "a-2-0123456789abcdef",
+            "1-2-0123456789abcde",
+        ] {
+            assert_eq!(parse_temp_writer(junk), None, "{junk:?}");
         }
     }
 

@@ -26,7 +26,7 @@ fn hostname() -> String {
 }
 
 /// Field 22 of /proc/PID/stat: the process's start time in clock ticks since boot.
-fn process_start_time(pid: u32) -> Option<u64> {
+pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may contain spaces and parentheses: skip past its last ')'.
     let rest = &stat[stat.rfind(')')? + 2..];
@@ -45,6 +45,12 @@ pub fn owner_is_dead(owner: &str) -> bool {
     let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
         return false;
     };
+    process_is_gone(pid, start)
+}
+
+/// Whether process `pid` of this host, started at `start` (clock ticks since boot), no longer
+/// runs (a reused pid has another start time).
+pub(crate) fn process_is_gone(pid: u32, start: u64) -> bool {
     process_start_time(pid) != Some(start)
 }
 
