@@ -3,9 +3,10 @@
 Frames are JSON objects, one per line, at most 8 MiB each:
   in:  {"type":"job","code","context_vars","limits":{"max_output_bytes","max_result_bytes"}} first,
        then {"type":"reply","id","result"} or {"type":"reply","id","error"} answering our calls.
-  out: {"type":"output","stream","data"}, once per stream {"type":"output","stream","truncated":true,
-       "dropped_bytes"}, {"type":"call","id","method","params"}, and last {"type":"done","success",
-       "result","result_truncated","error","error_type","traceback"}; then exit 0 (1: bad job frame).
+  out: {"type":"output","stream","data"}, per stream that passes its limit {"type":"output","stream",
+       "truncated":true,"dropped_bytes"} when it first drops and once more at the end for the rest,
+       {"type":"call","id","method","params"}, and last {"type":"done","success","result",
+       "result_truncated","error","error_type","traceback"}; then exit 0 (1: bad job frame).
 
 Why it is built this way:
 
@@ -102,7 +103,7 @@ class Pump(threading.Thread):
     def __init__(self, chan, stream, fd, limit):
         super().__init__(name=f"harness-{stream}", daemon=True)
         self.chan, self.stream, self.fd, self.limit = chan, stream, fd, limit
-        self.forwarded = self.dropped = 0
+        self.forwarded = self.dropped = self.reported = 0
         self.last_read = 0.0
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
@@ -117,17 +118,25 @@ class Pump(threading.Thread):
             self.last_read = time.monotonic()
             room = self.limit - self.forwarded
             if room <= 0:
-                self.dropped += len(chunk)
+                self.drop(len(chunk))
                 continue
             cut = len(chunk) >= room  # this chunk reaches the limit: flush the decoder now
             if len(chunk) > room:
-                self.dropped += len(chunk) - room
+                self.drop(len(chunk) - room)
                 chunk = chunk[:room]
             self.forwarded += len(chunk)
             self.emit(self.decoder.decode(chunk, final=cut))
         if self.forwarded < self.limit:
             self.emit(self.decoder.decode(b"", final=True))
         os.close(self.fd)
+
+    def drop(self, n):
+        self.dropped += n
+        if not self.reported:
+            # Said at once, not only at the end: code killed at its deadline never gets there.
+            self.reported = self.dropped
+            self.chan.send({"type": "output", "stream": self.stream, "truncated": True,
+                            "dropped_bytes": self.reported})
 
     def emit(self, text):
         if text:
@@ -167,9 +176,9 @@ def stop_capture(chan, pumps):
             if now - start > JOIN_MAX or now - max(pump.last_read, start) > JOIN_IDLE:
                 break  # a background child keeps the pipe open: done goes out anyway
     for pump in pumps:
-        if pump.dropped:
+        if pump.dropped > pump.reported:
             chan.send({"type": "output", "stream": pump.stream, "truncated": True,
-                       "dropped_bytes": pump.dropped})
+                       "dropped_bytes": pump.dropped - pump.reported})
 
 
 # ---- helpers visible to user code (names and behaviour of the original project) ----
