@@ -214,16 +214,6 @@ result = {"pong": pong, "errors": errors}
 }
 
 #[tokio::test]
-async fn large_results_are_truncated_and_marked() {
-    let t = TestApp::start_with(|c| c.max_result_bytes = 1000).await;
-    let o = t.run("result = ['x' * 100] * 100").await;
-    assert_ok(&o);
-    assert!(o.result_truncated);
-    assert!(o.result.as_str().unwrap().len() <= 1000);
-    t.finish().await;
-}
-
-#[tokio::test]
 async fn bad_input_is_refused_before_the_engine_and_limits_are_clamped() {
     let t = TestApp::start().await;
     let app = &t.app;
@@ -337,37 +327,6 @@ async fn each_execution_gets_a_fresh_container() {
         a.result[1], b.result[1],
         "same cgroup means the same container"
     );
-    t.finish().await;
-}
-
-#[tokio::test]
-async fn a_forged_done_frame_is_bounded_like_a_real_one() {
-    let t = TestApp::start_with(|c| c.max_result_bytes = 1000).await;
-    // Sandbox code writes its own done frame straight to the channel's file descriptor.
-    let o = t
-        .run(
-            r#"
-import json, os
-frame = {"type": "done", "success": True, "result": "r" * 400_000, "error": "e" * 200_000, "traceback": "t" * 200_000}
-data = (json.dumps(frame) + "\n").encode()
-for fd in range(3, 64):
-    try:
-        if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:") or os.path.exists(f"/proc/self/fd/{fd}"):
-            os.write(fd, data)
-    except OSError:
-        pass
-import time; time.sleep(5)
-"#,
-        )
-        .await;
-    // The frame fits the channel's line limit, so it is parsed: the server's bounds apply.
-    assert!(o.result_truncated, "{:?}", o.status);
-    assert!(
-        o.result.as_str().unwrap().len() <= 1000,
-        "result not bounded"
-    );
-    assert!(o.error.as_deref().unwrap_or("").len() <= 64 * 1024 + 512);
-    assert!(o.traceback.as_deref().unwrap_or("").len() <= 64 * 1024);
     t.finish().await;
 }
 
