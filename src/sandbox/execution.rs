@@ -537,10 +537,13 @@ pub(crate) async fn execute(
         Stop::Deadline => {
             let killed = kill_bounded(engine, id).await;
             // A container that hit its memory limit while running out of time was killed by
-            // the kernel first; say so.
-            if let Ok(Ok((true, _))) =
-                tokio::time::timeout(INSPECT_LIMIT, engine.exit_state(id)).await
-            {
+            // the kernel first; say so. (An engine that did not answer the kill is not asked.)
+            let oom_killed = killed.is_ok()
+                && matches!(
+                    tokio::time::timeout(INSPECT_LIMIT, engine.exit_state(id)).await,
+                    Ok(Ok((true, _)))
+                );
+            if oom_killed {
                 outcome.status = Status::MemoryLimit;
                 outcome.error = Some(memory_message(job.memory_bytes));
             } else {
