@@ -259,6 +259,11 @@ impl App {
             tap,
         };
         let mut outcome = self.sandbox.run(job, cancel).await?;
+        if let Some(error) = outcome.error.as_mut()
+            && mentions_no_space(error)
+        {
+            error.push_str(&format!(". {}", self.no_space_hint()));
+        }
         if self.config.pii_output == PiiOutput::Tokenize {
             let pii = self.pii.clone();
             outcome = tokio::task::spawn_blocking(move || {
@@ -269,6 +274,22 @@ impl App {
             .expect("redaction does not panic");
         }
         Ok((outcome, limits))
+    }
+
+    /// What to do when code ran out of space: which limits apply and how to free space.
+    fn no_space_hint(&self) -> String {
+        let workspace = if self.config.workspace_quota_mb > 0 {
+            format!(
+                "/workspace holds at most {} MiB (the workspace quota)",
+                self.config.workspace_quota_mb
+            )
+        } else {
+            "/workspace is on the host's disk (no quota), which is full".to_string()
+        };
+        format!(
+            "No space left: {workspace} and /tmp at most {} MiB. Delete files you no longer need (delete_file in code, or the delete_workspace_file tool) or write less",
+            self.config.tmpfs_mb
+        )
     }
 
     /// In soft-quota mode, refuses work while the workspace is at or over its quota.
@@ -313,5 +334,26 @@ impl App {
 
     pub async fn shutdown(&self) {
         self.sandbox.shutdown().await;
+    }
+}
+
+/// Whether an execution's error is Python's "no space left" (ENOSPC) or "disk quota exceeded"
+/// (EDQUOT), as `OSError` puts it.
+fn mentions_no_space(error: &str) -> bool {
+    error.contains("[Errno 28]") || error.contains("[Errno 122]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_space_errors_are_recognised() {
+        assert!(mentions_no_space("[Errno 28] No space left on device"));
+        assert!(mentions_no_space(
+            "[Errno 122] Disk quota exceeded: '/workspace/x'"
+        ));
+        assert!(!mentions_no_space("[Errno 2] No such file or directory"));
+        assert!(!mentions_no_space("division by zero"));
     }
 }
