@@ -88,3 +88,175 @@ async fn a_root_owned_workspace_is_prepared_without_running_the_sandbox_as_root(
     assert_eq!(o.result[0], o.result[1]);
     t.finish().await;
 }
+
+/// Files below `dir` whose names start with the workspace's temp prefix.
+fn temp_files(dir: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else if e.file_name().to_string_lossy().starts_with(".cem-tmp-") {
+                found.push(e.path().display().to_string());
+            }
+        }
+    }
+    found
+}
+
+/// Unmounts a loop-mounted workspace when dropped (after the server has let go of it), so the
+/// temp directory around it can be removed, also when the test fails.
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if code_execution_mcp::workspace::quota::unmount(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        eprintln!("could not unmount {}", self.0.display());
+    }
+}
+
+#[tokio::test]
+async fn a_full_workspace_refuses_tool_writes_clearly_and_keeps_existing_files_whole() {
+    if !common::root_or_skip("the loop-mounted quota") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("workspace");
+    let _unmount = Unmount(ws.clone());
+    let t = TestApp::start_with(|c| {
+        c.workspace_quota_mb = 16;
+        c.workspace = Some(ws.clone());
+    })
+    .await;
+    assert_eq!(t.app.quota.kind(), "loop_mount");
+    let client = mcp_client(t.app.clone()).await;
+    let write = |name: &str, content: String| {
+        let client = client.clone();
+        let args = json!({"filename": name, "content": content});
+        async move { call_tool(&client, "write_workspace_file", args).await }
+    };
+
+    let original = "k".repeat(6 << 20);
+    let (err, v) = write("keep.txt", original.clone()).await;
+    assert!(!err, "{v}");
+    let (err, v) = write("fill.txt", "f".repeat(6 << 20)).await;
+    assert!(!err, "{v}");
+
+    // Overwriting with a payload that does not fit: a clear error, the old file untouched
+    // (the new content goes to a temp file that is never renamed over it).
+    let (err, v) = write("keep.txt", "n".repeat(9 << 20)).await;
+    assert!(err, "{v}");
+    let message = v["error"].as_str().unwrap();
+    assert!(
+        message.contains("workspace is full (quota 16 MiB)") && message.contains("delete files"),
+        "{message}"
+    );
+    assert!(
+        std::fs::read(ws.join("keep.txt")).unwrap() == original.as_bytes(),
+        "the file being overwritten changed"
+    );
+    // A new file that does not fit: the same error, and no file at all.
+    let (err, v) = write("new.txt", "x".repeat(9 << 20)).await;
+    assert!(err, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("workspace is full"),
+        "{v}"
+    );
+    assert!(!ws.join("new.txt").exists());
+    assert!(temp_files(&ws).is_empty(), "{:?}", temp_files(&ws));
+
+    // Code that fills it and does not catch the error: the response says what ran out and
+    // what to do.
+    let (err, v) = call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "with open('/workspace/more.bin', 'wb') as f:\n    while True:\n        f.write(b'm' * (1 << 20))\n        f.flush()"}),
+    )
+    .await;
+    assert!(err, "{v}");
+    let message = v["error"].as_str().unwrap();
+    assert!(
+        message.contains("No space left on device")
+            && message.contains("/workspace holds at most 16 MiB (the workspace quota)")
+            && message.contains("delete_workspace_file"),
+        "{message}"
+    );
+    assert_eq!(v["error_type"], "OSError");
+    assert!(std::fs::read(ws.join("keep.txt")).unwrap() == original.as_bytes());
+
+    // Deleting makes room again.
+    for name in ["fill.txt", "more.bin"] {
+        let (err, v) = call_tool(&client, "delete_workspace_file", json!({"filename": name})).await;
+        assert!(!err, "{v}");
+    }
+    let (err, v) = write("keep.txt", "n".repeat(6 << 20)).await;
+    assert!(!err, "{v}");
+
+    client.cancel().await.unwrap();
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn a_soft_quota_refuses_tool_writes_and_executions_clearly() {
+    // A workspace that already holds files is not mounted over: the quota is soft.
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("existing.txt"), "x".repeat(12 << 20)).unwrap();
+    let t = TestApp::start_with(|c| {
+        c.workspace_quota_mb = 16;
+        c.workspace = Some(ws.clone());
+    })
+    .await;
+    assert_eq!(t.app.quota.kind(), "soft");
+    let client = mcp_client(t.app.clone()).await;
+    let original = "k".repeat(3 << 20);
+    let (err, v) = call_tool(
+        &client,
+        "write_workspace_file",
+        json!({"filename": "keep.txt", "content": original}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    // Past the quota: refused before anything is written; the existing file is untouched.
+    let (err, v) = call_tool(
+        &client,
+        "write_workspace_file",
+        json!({"filename": "keep.txt", "content": "n".repeat(4 << 20)}),
+    )
+    .await;
+    assert!(err, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("workspace is full (quota 16 MiB)"),
+        "{v}"
+    );
+    assert!(std::fs::read(ws.join("keep.txt")).unwrap() == original.as_bytes());
+    assert!(temp_files(&ws).is_empty());
+    // Code filled it past the quota (nothing stops it during an execution in soft mode): the
+    // next execution is refused, saying why.
+    let (err, v) = call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "open('/workspace/big.bin', 'wb').write(b'b' * (2 << 20))"}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    let (err, v) = call_tool(&client, "execute_code", json!({"code": "result = 1"})).await;
+    assert!(err, "{v}");
+    assert!(
+        v.to_string()
+            .contains("workspace is full (quota 16 MiB): delete files"),
+        "{v}"
+    );
+    client.cancel().await.unwrap();
+    t.finish().await;
+}
