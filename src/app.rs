@@ -29,16 +29,19 @@ pub enum StartError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Image(#[from] ImageError),
-    #[error("workspace {path}: {source}")]
-    Workspace {
-        path: PathBuf,
-        source: WorkspaceError,
-    },
+    // The errors below embed their cause in the message and do not expose it as a source,
+    // so `main`'s error chain does not print it two more times.
+    #[error("workspace {path}: {error}")]
+    Workspace { path: PathBuf, error: WorkspaceError },
     #[error("workspace quota for {path}: {message}")]
     Quota { path: PathBuf, message: String },
-    #[error("skills directory {path}: {source}")]
-    Skills { path: PathBuf, source: SkillError },
-    #[error("tool registry {path}: {message}")]
+    #[error(
+        "skills directory {path}: {error}. Point --skills-dir (CEM_SKILLS_DIR) at a directory the server can read and write (it is created when missing), or move what is at that path away"
+    )]
+    Skills { path: PathBuf, error: SkillError },
+    #[error(
+        "tool registry {path}: {message}. Point --registry-dir (CEM_REGISTRY_DIR) at a directory of *.json registry files, or leave it out for the registry shipped with the server"
+    )]
     Registry { path: PathBuf, message: String },
     #[error("PII engine: {0}")]
     Pii(String),
@@ -137,14 +140,14 @@ impl App {
         let workspace = Workspace::open(&workspace_path, ws_limits).map_err(|source| {
             StartError::Workspace {
                 path: workspace_path.clone(),
-                source,
+                error: source,
             }
         })?;
         let user = workspace
             .prepare_for_sandbox(SANDBOX_UID)
             .map_err(|source| StartError::Workspace {
                 path: workspace_path.clone(),
-                source,
+                error: source,
             })?;
         let workspace = Arc::new(workspace);
         // Temp files of a server killed mid-write: removed in the background (a walk of a
@@ -162,7 +165,7 @@ impl App {
         let skills = SkillStore::open(&skills_dir, SkillLimits::default()).map_err(|source| {
             StartError::Skills {
                 path: skills_dir.clone(),
-                source,
+                error: source,
             }
         })?;
         if let Some(shipped) = shipped_dir("skills")
