@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod host_watch;
+pub mod private_engine;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
