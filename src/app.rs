@@ -32,7 +32,10 @@ pub enum StartError {
     // The errors below embed their cause in the message and do not expose it as a source,
     // so `main`'s error chain does not print it two more times.
     #[error("workspace {path}: {error}")]
-    Workspace { path: PathBuf, error: WorkspaceError },
+    Workspace {
+        path: PathBuf,
+        error: WorkspaceError,
+    },
     #[error("workspace quota for {path}: {message}")]
     Quota { path: PathBuf, message: String },
     #[error(
