@@ -29,6 +29,8 @@
 //!   `card_token=4111111111111111` is a CREDIT_CARD, `secret: ann@example.com` an EMAIL;
 //! - a rejected candidate does not hide anything: the scan resumes one byte after its start (after
 //!   its end for emails and IPv6 candidates, whose suffixes are not candidates of their own).
+//! - a value hides only itself: when a validator moves its start past the candidate's (an email's
+//!   local part after other text, a label, a key), the skipped bytes are scanned on their own.
 
 use regex_automata::meta::Regex;
 use regex_automata::util::syntax;
@@ -200,17 +202,28 @@ impl Detectors {
     /// All detections in `text`: sorted by start, non-overlapping. Allocates nothing when nothing
     /// is found.
     pub(crate) fn detect(&self, text: &str) -> Vec<Detection> {
-        let hay = text.as_bytes();
         let mut out = Vec::new();
-        let mut pos = 0;
-        while pos < hay.len() {
-            let Some(m) = self.re.search(&Input::new(hay).range(pos..)) else {
+        self.scan(text.as_bytes(), 0, text.len(), &mut out);
+        out
+    }
+
+    /// Appends the detections that lie in `hay[pos..end]` to `out`.
+    fn scan(&self, hay: &[u8], mut pos: usize, end: usize, out: &mut Vec<Detection>) {
+        while pos < end {
+            let Some(m) = self.re.search(&Input::new(hay).range(pos..end)) else {
                 break;
             };
             let (s, e) = (m.start(), m.end());
             let pat = self.pats[m.pattern().as_usize()];
             match self.validate(pat, hay, s, e) {
                 Some((kind, vs, ve)) if ve > vs => {
+                    // A value that starts after its candidate (an email's local part after other
+                    // text, `邮箱ann@…`; a label; a key) hides only itself: the bytes it skipped
+                    // are scanned on their own, or `415-555-0132邮箱ann@example.com` would leak
+                    // the phone number. They end before the value, so `out` stays sorted.
+                    if vs > s {
+                        self.scan(hay, s, vs, out);
+                    }
                     out.push(Detection {
                         kind,
                         start: vs,
@@ -226,7 +239,6 @@ impl Detectors {
                 }
             }
         }
-        out
     }
 
     fn validate(
@@ -1625,6 +1637,23 @@ mod tests {
         assert_eq!(
             found("postgres://u:pw12345678@db.example.com/x"),
             vec![(ApiKey, "pw12345678")]
+        );
+        // What an email's candidate skipped before its local part is still scanned (found by
+        // fuzzing: the phone and the card leaked).
+        assert_eq!(
+            found("电话415-555-0132邮箱ann@example.com"),
+            vec![(Phone, "415-555-0132"), (Email, "ann@example.com")]
+        );
+        assert_eq!(
+            found("卡4111-1111-1111-1111邮箱ann@example.com"),
+            vec![
+                (CreditCard, "4111-1111-1111-1111"),
+                (Email, "ann@example.com")
+            ]
+        );
+        assert_eq!(
+            found("x 123-45-6789..bob@example.org"),
+            vec![(Ssn, "123-45-6789"), (Email, "bob@example.org")]
         );
         // A token standing for a URL password is not a password again (found by fuzzing:
         // sanitizing sanitized text wrapped the token in a second one).
