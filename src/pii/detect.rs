@@ -258,6 +258,7 @@ impl Detectors {
             Pat::Email => with(PiiKind::Email, validate_email(hay, s, e)),
             Pat::Iban => with(PiiKind::Iban, validate_iban(hay, s, e)),
             Pat::Card => with(PiiKind::CreditCard, validate_card(hay, s, e)),
+            Pat::SsnLabelled if is_token_kind(hay, s, 3) => None,
             Pat::SsnLabelled => with(PiiKind::Ssn, validate_ssn(hay, e - 9, e)),
             Pat::Ssn => with(PiiKind::Ssn, validate_ssn(hay, s, e)),
             Pat::Ipv4 => with(PiiKind::IpAddress, validate_ipv4(hay, s, e)),
@@ -441,8 +442,16 @@ fn context_before(hay: &[u8], s: usize, window: usize, words: &[ContextWord]) ->
                 && !(i == 0 && from > 0 && is_word(hay[from - 1])
                     || i > 0 && is_word(w[i - 1]) && !(w[i - 1] == b'_' && suffix_ok))
                 && (suffix_ok || !w.get(i + word.len()).is_some_and(|&b| is_word(b)))
+                && !is_token_kind(hay, from + i, word.len())
         })
     })
+}
+
+/// Whether the word at `hay[at..at + len]` is the kind name of a token (`[PHONE_…]`,
+/// `[SSN_…]`): a token is not a label, or a number after `[PHONE_ab12cd34]` would become a
+/// phone when sanitized text is sanitized again.
+fn is_token_kind(hay: &[u8], at: usize, len: usize) -> bool {
+    at > 0 && hay[at - 1] == b'[' && hay.get(at + len) == Some(&b'_')
 }
 
 fn floor_char_boundary(hay: &[u8], mut e: usize) -> usize {
@@ -1655,6 +1664,12 @@ mod tests {
             found("x 123-45-6789..bob@example.org"),
             vec![(Ssn, "123-45-6789"), (Email, "bob@example.org")]
         );
+        // A token's kind name is no label: the number after it is not a phone or an SSN (found
+        // by fuzzing: sanitizing sanitized text tokenized it).
+        assert_eq!(found("[PHONE_a8c0320c]~7777777777"), vec![]);
+        assert_eq!(found("[SSN_abcdefab] 078051120"), vec![]);
+        assert_eq!(found("phone~7777777777").len(), 1);
+        assert_eq!(found("SSN 078051120").len(), 1);
         // A token standing for a URL password is not a password again (found by fuzzing:
         // sanitizing sanitized text wrapped the token in a second one).
         assert_eq!(
