@@ -20,6 +20,17 @@ use crate::app::App;
 
 pub use execute::{ExecuteCodeArgs, ExecuteCodeResponse};
 
+/// The argument types of every tool, as the MCP layer deserializes them from a `tools/call`.
+/// Exposed for the fuzz targets in `tests/fuzz`; not a stable API.
+#[doc(hidden)]
+pub mod args {
+    pub use super::discovery_tools::{DefinitionArgs, DetailLevel, SearchArgs};
+    pub use super::execute::ExecuteCodeArgs;
+    pub use super::pii_tools::TextArgs;
+    pub use super::skills_tools::{SaveSkillArgs, SkillNameArgs};
+    pub use super::workspace_tools::{FileArgs, ListArgs, WriteArgs};
+}
+
 const INSTRUCTIONS: &str = "Runs Python in a fresh, locked-down container per call (no network, read-only root, memory/time limits). \
 Process data inside execute_code and return only a small summary: set `result` or print. \
 Files persist in /workspace between calls (read_file, write_file, list_files, delete_file in code; \
