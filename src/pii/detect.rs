@@ -168,9 +168,10 @@ fn patterns() -> Vec<(Pat, String)> {
                 // quotes may be backslash-escaped (JSON inside a log line: `\"password\":\"…\"`)
                 r#"[a-z0-9_.\-]*(?:\\?["'])?[ \t]*(?:=>|:=|[:=])[ \t]*(?:\\?["'])?[^\s"'`,;&<>(){}\[\]\\]+"#,
                 r#"|(?i-u)\bbearer[ \t]+[A-Za-z0-9\-._~+/]+=*"#,
-                // (no `[` `]` in the password: RFC 3986 userinfo cannot hold them unencoded, and
-                // so a token that replaced a password is not taken for one again)
-                r#"|(?-u)\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]+:[^\s/@\[\]]+@"#,
+                // (the user may be an email, `ftp://ann@example.com:pw@host`; no `[` `]` in the
+                // password: RFC 3986 userinfo cannot hold them unencoded, and so a token that
+                // replaced a password is not taken for one again)
+                r#"|(?-u)\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/]+:[^\s/@\[\]]+@"#,
             )
             .to_owned(),
         ),
@@ -1663,6 +1664,16 @@ mod tests {
         assert_eq!(
             found("x 123-45-6789..bob@example.org"),
             vec![(Ssn, "123-45-6789"), (Email, "bob@example.org")]
+        );
+        // A password after an email as the user is a secret too, and the user an email (found
+        // by fuzzing: with the user tokenized, a second pass found the password).
+        assert_eq!(
+            found("ftp://ann@example.com:s3cretPassw0rd@ftp.example.org/x"),
+            vec![(Email, "ann@example.com"), (ApiKey, "s3cretPassw0rd")]
+        );
+        assert_eq!(
+            found("https://ann@example.com:8080/x, bob@example.org").len(),
+            2
         );
         // A token's kind name is no label: the number after it is not a phone or an SSN (found
         // by fuzzing: sanitizing sanitized text tokenized it).
