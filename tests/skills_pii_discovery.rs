@@ -167,47 +167,6 @@ result = [x["id"] for x in a] == [x["id"] for x in imported(vulns)] and [x["id"]
         "{v}"
     );
 
-    // Sandbox code cannot write the skills directly, and bad names are refused on both paths.
-    let (_, v) = call_tool(
-        &client,
-        "execute_code",
-        json!({"code": "import errno\ntry:\n    open('/skills/evil.py', 'w')\n    result = 'written'\nexcept OSError as e:\n    result = errno.errorcode[e.errno]\ntry:\n    save_skill('../../evil', 'x = 1')\nexcept RuntimeError as e:\n    result = [result, str(e)]"}),
-    )
-    .await;
-    assert_eq!(v["result"][0], "EROFS", "{v}");
-    assert!(
-        v["result"][1]
-            .as_str()
-            .unwrap()
-            .to_lowercase()
-            .contains("name"),
-        "{v}"
-    );
-    let escape = format!("cem-skill-escape-{}", std::process::id());
-    let up = format!("../../{escape}");
-    for bad in [
-        up.as_str(),
-        "%2e%2e",
-        "ｆｏｏ",
-        "",
-        &"a".repeat(300),
-        "class",
-    ] {
-        let (err, v) =
-            call_tool(&client, "save_skill", json!({"name": bad, "code": "x = 1"})).await;
-        assert!(err, "{bad:?} accepted: {v}");
-    }
-    let skills_dir = t.app.skills_dir.clone();
-    for dir in [
-        skills_dir.parent().unwrap(),
-        skills_dir.parent().unwrap().parent().unwrap(),
-    ] {
-        assert!(
-            !dir.join(format!("{escape}.py")).exists(),
-            "escaped into {}",
-            dir.display()
-        );
-    }
     // A skill imported as a module first is still importable as its function.
     let (err, v) = call_tool(
         &client,
@@ -273,11 +232,6 @@ result = {"emails": [r["email"] for r in rows], "cards": [r["card"] for r in row
     .await;
     assert_eq!(v["restored_text"], "pay with 4111 1111 1111 1111");
     assert_eq!(v["restored"], 1);
-    let (_, v) = call_tool(&client, "restore_pii", json!({"text": "[EMAIL_deadbeef]"})).await;
-    assert_eq!(
-        v["restored_text"], "[EMAIL_deadbeef]",
-        "forged tokens stay unchanged"
-    );
 
     let (_, v) = call_tool(
         &client,

@@ -260,3 +260,24 @@ impl RawStdio {
         self._dir.path()
     }
 }
+
+impl RawStdio {
+    /// [`RawStdio::finish`] (stdin closed, a clean exit asserted), then `watch`'s host check
+    /// while the server's directory still exists.
+    pub async fn finish_watched(self, watch: HostWatch) {
+        let Self {
+            mut child,
+            stdin,
+            _dir,
+            ..
+        } = self;
+        drop(stdin);
+        let status = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait())
+            .await
+            .expect("the server exits when stdin closes")
+            .unwrap();
+        assert!(status.success(), "{status}");
+        watch.check();
+        drop(_dir);
+    }
+}
