@@ -2803,8 +2803,9 @@ async fn case_41_nul_and_invalid_utf8_in_code_get_clear_errors() {
     watch.finish(t).await;
 }
 
-/// 42. Malformed JSON-RPC: covered by `tests/protocol_robustness.rs`.
-///
+// 42. "Malformed JSON-RPC (truncated, 10k-deep nesting, wrong types, odd ids) → protocol
+//     errors, no panic.": tests/protocol_robustness.rs covers it, over stdio and HTTP.
+
 /// 43. "Skill names `../../x`, `%2e%2e`, look-alike Unicode, 300 chars, empty → refused by an
 ///     allowlist before any path."
 #[tokio::test]
@@ -3213,3 +3214,8 @@ async fn case_47_a_burst_beyond_the_queue_gets_a_clear_busy_error() {
     client.cancel().await.unwrap();
     watch.finish(t).await;
 }
+
+// 48. "The engine stops mid-execution → clear error; the server recovers when it is back,
+//     without a restart." and 49. "The server is SIGKILLed mid-execution → its containers are
+//     removed at the next start; no partial files.": tests/faults.rs covers both, on an engine
+//     of its own.
