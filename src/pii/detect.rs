@@ -159,19 +159,20 @@ fn patterns() -> Vec<(Pat, String)> {
             )
             .to_owned(),
         ),
-        // `key = value` secrets (only the value is tokenized), `Bearer xyz`, and passwords in
-        // URLs (`scheme://user:password@host`).
+        // Passwords in URLs (`scheme://user:password@host`), `key = value` secrets (only the
+        // value is tokenized) and `Bearer xyz`. The URL comes first: at the same start it is
+        // preferred, so a scheme that begins with a key word (`secret://u:pw@h`) is still a URL.
         (
             Pat::Generic,
             concat!(
-                r#"(?i-u)(?:api[_\-.]?key|apikey|secret|token|passwd|password|pwd|access[_\-.]?key|auth[_\-.]?key|credentials?)"#,
-                // quotes may be backslash-escaped (JSON inside a log line: `\"password\":\"…\"`)
-                r#"[a-z0-9_.\-]*(?:\\?["'])?[ \t]*(?:=>|:=|[:=])[ \t]*(?:\\?["'])?[^\s"'`,;&<>(){}\[\]\\]+"#,
-                r#"|(?i-u)\bbearer[ \t]+[A-Za-z0-9\-._~+/]+=*"#,
                 // (the user may be an email, `ftp://ann@example.com:pw@host`; no `[` `]` in the
                 // password: RFC 3986 userinfo cannot hold them unencoded, and so a token that
                 // replaced a password is not taken for one again)
-                r#"|(?-u)\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/]+:[^\s/@\[\]]+@"#,
+                r#"(?-u)\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/]+:[^\s/@\[\]]+@"#,
+                r#"|(?i-u)(?:api[_\-.]?key|apikey|secret|token|passwd|password|pwd|access[_\-.]?key|auth[_\-.]?key|credentials?)"#,
+                // quotes may be backslash-escaped (JSON inside a log line: `\"password\":\"…\"`)
+                r#"[a-z0-9_.\-]*(?:\\?["'])?[ \t]*(?:=>|:=|[:=])[ \t]*(?:\\?["'])?[^\s"'`,;&<>(){}\[\]\\]+"#,
+                r#"|(?i-u)\bbearer[ \t]+[A-Za-z0-9\-._~+/]+=*"#,
             )
             .to_owned(),
         ),
@@ -1674,6 +1675,15 @@ mod tests {
         assert_eq!(
             found("https://ann@example.com:8080/x, bob@example.org").len(),
             2
+        );
+        // A scheme that begins with a key word is still a URL (found by fuzzing).
+        assert_eq!(
+            found("SECRETq8tp1s://admin:s3cretPassw0rd@db.example.com/x"),
+            vec![(ApiKey, "s3cretPassw0rd")]
+        );
+        assert_eq!(
+            found("secret: x1Yz9Qw7Lm3Kp"),
+            vec![(ApiKey, "x1Yz9Qw7Lm3Kp")]
         );
         // A token's kind name is no label: the number after it is not a phone or an SSN (found
         // by fuzzing: sanitizing sanitized text tokenized it).
