@@ -285,6 +285,20 @@ mod tests {
         assert_eq!(v, json!({"type": "reply", "id": 7, "error": "no"}));
     }
 
+    #[test]
+    fn floats_cross_the_channel_exactly() {
+        // Without serde_json's `float_roundtrip`, this one came back one ulp off.
+        let x = 1.1111111111111111e143_f64;
+        let reply = ToHarness::Reply {
+            id: 1,
+            result: Some(json!(x)),
+            error: None,
+        }
+        .to_line();
+        let v: Value = serde_json::from_slice(&reply).unwrap();
+        assert_eq!(v["result"].as_f64().unwrap().to_bits(), x.to_bits());
+    }
+
     #[tokio::test]
     async fn builtin_calls_answer_ping_and_refuse_the_rest() {
         let calls = BuiltinCalls;
