@@ -1728,13 +1728,14 @@ NR = {
                    open_by_handle_at=304, keyctl=250, add_key=248, request_key=249, unshare=272,
                    setns=308, mount=165, umount2=166, pivot_root=155, chroot=161, ptrace=101,
                    process_vm_readv=310, process_vm_writev=311, clone=56, fsopen=430, open_tree=428,
-                   move_mount=429, swapon=167, reboot=169, syslog=103, iopl=172, ioperm=173),
+                   move_mount=429, swapon=167, reboot=169, syslog=103, iopl=172, ioperm=173,
+                   openat2=437, fchmodat2=452),
     "aarch64": dict(io_uring_setup=425, bpf=280, perf_event_open=241, userfaultfd=282, init_module=105,
                     finit_module=273, delete_module=106, kexec_load=104, kexec_file_load=294,
                     open_by_handle_at=265, keyctl=219, add_key=217, request_key=218, unshare=97,
                     setns=268, mount=40, umount2=39, pivot_root=41, chroot=51, ptrace=117,
                     process_vm_readv=270, process_vm_writev=271, clone=220, fsopen=430, open_tree=428,
-                    move_mount=429, swapon=224, reboot=142, syslog=116),
+                    move_mount=429, swapon=224, reboot=142, syslog=116, openat2=437, fchmodat2=452),
 }[platform.machine()]
 def call(name, *args):
     conv = [a if isinstance(a, (bytes, ctypes.Array)) or a is None else ctypes.c_long(a) for a in args]
@@ -1934,17 +1935,23 @@ result = out
 /// 29. "setuid binaries, `su`, a `chmod u+s` file → no escalation."
 ///
 /// Setuid-root programs of the image run with the sandbox's own ids (sampled from
-/// /proc/PID/status while they wait for a password), `su` fails, and a file made setuid by the
-/// sandbox runs as the sandbox user; on the host that file belongs to the sandbox user, never
-/// root.
+/// /proc/PID/status while they wait for a password), `su` fails, and the sandbox cannot give a
+/// file the setuid or setgid bit at all: the seccomp profile refuses chmod, fchmod, fchmodat,
+/// fchmodat2, open/openat/creat with `O_CREAT` and mknod/mknodat whenever the mode has a bit of
+/// 06000 (`EPERM`, a `PermissionError` in Python), and openat2, whose mode seccomp cannot read, is
+/// `ENOSYS`. Inside the container no_new_privs already makes such a file harmless; the point is
+/// the host, where a workspace that is not the nosuid quota mount (server not root, or
+/// `--workspace-quota-mb 0`) could otherwise hold a program that runs as the workspace's owner
+/// for any other user who can reach it. So the test also walks the workspace on the host and
+/// finds no setuid/setgid file. Ordinary modes (0o755, 0o600, sticky) still work.
 #[tokio::test]
 async fn case_29_setuid_programs_su_and_chmod_u_s_do_not_escalate() {
     let t = TestApp::start().await;
     let watch = HostWatch::for_app(&t);
-    let v = verdict(
-        &t,
-        r#"
-import os, shutil, stat, subprocess, time
+    let code = format!(
+        "{SYSCALLS}{}",
+        r##"
+import io, os, shutil, stat, subprocess, tarfile, time
 me = [os.getuid(), os.getgid()]
 setuid = []
 for top, dirs, files in os.walk("/"):
@@ -1976,8 +1983,75 @@ def creds_while_running(cmd):
     return {"creds": [list(u) + list(g) for u, g in seen], "output": (out + err).decode(errors="replace")[:200]}
 probes = {name: creds_while_running(cmd) for name, cmd in
           (("su", ["su", "-c", "id -u", "root"]), ("passwd", ["passwd"]), ("chfn", ["chfn"]))}
-shutil.copy("/usr/bin/id", "/workspace/myid")
-os.chmod("/workspace/myid", 0o4755)
+
+os.chdir("/workspace")
+shutil.copy("/usr/bin/id", "myid")
+def attempt(fn):
+    try:
+        fn()
+        return "ok"
+    except OSError as e:
+        return f"{type(e).__name__} {errno.errorcode.get(e.errno, e.errno)}"
+def sh(cmd):
+    r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    return {"rc": r.returncode, "err": r.stderr.strip()[-200:]}
+def member(name, mode, data=b"#!/bin/sh\nid -u\n"):
+    info = tarfile.TarInfo(name)
+    info.mode, info.size = mode, len(data)
+    return info, io.BytesIO(data)
+tar = io.BytesIO()
+with tarfile.open(fileobj=tar, mode="w") as archive:
+    archive.addfile(*member("tar-suid", 0o4755))
+    archive.addfile(*member("tar-sgid", 0o2755))
+fd = os.open("myid", os.O_RDONLY)
+refused = {
+    "chmod 4755": attempt(lambda: os.chmod("myid", 0o4755)),
+    "chmod 2755": attempt(lambda: os.chmod("myid", 0o2755)),
+    "chmod 6755": attempt(lambda: os.chmod("myid", 0o6755)),
+    "fchmod 4755": attempt(lambda: os.fchmod(fd, 0o4755)),
+    "chmod nofollow 4755": attempt(lambda: os.chmod("myid", 0o4755, follow_symlinks=False)),
+    "chmod dir 2755": attempt(lambda: (os.mkdir("shared"), os.chmod("shared", 0o2755))),
+    "os.open O_CREAT 4755": attempt(lambda: os.open("created-suid", os.O_CREAT | os.O_WRONLY, 0o4755)),
+    "os.open O_CREAT 2755": attempt(lambda: os.open("created-sgid", os.O_CREAT | os.O_WRONLY, 0o2755)),
+    "os.open O_TMPFILE 4755": attempt(lambda: os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o4755)),
+    "mknod S_ISUID": attempt(lambda: os.mknod("mknod-suid", stat.S_IFREG | stat.S_ISUID | 0o755)),
+    "mknod S_ISGID": attempt(lambda: os.mknod("mknod-sgid", stat.S_IFREG | stat.S_ISGID | 0o755)),
+    "copymode from su": attempt(lambda: shutil.copymode("/usr/bin/su", "myid")),
+    "copy2 of su": attempt(lambda: shutil.copy2("/usr/bin/su", "su-copy")),
+    "file capability": attempt(lambda: os.setxattr("myid", "security.capability", b"\x01\x00\x00\x02" + bytes(16))),
+}
+os.close(fd)
+tar.seek(0)
+with tarfile.open(fileobj=tar) as archive:
+    archive.extractall("untarred", filter="fully_trusted")
+tar.seek(0)
+try:
+    with tarfile.open(fileobj=tar, errorlevel=2) as archive:
+        archive.extractall("untarred-strict", filter="fully_trusted")
+    refused["tarfile errorlevel 2"] = "ok"
+except tarfile.ExtractError as e:
+    refused["tarfile errorlevel 2"] = f"ExtractError {e}"
+raw = {
+    "fchmodat2 4755": call("fchmodat2", -100, b"myid", 0o4755, 0),
+    "fchmodat2 0644": call("fchmodat2", -100, b"myid", 0o644, 0),
+    "openat2": call("openat2", -100, b"myid", buf(24), 24),
+}
+commands = {"chmod u+s": sh("chmod u+s myid"), "chmod g+s": sh("chmod g+s myid"),
+            "install -m 4755": sh("install -m 4755 /usr/bin/id installed-id")}
+with open("mine.txt", "w") as f:
+    f.write("x")
+allowed = {
+    "chmod 0755": attempt(lambda: os.chmod("myid", 0o755)),
+    "chmod 0600": attempt(lambda: os.chmod("mine.txt", 0o600)),
+    "chmod 1777 dir": attempt(lambda: os.chmod("shared", 0o1777)),
+    "os.open O_CREAT 0644": attempt(lambda: os.close(os.open("created", os.O_CREAT | os.O_WRONLY, 0o644))),
+    "chmod +x": sh("chmod +x mine.txt")["rc"] == 0 and "ok",
+}
+modes = {}
+for top, dirs, files in os.walk("."):
+    for n in dirs + files:
+        p = os.path.join(top, n)
+        modes[p] = oct(os.lstat(p).st_mode & 0o7777)
 mine = subprocess.run(["/workspace/myid", "-u"], capture_output=True, text=True)
 become = {}
 for name, fn in (("setuid", lambda: os.setuid(0)), ("setresuid", lambda: os.setresuid(0, 0, 0)),
@@ -1987,13 +2061,12 @@ for name, fn in (("setuid", lambda: os.setuid(0)), ("setresuid", lambda: os.setr
         become[name] = "became root"
     except PermissionError as e:
         become[name] = e.errno
-result = {"me": me, "setuid_root_files": setuid, "probes": probes,
-          "myid_mode": oct(os.stat("/workspace/myid").st_mode & 0o7777), "myid_euid": mine.stdout.strip(),
+result = {"me": me, "setuid_root_files": setuid, "probes": probes, "refused": refused, "raw": raw,
+          "commands": commands, "allowed": allowed, "modes": modes, "myid_euid": mine.stdout.strip(),
           "become_root": become}
-"#,
-        json!({}),
-    )
-    .await;
+"##
+    );
+    let v = verdict(&t, &code, json!({})).await;
     let (uid, gid) = (v["me"][0].as_u64().unwrap(), v["me"][1].as_u64().unwrap());
     assert_ne!(uid, 0);
     assert!(
@@ -2017,18 +2090,102 @@ result = {"me": me, "setuid_root_files": setuid, "probes": probes,
             .unwrap()
             .contains("\n0\n")
     );
-    assert_eq!(v["myid_mode"], "0o4755");
+    // Every way of asking for S_ISUID/S_ISGID is refused with EPERM, which Python raises as
+    // PermissionError; tarfile reports the refused chmod as an ExtractError (and only when
+    // errorlevel > 1, otherwise it leaves the member without the bits).
+    for (what, outcome) in v["refused"].as_object().unwrap() {
+        let expected = match what.as_str() {
+            "tarfile errorlevel 2" => "ExtractError could not change mode",
+            _ => "PermissionError EPERM",
+        };
+        assert_eq!(outcome, expected, "{what}: {v}");
+    }
+    // fchmodat2 has the same rule as fchmodat where runc's libseccomp knows it (this machine's
+    // does), and is ENOSYS (glibc then falls back to fchmodat) where it does not.
+    let raw = &v["raw"];
+    assert!(
+        raw["fchmodat2 4755"] == "EPERM"
+            || (raw["fchmodat2 4755"] == "ENOSYS" && raw["fchmodat2 0644"] == "ENOSYS"),
+        "{raw}"
+    );
+    assert!(
+        ["returned 0", "ENOSYS"].contains(&raw["fchmodat2 0644"].as_str().unwrap()),
+        "{raw}"
+    );
+    assert_eq!(raw["openat2"], "ENOSYS", "so callers fall back to openat");
+    for (what, outcome) in v["commands"].as_object().unwrap() {
+        assert_ne!(outcome["rc"], 0, "{what}: {outcome}");
+        assert!(
+            outcome["err"]
+                .as_str()
+                .unwrap()
+                .contains("Operation not permitted"),
+            "{what}: {outcome}"
+        );
+    }
+    for (what, outcome) in v["allowed"].as_object().unwrap() {
+        assert_eq!(outcome, "ok", "{what}: {v}");
+    }
+    let modes = v["modes"].as_object().unwrap();
+    for name in [
+        "./myid",
+        "./untarred/tar-suid",
+        "./untarred/tar-sgid",
+        "./su-copy",
+        "./shared",
+        "./created",
+    ] {
+        assert!(modes.contains_key(name), "{name} was not made: {modes:?}");
+    }
+    assert_eq!(modes["./myid"], "0o755");
+    assert_eq!(
+        modes["./shared"], "0o1777",
+        "the sticky bit is still allowed"
+    );
+    for gone in [
+        "./created-suid",
+        "./created-sgid",
+        "./mknod-suid",
+        "./mknod-sgid",
+    ] {
+        assert!(!modes.contains_key(gone), "{gone} was created: {modes:?}");
+    }
+    for (name, mode) in modes {
+        let mode = u32::from_str_radix(mode.as_str().unwrap().trim_start_matches("0o"), 8).unwrap();
+        assert_eq!(mode & 0o6000, 0, "{name} is setuid/setgid inside: {mode:o}");
+    }
     assert_eq!(v["myid_euid"], uid.to_string());
     assert_eq!(
         v["become_root"],
         json!({"setuid": 1, "setresuid": 1, "setgid": 1, "setgroups": 1}),
         "EPERM for each"
     );
-    // On the host the setuid file is the sandbox user's, not root's.
-    use std::os::unix::fs::MetadataExt;
+    // On the host: what the sandbox wrote is the sandbox user's, and nothing in the workspace is
+    // setuid or setgid, so no other host user can run a program as the workspace's owner.
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let host = std::fs::metadata(t.workspace().join("myid")).unwrap();
     assert_eq!(u64::from(host.uid()), uid);
     assert_ne!(host.uid(), 0);
+    let mut seen = 0;
+    let mut pending = vec![t.workspace()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            seen += 1;
+            assert_eq!(
+                meta.permissions().mode() & 0o6000,
+                0,
+                "{} is setuid/setgid on the host: {:o}",
+                entry.path().display(),
+                meta.permissions().mode()
+            );
+            if meta.is_dir() {
+                pending.push(entry.path());
+            }
+        }
+    }
+    assert!(seen >= 10, "the host walk saw the sandbox's files ({seen})");
     watch.finish(t).await;
 }
 

@@ -10,7 +10,8 @@ use bollard::models::{
     MountBindOptionsPropagationEnum, MountType, ResourcesUlimits,
 };
 
-/// Seccomp profile: Docker's default allowlist without io_uring (see images/python/SECCOMP.md).
+/// Seccomp profile: Docker's default allowlist without io_uring and without setuid/setgid file
+/// modes (see images/python/SECCOMP.md).
 pub const SECCOMP_PROFILE: &str = include_str!("../../images/python/seccomp.json");
 
 /// Label every container of this project carries; the reaper and `doctor` select on it.
@@ -200,5 +201,51 @@ mod tests {
         ] {
             assert!(!allowed.contains(&denied), "{denied} must not be allowed");
         }
+    }
+
+    /// Calls that can set S_ISUID/S_ISGID are allowed only by entries that check the mode
+    /// argument (`mode & 06000 == 0`), never unconditionally; openat2, whose mode seccomp cannot
+    /// read, gets ENOSYS so callers fall back to openat.
+    #[test]
+    fn seccomp_profile_refuses_setuid_and_setgid_modes() {
+        let profile: serde_json::Value = serde_json::from_str(SECCOMP_PROFILE).unwrap();
+        let rules = profile["syscalls"].as_array().unwrap();
+        let naming = |name: &str| -> Vec<&serde_json::Value> {
+            rules
+                .iter()
+                .filter(|rule| rule["names"].as_array().unwrap().iter().any(|n| n == name))
+                .collect()
+        };
+        for (name, mode_arg) in [
+            ("chmod", 1),
+            ("fchmod", 1),
+            ("creat", 1),
+            ("mknod", 1),
+            ("open", 2),
+            ("fchmodat", 2),
+            ("fchmodat2", 2),
+            ("mknodat", 2),
+            ("openat", 3),
+        ] {
+            let entries = naming(name);
+            assert_eq!(entries.len(), 1, "{name} has exactly one entry");
+            let rule = entries[0];
+            assert_eq!(rule["action"], "SCMP_ACT_ALLOW", "{name}");
+            assert_eq!(
+                rule["args"],
+                serde_json::json!([{
+                    "index": mode_arg,
+                    "value": 0o6000,
+                    "valueTwo": 0,
+                    "op": "SCMP_CMP_MASKED_EQ"
+                }]),
+                "{name}: allowed only when the mode (argument {mode_arg}) has no 06000 bit"
+            );
+        }
+        let openat2 = naming("openat2");
+        assert_eq!(openat2.len(), 1);
+        assert_eq!(openat2[0]["action"], "SCMP_ACT_ERRNO");
+        assert_eq!(openat2[0]["errnoRet"], 38, "ENOSYS, so libc falls back");
+        assert!(openat2[0].get("args").is_none());
     }
 }
