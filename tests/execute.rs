@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use code_execution_mcp::sandbox::Status;
-use common::{TestApp, assert_ok, stdout};
+use common::{TestApp, assert_ok, stdout, wait_for_full_pool};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -250,19 +250,7 @@ async fn a_named_runtime_runs_the_sandbox() {
     // show the engine's default ("runc"). CEM_RUNTIME=runsc runs the suite on gVisor.
     let runtime = std::env::var("CEM_RUNTIME").unwrap_or_else(|_| "io.containerd.runc.v2".into());
     let t = TestApp::start_with(|c| c.runtime = Some(runtime.clone())).await;
-    wait_for_full_pool(&t.app, 1).await;
-    let engine = t.app.sandbox.engine();
-    let label = format!(
-        "{}={}",
-        code_execution_mcp::sandbox::spec::LABEL_INSTANCE,
-        t.app.sandbox.instance().id
-    );
-    let (pooled, _) = engine.list_labelled(&[label]).await.unwrap().remove(0);
-    let inspected = engine
-        .client()
-        .inspect_container(&pooled, None)
-        .await
-        .unwrap();
+    let inspected = common::inspect_pooled(&t.app).await;
     assert_eq!(
         inspected.host_config.and_then(|h| h.runtime).as_deref(),
         Some(runtime.as_str())
@@ -271,16 +259,6 @@ async fn a_named_runtime_runs_the_sandbox() {
     assert_ok(&o);
     assert_eq!(o.stdout.lines(), ["hi"]);
     t.finish().await;
-}
-
-async fn wait_for_full_pool(app: &code_execution_mcp::app::App, size: usize) {
-    for _ in 0..200 {
-        if app.sandbox.pool_ready() == size {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the pool did not fill to {size}");
 }
 
 #[tokio::test]

@@ -170,19 +170,8 @@ async fn a_sigkilled_servers_containers_are_reaped_at_the_next_start() {
 #[tokio::test]
 async fn streamable_http_serves_the_same_tools() {
     let t = TestApp::start().await;
-    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(code_execution_mcp::serve::serve_http(
-        t.app.clone(),
-        "127.0.0.1:0".parse().unwrap(),
-        async move {
-            let _ = stop_rx.await;
-        },
-        Some(bound_tx),
-    ));
-    let addr = bound_rx.await.unwrap();
-    let transport =
-        rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    let server = common::HttpServer::start(t.app.clone()).await;
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(server.url.clone());
     let client = ().serve(transport).await.expect("MCP handshake over HTTP");
     let (err, v) = call_tool(
         &client,
@@ -200,8 +189,7 @@ async fn streamable_http_serves_the_same_tools() {
             .contains("clamped")
     );
     client.cancel().await.unwrap();
-    stop_tx.send(()).unwrap();
-    server.await.unwrap().unwrap();
+    server.stop().await;
     t.finish().await;
 }
 

@@ -260,18 +260,8 @@ impl RawHttp {
 #[tokio::test]
 async fn malformed_json_rpc_over_http_gets_errors_and_never_breaks_the_session() {
     let t = TestApp::start().await;
-    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(code_execution_mcp::serve::serve_http(
-        t.app.clone(),
-        "127.0.0.1:0".parse().unwrap(),
-        async move {
-            let _ = stop_rx.await;
-        },
-        Some(bound_tx),
-    ));
-    let addr = bound_rx.await.unwrap();
-    let raw = RawHttp::start(format!("http://{addr}/mcp")).await;
+    let server = common::HttpServer::start(t.app.clone()).await;
+    let raw = RawHttp::start(server.url.clone()).await;
 
     let mut ping = 100;
     for expected in malformed().into_iter().chain([
@@ -322,7 +312,6 @@ async fn malformed_json_rpc_over_http_gets_errors_and_never_breaks_the_session()
         answer["result"]["structuredContent"]["result"], 42,
         "{answer}"
     );
-    stop_tx.send(()).unwrap();
-    server.await.unwrap().unwrap();
+    server.stop().await;
     t.finish().await;
 }

@@ -1877,24 +1877,7 @@ result = out
     assert_eq!(v["read_only"]["/proc/sys"], "ro");
 
     // The engine's view of a container the server made (the pooled one).
-    for _ in 0..200 {
-        if t.app.sandbox.pool_ready() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let engine = t.app.sandbox.engine();
-    let label = format!(
-        "{}={}",
-        code_execution_mcp::sandbox::spec::LABEL_INSTANCE,
-        t.app.sandbox.instance().id
-    );
-    let (pooled, _) = engine.list_labelled(&[label]).await.unwrap().remove(0);
-    let inspected = engine
-        .client()
-        .inspect_container(&pooled, None)
-        .await
-        .unwrap();
+    let inspected = common::inspect_pooled(&t.app).await;
     let config = inspected.config.unwrap();
     assert_ne!(
         config.user.as_deref().unwrap_or(""),

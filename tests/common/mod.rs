@@ -345,3 +345,61 @@ impl RawStdio {
         assert!(status.success(), "{status}");
     }
 }
+
+/// `serve_http` on a free loopback port, in this process, for `app`.
+pub struct HttpServer {
+    pub url: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), code_execution_mcp::serve::ServeError>>,
+}
+
+impl HttpServer {
+    pub async fn start(app: Arc<App>) -> Self {
+        let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(code_execution_mcp::serve::serve_http(
+            app,
+            "127.0.0.1:0".parse().unwrap(),
+            async move {
+                let _ = stop_rx.await;
+            },
+            Some(bound_tx),
+        ));
+        let addr = bound_rx.await.expect("the HTTP server binds");
+        Self {
+            url: format!("http://{addr}/mcp"),
+            stop,
+            task,
+        }
+    }
+
+    /// Stops the server and asserts it ended cleanly.
+    pub async fn stop(self) {
+        self.stop.send(()).unwrap();
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+/// Waits until `app`'s pool holds `size` ready containers (panics after 10 s).
+pub async fn wait_for_full_pool(app: &App, size: usize) {
+    for _ in 0..200 {
+        if app.sandbox.pool_ready() == size {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the pool did not fill to {size}");
+}
+
+/// The engine's view of the one container in `app`'s full pool of size 1.
+pub async fn inspect_pooled(app: &App) -> bollard::models::ContainerInspectResponse {
+    wait_for_full_pool(app, 1).await;
+    let engine = app.sandbox.engine();
+    let label = format!("{LABEL_INSTANCE}={}", app.sandbox.instance().id);
+    let (pooled, _) = engine.list_labelled(&[label]).await.unwrap().remove(0);
+    engine
+        .client()
+        .inspect_container(&pooled, None)
+        .await
+        .unwrap()
+}
