@@ -6,9 +6,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use tokio::sync::Semaphore;
+
 use crate::calls::ServerCalls;
 use crate::config::{Config, PiiOutput, SANDBOX_UID, shipped_dir};
 use crate::discovery::Discovery;
+use crate::host_paths::{HostPathError, HostPaths};
 use crate::limits::{self, ExecLimits, InputError};
 use crate::pii::PiiEngine;
 use crate::sandbox::image::{self, ImageError};
@@ -48,6 +51,8 @@ pub enum StartError {
     Registry { path: PathBuf, message: String },
     #[error("PII engine: {0}")]
     Pii(String),
+    #[error(transparent)]
+    HostPath(HostPathError),
 }
 
 /// Why an execution request did not run.
@@ -78,10 +83,25 @@ pub struct App {
     pub stats: Arc<Stats>,
 }
 
-impl App {
+/// What every tenant of a server shares: the engine, the sandbox image, the tool catalog, the
+/// server-wide execution slots and the translation of paths for the engine.
+pub struct Shared {
+    pub config: Config,
+    pub engine: Engine,
+    pub engine_info: EngineInfo,
+    pub image: String,
+    pub image_id: String,
+    pub registry_dir: PathBuf,
+    pub discovery: Arc<Discovery>,
+    /// Executions running at once in the whole server (`--max-concurrency`).
+    pub slots: Arc<Semaphore>,
+    pub host_paths: HostPaths,
+}
+
+impl Shared {
     /// Connects to the engine, removes containers a crashed server left, makes sure the image
-    /// exists (building it on first start), prepares the workspace and its quota.
-    pub async fn start(config: Config) -> Result<Self, StartError> {
+    /// exists (building it on first start) and loads the tool registry.
+    pub async fn start(config: Config) -> Result<Arc<Self>, StartError> {
         config.validate().map_err(StartError::Config)?;
         let engine = Engine::connect().await?;
         let engine_info = engine.info().await?;
@@ -95,6 +115,7 @@ impl App {
                 )));
             }
         }
+        let host_paths = HostPaths::detect(&engine).await.map_err(StartError::HostPath)?;
 
         let image = config.image.clone().unwrap_or_else(image::default_tag);
         let image_id = if config.image.is_some() {
@@ -104,8 +125,90 @@ impl App {
         } else {
             image::ensure(&engine, &image).await?
         };
+        let registry_dir = config.registry_dir();
+        let discovery =
+            Arc::new(
+                Discovery::open(&registry_dir).map_err(|e| StartError::Registry {
+                    path: registry_dir.clone(),
+                    message: e.to_string(),
+                })?,
+            );
+        Ok(Arc::new(Self {
+            slots: Arc::new(Semaphore::new(config.max_concurrency)),
+            config,
+            engine,
+            engine_info,
+            image,
+            image_id,
+            registry_dir,
+            discovery,
+            host_paths,
+        }))
+    }
+}
 
-        let workspace_path = config.workspace_dir();
+/// One tenant's directories.
+#[derive(Debug, Clone)]
+pub struct TenantDirs {
+    pub workspace: PathBuf,
+    pub skills: PathBuf,
+}
+
+impl TenantDirs {
+    /// The single tenant of stdio, and of HTTP without tokens: `--workspace`, `--skills-dir`.
+    pub fn single(config: &Config) -> Self {
+        Self {
+            workspace: config.workspace_dir(),
+            skills: config.skills_dir(),
+        }
+    }
+
+    /// Tenant `name`'s directories under `--data-dir` (the name is allowlisted by
+    /// [`crate::auth::valid_tenant_name`]).
+    pub fn tenant(config: &Config, name: &str) -> Self {
+        assert!(crate::auth::valid_tenant_name(name), "tenant names are checked");
+        let root = config.data_dir().join("tenants").join(name);
+        Self {
+            workspace: root.join("workspace"),
+            skills: root.join("skills"),
+        }
+    }
+}
+
+impl App {
+    /// A single-tenant server: [`Shared::start`], then [`App::open`] on `--workspace` and
+    /// `--skills-dir`.
+    pub async fn start(config: Config) -> Result<Self, StartError> {
+        let shared = Shared::start(config).await?;
+        let dirs = TenantDirs::single(&shared.config);
+        Self::open(shared, dirs, None).await
+    }
+
+    /// One tenant of a started server: prepares its workspace (with its quota) and skills, and
+    /// starts its PII engine, stats and sandbox (whose pool starts filling now). `tenant` names
+    /// it in logs, and limits it to `--tenant-max-concurrency` executions at once.
+    pub async fn open(
+        shared: Arc<Shared>,
+        dirs: TenantDirs,
+        tenant: Option<&str>,
+    ) -> Result<Self, StartError> {
+        let config = shared.config.clone();
+        let TenantDirs {
+            workspace: workspace_path,
+            skills: skills_dir,
+        } = dirs;
+        if let Some(name) = tenant {
+            tracing::info!("opening tenant {name}: {}", workspace_path.display());
+            if let Some(parent) = workspace_path.parent() {
+                std::fs::create_dir_all(parent).map_err(|source| StartError::Workspace {
+                    path: workspace_path.clone(),
+                    error: WorkspaceError::Io {
+                        context: format!("cannot create {}", parent.display()),
+                        source,
+                    },
+                })?;
+            }
+        }
         let quota = if config.workspace_quota_mb == 0 {
             QuotaMode::Soft {
                 reason: "no quota configured (--workspace-quota-mb 0)".into(),
@@ -164,7 +267,6 @@ impl App {
             Err(e) => tracing::warn!("could not look for stale temp files in the workspace: {e}"),
         });
 
-        let skills_dir = config.skills_dir();
         let skills = SkillStore::open(&skills_dir, SkillLimits::default()).map_err(|source| {
             StartError::Skills {
                 path: skills_dir.clone(),
@@ -181,14 +283,6 @@ impl App {
             }
         }
         let skills = Arc::new(skills);
-        let registry_dir = config.registry_dir();
-        let discovery =
-            Arc::new(
-                Discovery::open(&registry_dir).map_err(|e| StartError::Registry {
-                    path: registry_dir.clone(),
-                    message: e.to_string(),
-                })?,
-            );
         let pii = Arc::new(
             PiiEngine::with_random_secret(config.pii_vault_size)
                 .map_err(|e| StartError::Pii(e.to_string()))?,
@@ -196,12 +290,17 @@ impl App {
         let calls = Arc::new(ServerCalls::new(skills.clone(), pii.clone()));
 
         let stats = Arc::new(Stats::new());
+        let for_engine = |path: &PathBuf| {
+            let canonical = path.canonicalize().unwrap_or(path.clone());
+            shared
+                .host_paths
+                .to_engine(&canonical)
+                .map_err(StartError::HostPath)
+        };
         let settings = SandboxSettings {
-            image: image.clone(),
-            workspace: workspace_path
-                .canonicalize()
-                .unwrap_or(workspace_path.clone()),
-            skills: Some(skills_dir.canonicalize().unwrap_or(skills_dir.clone())),
+            image: shared.image.clone(),
+            workspace: for_engine(&workspace_path)?,
+            skills: Some(for_engine(&skills_dir)?),
             uid: user.uid,
             gid: user.gid,
             pids_limit: config.pids_limit,
@@ -210,29 +309,39 @@ impl App {
                 max_output_bytes: config.max_output_bytes,
                 max_result_bytes: config.max_result_bytes,
             },
-            max_concurrency: config.max_concurrency,
+            max_concurrency: if tenant.is_some() {
+                config.tenant_max_concurrency()
+            } else {
+                config.max_concurrency
+            },
+            server_slots: shared.slots.clone(),
             max_queue: config.max_queue,
             runtime: config.runtime.clone(),
             pool_size: config.pool_size,
             pool_memory_bytes: (config.default_memory_mb * 1024 * 1024) as i64,
-            image_id: image_id.clone(),
+            image_id: shared.image_id.clone(),
             start_limit: config.start_timeout(),
         };
-        let sandbox = Arc::new(Sandbox::new(engine, settings, calls, stats.clone()));
+        let sandbox = Arc::new(Sandbox::new(
+            shared.engine.clone(),
+            settings,
+            calls,
+            stats.clone(),
+        ));
         sandbox.refill();
         sandbox.watch_engine();
         Ok(Self {
             config,
-            engine_info,
-            image,
-            image_id,
+            engine_info: shared.engine_info.clone(),
+            image: shared.image.clone(),
+            image_id: shared.image_id.clone(),
             workspace,
             workspace_path,
             quota,
             skills_dir,
             skills,
-            registry_dir,
-            discovery,
+            registry_dir: shared.registry_dir.clone(),
+            discovery: shared.discovery.clone(),
             pii,
             sandbox,
             stats,

@@ -51,8 +51,13 @@ pub struct Config {
     #[arg(long, env = "CEM_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
 
-    /// Host directory bind-mounted at /workspace in every sandbox
-    /// [default: $XDG_DATA_HOME/code-execution-mcp/workspace].
+    /// Directory of the server's mutable data: the workspace and saved skills, or with tokens
+    /// each tenant's under tenants/NAME/ [default: $XDG_DATA_HOME/code-execution-mcp].
+    #[arg(long, env = "CEM_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// Host directory bind-mounted at /workspace in every sandbox [default: DATA_DIR/workspace].
+    /// Not with tokens: each tenant has DATA_DIR/tenants/NAME/workspace.
     #[arg(long, env = "CEM_WORKSPACE")]
     pub workspace: Option<PathBuf>,
 
@@ -60,7 +65,8 @@ pub struct Config {
     #[arg(long, env = "CEM_WORKSPACE_QUOTA_MB", default_value_t = 1024)]
     pub workspace_quota_mb: u64,
 
-    /// Directory of saved skills [default: $XDG_DATA_HOME/code-execution-mcp/skills].
+    /// Directory of saved skills [default: DATA_DIR/skills]. Not with tokens: each tenant has
+    /// DATA_DIR/tenants/NAME/skills.
     #[arg(long, env = "CEM_SKILLS_DIR")]
     pub skills_dir: Option<PathBuf>,
 
@@ -96,17 +102,24 @@ pub struct Config {
     #[arg(long, env = "CEM_MAX_MEMORY_MB", default_value_t = 4096)]
     pub max_memory_mb: u64,
 
-    /// Executions that run at once; further ones wait in a queue.
+    /// Executions that run at once in the whole server; further ones wait in a queue.
     #[arg(long, env = "CEM_MAX_CONCURRENCY", default_value_t = 4)]
     pub max_concurrency: usize,
 
+    /// Executions one tenant may run at once (HTTP with tokens), so that one tenant cannot take
+    /// every slot [default: --max-concurrency].
+    #[arg(long, env = "CEM_TENANT_MAX_CONCURRENCY")]
+    pub tenant_max_concurrency: Option<usize>,
+
     /// Containers kept started ahead, each used for one execution only (0: every execution
     /// starts its own container). The default matches --max-concurrency's: a burst of that many
-    /// parallel calls finds a container ready for each (each idle one costs about 20 MiB).
+    /// parallel calls finds a container ready for each (each idle one costs about 20 MiB). With
+    /// tokens, each tenant has a pool of this size, started at its first request.
     #[arg(long, env = "CEM_POOL_SIZE", default_value_t = 4)]
     pub pool_size: usize,
 
-    /// Executions that may wait for a free slot; beyond that a call fails with "busy".
+    /// Executions that may wait for a free slot (per tenant); beyond that a call fails with
+    /// "busy".
     #[arg(long, env = "CEM_MAX_QUEUE", default_value_t = 32)]
     pub max_queue: usize,
 
@@ -143,6 +156,34 @@ pub struct Config {
     #[arg(long, env = "CEM_MAX_FILE_MB", default_value_t = 10)]
     pub max_file_mb: u64,
 
+    /// File of bearer tokens for HTTP, one `TENANT:TOKEN` per line (`#` starts a comment). Each
+    /// tenant gets its own workspace, skills, PII vault and stats; a tenant may have several
+    /// tokens. Without tokens, HTTP listens on loopback addresses only.
+    #[arg(long, env = "CEM_TOKENS_FILE")]
+    pub tokens_file: Option<PathBuf>,
+
+    /// Bearer tokens for HTTP as `TENANT:TOKEN,TENANT:TOKEN` (prefer --tokens-file: an
+    /// environment variable is visible to whoever can inspect the process or its container).
+    #[arg(long = "tokens", env = "CEM_TOKENS", hide_env_values = true)]
+    pub tokens: Option<Secret>,
+
+    /// Host names (or host:port) HTTP requests may carry in their Host header, comma-separated,
+    /// or `*` for any. The default accepts loopback names only, against DNS rebinding; a
+    /// deployment names the hosts its clients use.
+    #[arg(
+        long,
+        env = "CEM_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        default_value = "localhost,127.0.0.1,::1"
+    )]
+    pub allowed_hosts: Vec<String>,
+
+    /// Browser origins (scheme://host:port, `:*` for any port) allowed to call the HTTP
+    /// endpoint, comma-separated. Default: none, so requests carrying an Origin header (made by
+    /// a web page) are refused; MCP clients that are not browsers send none.
+    #[arg(long, env = "CEM_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
+
     /// OCI runtime the sandbox containers run under, as registered with the engine (runsc for
     /// gVisor, crun, kata-runtime). Default: the engine's default runtime (usually runc).
     #[arg(long, env = "CEM_RUNTIME")]
@@ -161,16 +202,32 @@ impl Config {
         Wrapper::parse_from(["code-execution-mcp"]).config
     }
 
+    pub fn data_dir(&self) -> PathBuf {
+        self.data_dir.clone().unwrap_or_else(data_home)
+    }
+
     pub fn workspace_dir(&self) -> PathBuf {
         self.workspace
             .clone()
-            .unwrap_or_else(|| data_home().join("workspace"))
+            .unwrap_or_else(|| self.data_dir().join("workspace"))
     }
 
     pub fn skills_dir(&self) -> PathBuf {
         self.skills_dir
             .clone()
-            .unwrap_or_else(|| data_home().join("skills"))
+            .unwrap_or_else(|| self.data_dir().join("skills"))
+    }
+
+    /// Executions one tenant may run at once.
+    pub fn tenant_max_concurrency(&self) -> usize {
+        self.tenant_max_concurrency
+            .unwrap_or(self.max_concurrency)
+            .min(self.max_concurrency)
+    }
+
+    /// Whether bearer tokens are configured (HTTP then serves tenants).
+    pub fn has_tokens(&self) -> bool {
+        self.tokens_file.is_some() || self.tokens.as_ref().is_some_and(|t| !t.0.trim().is_empty())
     }
 
     pub fn registry_dir(&self) -> PathBuf {
@@ -247,6 +304,17 @@ impl Config {
         if self.max_concurrency == 0 {
             return Err("--max-concurrency must be at least 1".into());
         }
+        if self.tenant_max_concurrency == Some(0) {
+            return Err("--tenant-max-concurrency must be at least 1".into());
+        }
+        if self.has_tokens() {
+            if self.transport == Transport::Stdio {
+                return Err("--tokens-file and CEM_TOKENS authenticate HTTP clients, and stdio has one client (the process that started the server): remove them, or serve with --transport http".into());
+            }
+            if self.workspace.is_some() || self.skills_dir.is_some() {
+                return Err("--workspace and --skills-dir name one tenant's directories; with tokens each tenant has DATA_DIR/tenants/NAME/{workspace,skills}: set --data-dir (CEM_DATA_DIR) instead".into());
+            }
+        }
         if self.max_code_bytes == 0 || self.max_output_bytes == 0 || self.max_result_bytes == 0 {
             return Err(
                 "--max-code-bytes, --max-output-bytes and --max-result-bytes must be positive"
@@ -265,6 +333,23 @@ impl Config {
             return Err("--tmpfs-mb must be positive".into());
         }
         Ok(())
+    }
+}
+
+/// A value that must not appear in logs or `Debug` output (bearer tokens).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.to_string()))
     }
 }
 

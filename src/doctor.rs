@@ -163,6 +163,7 @@ async fn memory_enforced(engine: Engine, image: String) -> Check {
         },
         max_concurrency: 1,
         max_queue: 0,
+        server_slots: Arc::new(tokio::sync::Semaphore::new(1)),
         runtime: None,
         pool_size: 0,
         pool_memory_bytes: 0,

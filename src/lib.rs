@@ -5,10 +5,12 @@
 //! the pieces are assembled and `sandbox::Sandbox::run` for the one entry point of execution.
 
 pub mod app;
+pub mod auth;
 pub mod calls;
 pub mod config;
 pub mod discovery;
 pub mod doctor;
+pub mod host_paths;
 pub mod http_input;
 pub mod jsonrpc_input;
 pub mod limits;
@@ -21,4 +23,5 @@ pub mod serve;
 pub mod skills;
 pub mod stats;
 pub mod stdio_transport;
+pub mod tenants;
 pub mod workspace;

@@ -82,11 +82,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let config = *config;
             let transport = config.transport;
             let listen = config.listen;
-            let app = Arc::new(App::start(config).await.context("cannot start")?);
             match transport {
-                Transport::Stdio => serve::serve_stdio(app, serve::shutdown_signal()).await?,
+                Transport::Stdio => {
+                    let app = Arc::new(App::start(config).await.context("cannot start")?);
+                    serve::serve_stdio(app, serve::shutdown_signal()).await?
+                }
                 Transport::Http => {
-                    serve::serve_http(app, listen, serve::shutdown_signal(), None).await?
+                    let access = serve::http_access(config).await?;
+                    serve::serve_http(access, listen, serve::shutdown_signal(), None).await?
                 }
             }
             Ok(ExitCode::SUCCESS)

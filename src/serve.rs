@@ -1,5 +1,6 @@
-//! The two transports, each a few lines over the shared [`CodeExecutionServer`]: stdio (what
-//! desktop clients launch) and streamable HTTP at `/mcp`. Both stop on SIGINT/SIGTERM (or the
+//! The two transports over the shared [`CodeExecutionServer`]: stdio (what desktop clients
+//! launch) and streamable HTTP at `/mcp`. HTTP with bearer tokens serves tenants (see
+//! [`crate::tenants`]); without tokens it serves one application on loopback addresses only. Both stop on SIGINT/SIGTERM (or the
 //! end of stdin) and then shut the sandbox down, which removes every container this server
 //! started.
 
@@ -7,13 +8,21 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use crate::app::App;
+use crate::app::{App, Shared};
+use crate::auth::{AuthFailure, TokenTable};
+use crate::config::Config;
 use crate::mcp::CodeExecutionServer;
+use crate::sandbox::Engine;
+use crate::tenants::{TenantError, Tenants};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -25,9 +34,13 @@ pub enum ServeError {
         source: std::io::Error,
     },
     #[error(
-        "refusing to serve HTTP on {0}: this server has no authentication yet, so it listens on loopback addresses only (use e.g. 127.0.0.1:8080 and a reverse proxy that authenticates)"
+        "refusing to serve HTTP on {0} without authentication: configure bearer tokens (--tokens-file or CEM_TOKENS) to listen on other addresses, or listen on a loopback address such as 127.0.0.1:8080"
     )]
     NotLoopback(SocketAddr),
+    #[error("bearer tokens: {0}")]
+    Tokens(#[from] crate::auth::TokenError),
+    #[error("cannot start: {0}")]
+    Start(crate::app::StartError),
     #[error("HTTP server failed: {0}")]
     Http(std::io::Error),
 }
@@ -61,15 +74,96 @@ pub async fn serve_stdio(
     result
 }
 
-/// Serves streamable HTTP at `http://ADDR/mcp` until `shutdown` resolves. Returns the bound
-/// address through `bound` (useful with port 0).
+/// Who the HTTP endpoint serves.
+pub enum Access {
+    /// No tokens configured: one application, no authentication, loopback addresses only.
+    Open(Arc<App>),
+    /// Bearer tokens: each authenticates a tenant, opened at its first request.
+    Tokens {
+        shared: Arc<Shared>,
+        tokens: TokenTable,
+    },
+}
+
+impl Access {
+    fn config(&self) -> &Config {
+        match self {
+            Access::Open(app) => &app.config,
+            Access::Tokens { shared, .. } => &shared.config,
+        }
+    }
+
+    fn engine(&self) -> &Engine {
+        match self {
+            Access::Open(app) => app.sandbox.engine(),
+            Access::Tokens { shared, .. } => &shared.engine,
+        }
+    }
+}
+
+/// The MCP streamable HTTP service of one application, with its own sessions.
+pub type McpService = StreamableHttpService<CodeExecutionServer, LocalSessionManager>;
+
+/// Starts what `config` asks for over HTTP: with tokens, the shared parts and the token table
+/// (tenants open later); without, one application.
+pub async fn http_access(config: Config) -> Result<Access, ServeError> {
+    if !config.has_tokens() {
+        let app = App::start(config).await.map_err(ServeError::Start)?;
+        return Ok(Access::Open(Arc::new(app)));
+    }
+    let env = config.tokens.as_ref().map(|t| t.0.clone());
+    let tokens = TokenTable::load(config.tokens_file.as_deref(), env.as_deref())?;
+    tracing::info!(
+        "bearer tokens configured for {} tenants: {}",
+        tokens.tenants().len(),
+        tokens.tenants().join(", ")
+    );
+    let shared = Shared::start(config).await.map_err(ServeError::Start)?;
+    Ok(Access::Tokens { shared, tokens })
+}
+
+/// rmcp's HTTP settings from ours: Host and Origin allowlists and the message bound.
+fn mcp_config(config: &Config, ct: &CancellationToken) -> StreamableHttpServerConfig {
+    let mut c = StreamableHttpServerConfig::default()
+        .with_cancellation_token(ct.child_token())
+        // The same message bound as stdio (rmcp's own default, 4 MiB, would refuse a 10 MiB
+        // file).
+        .with_max_request_body_bytes(crate::jsonrpc_input::MAX_MESSAGE_BYTES);
+    c = if config.allowed_hosts.iter().any(|h| h.trim() == "*") {
+        c.disable_allowed_hosts()
+    } else {
+        c.with_allowed_hosts(config.allowed_hosts.iter().map(|h| h.trim().to_string()))
+    };
+    let origins: Vec<String> = config
+        .allowed_origins
+        .iter()
+        .map(|o| o.trim().to_string())
+        .filter(|o| !o.is_empty())
+        .collect();
+    if origins.is_empty() {
+        c.enforce_origin_validation()
+    } else {
+        c.with_allowed_origins(origins)
+    }
+}
+
+fn mcp_service(app: Arc<App>, config: StreamableHttpServerConfig) -> McpService {
+    StreamableHttpService::new(
+        move || Ok(CodeExecutionServer::new(app.clone())),
+        Default::default(),
+        config,
+    )
+}
+
+/// Serves streamable HTTP at `http://ADDR/mcp` (and `GET /health`) until `shutdown` resolves.
+/// Returns the bound address through `bound` (useful with port 0).
 pub async fn serve_http(
-    app: Arc<App>,
+    access: Access,
     addr: SocketAddr,
     shutdown: impl Future<Output = ()> + Send + 'static,
     bound: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
 ) -> Result<(), ServeError> {
-    if !addr.ip().is_loopback() {
+    if matches!(access, Access::Open(_)) && !addr.ip().is_loopback() {
         return Err(ServeError::NotLoopback(addr));
     }
     let listener = tokio::net::TcpListener::bind(addr)
@@ -77,21 +171,40 @@ pub async fn serve_http(
         .map_err(|source| ServeError::Bind { addr, source })?;
     let local = listener.local_addr().map_err(ServeError::Http)?;
     let ct = CancellationToken::new();
-    // The same message bound as stdio (rmcp's own default, 4 MiB, would refuse a 10 MiB file).
-    let config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(ct.child_token())
-        .with_max_request_body_bytes(crate::jsonrpc_input::MAX_MESSAGE_BYTES);
-    let factory_app = app.clone();
-    let service: StreamableHttpService<CodeExecutionServer, LocalSessionManager> =
-        StreamableHttpService::new(
-            move || Ok(CodeExecutionServer::new(factory_app.clone())),
-            Default::default(),
-            config,
-        );
+    let endpoint = match &access {
+        Access::Open(app) => {
+            tracing::warn!(
+                "no bearer tokens configured: HTTP serves without authentication, on the loopback address {local} only (--tokens-file to serve other hosts)"
+            );
+            Endpoint::Open(mcp_service(app.clone(), mcp_config(&app.config, &ct)))
+        }
+        Access::Tokens { shared, tokens } => {
+            let service_config = mcp_config(&shared.config, &ct);
+            Endpoint::Tokens(Tenants::new(shared.clone(), tokens.clone(), move |app| {
+                mcp_service(app, service_config.clone())
+            }))
+        }
+    };
+    let state = Arc::new(HttpState {
+        endpoint,
+        engine: access.engine().clone(),
+    });
+    let hosts = access.config().allowed_hosts.join(",");
     let router = axum::Router::new()
-        .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn(crate::http_input::check_body));
-    tracing::info!("serving MCP over streamable HTTP at http://{local}/mcp");
+        .route(
+            "/mcp",
+            axum::routing::any(mcp_endpoint)
+                .layer(axum::middleware::from_fn(crate::http_input::check_body))
+                .layer(axum::middleware::from_fn_with_state(
+                    state.clone(),
+                    authenticate,
+                )),
+        )
+        .route("/health", axum::routing::get(health))
+        .with_state(state.clone());
+    tracing::info!(
+        "serving MCP over streamable HTTP at http://{local}/mcp (Host headers allowed: {hosts}); health at /health"
+    );
     if let Some(tx) = bound {
         let _ = tx.send(local);
     }
@@ -103,6 +216,93 @@ pub async fn serve_http(
         })
         .await
         .map_err(ServeError::Http);
-    app.shutdown().await;
+    match (&access, &state.endpoint) {
+        (Access::Open(app), _) => app.shutdown().await,
+        (_, Endpoint::Tokens(tenants)) => tenants.shutdown().await,
+        _ => {}
+    }
     result
+}
+
+enum Endpoint {
+    Open(McpService),
+    Tokens(Tenants<McpService>),
+}
+
+struct HttpState {
+    endpoint: Endpoint,
+    engine: Engine,
+}
+
+/// The MCP service a request is for, found by [`authenticate`].
+#[derive(Clone)]
+struct Target(McpService);
+
+/// Finds the request's tenant from its bearer token (before its body is read), or answers 401.
+async fn authenticate(
+    State(state): State<Arc<HttpState>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let service = match &state.endpoint {
+        Endpoint::Open(service) => service.clone(),
+        Endpoint::Tokens(tenants) => {
+            let header = request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .map(|v| v.as_bytes());
+            match tenants.get(header).await {
+                Ok(tenant) => tenant.service.clone(),
+                Err(TenantError::Auth(failure)) => return unauthorized(failure),
+                Err(e @ TenantError::Open(_)) => {
+                    return json_answer(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        serde_json::json!({"error": "tenant_unavailable", "message": e.to_string()}),
+                    );
+                }
+            }
+        }
+    };
+    request.extensions_mut().insert(Target(service));
+    next.run(request).await
+}
+
+async fn mcp_endpoint(request: Request) -> Response {
+    let Some(Target(service)) = request.extensions().get::<Target>().cloned() else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    service.handle(request).await.into_response()
+}
+
+/// `GET /health`: 200 while the Docker engine answers, 503 otherwise. Unauthenticated, and
+/// tells nothing about tenants.
+async fn health(State(state): State<Arc<HttpState>>) -> Response {
+    if state.engine.ping(std::time::Duration::from_secs(3)).await {
+        json_answer(StatusCode::OK, serde_json::json!({"status": "ok"}))
+    } else {
+        json_answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            serde_json::json!({"status": "unavailable", "reason": "the Docker engine does not answer"}),
+        )
+    }
+}
+
+fn unauthorized(failure: AuthFailure) -> Response {
+    let challenge = match failure {
+        AuthFailure::Missing => r#"Bearer realm="code-execution-mcp""#,
+        AuthFailure::Invalid => r#"Bearer realm="code-execution-mcp", error="invalid_token""#,
+    };
+    let mut response = json_answer(
+        StatusCode::UNAUTHORIZED,
+        serde_json::json!({"error": "unauthorized", "message": failure.to_string()}),
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(challenge),
+    );
+    response
+}
+
+fn json_answer(status: StatusCode, body: serde_json::Value) -> Response {
+    (status, axum::Json(body)).into_response()
 }

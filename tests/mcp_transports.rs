@@ -197,14 +197,17 @@ async fn streamable_http_serves_the_same_tools() {
 async fn http_refuses_non_loopback_addresses_without_authentication() {
     let t = TestApp::start().await;
     let err = code_execution_mcp::serve::serve_http(
-        t.app.clone(),
+        code_execution_mcp::serve::Access::Open(t.app.clone()),
         "0.0.0.0:0".parse().unwrap(),
         async {},
         None,
     )
     .await
     .unwrap_err();
-    assert!(err.to_string().contains("loopback"), "{err}");
+    assert!(
+        err.to_string().contains("loopback") && err.to_string().contains("--tokens-file"),
+        "{err}"
+    );
     t.finish().await;
 }
 

@@ -206,6 +206,40 @@ impl Engine {
         Ok((state.oom_killed.unwrap_or(false), state.exit_code))
     }
 
+    /// The (destination, source) pairs of a container's mounts, or `None` when the engine
+    /// knows no such container.
+    pub async fn container_mounts(
+        &self,
+        id: &str,
+    ) -> Result<Option<Vec<(std::path::PathBuf, std::path::PathBuf)>>, EngineError> {
+        let c = match self
+            .docker
+            .inspect_container(id, None::<InspectContainerOptions>)
+            .await
+        {
+            Ok(c) => c,
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => return Ok(None),
+            Err(e) => return Err(EngineError::api("inspect the server's own container", e)),
+        };
+        Ok(Some(
+            c.mounts
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|m| Some((m.destination?.into(), m.source?.into())))
+                .collect(),
+        ))
+    }
+
+    /// Whether the engine answers a ping within `limit`.
+    pub async fn ping(&self, limit: Duration) -> bool {
+        matches!(
+            tokio::time::timeout(limit, self.docker.ping()).await,
+            Ok(Ok(_))
+        )
+    }
+
     /// Containers carrying all the given labels (`key=value` or `key`), running or not.
     pub async fn list_labelled(
         &self,

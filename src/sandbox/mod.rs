@@ -39,7 +39,7 @@ use crate::stats::Stats;
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error(
-        "the server is busy: {running} executions are running and {queued} are waiting (limits: --max-concurrency, --max-queue). Retry in a moment"
+        "the server is busy: {running} executions are running and {queued} are waiting (limits: --max-concurrency, --tenant-max-concurrency, --max-queue). Retry in a moment"
     )]
     Busy { running: usize, queued: usize },
     #[error(
@@ -70,8 +70,12 @@ pub struct SandboxSettings {
     pub pids_limit: i64,
     pub tmpfs_bytes: u64,
     pub limits: HarnessLimits,
+    /// Executions of this sandbox (one tenant) that run at once.
     pub max_concurrency: usize,
+    /// Executions that may wait for one of this sandbox's slots.
     pub max_queue: usize,
+    /// The server-wide slots every tenant's sandbox also takes one of (`--max-concurrency`).
+    pub server_slots: Arc<Semaphore>,
     pub runtime: Option<String>,
     /// Containers kept started ahead (0: every execution starts its own).
     pub pool_size: usize,
@@ -191,6 +195,17 @@ impl Sandbox {
                 }
             }
         };
+        // Then one of the server's slots, shared by every tenant (a short wait: a tenant holds
+        // at most its own limit of them).
+        let server_permit = tokio::select! {
+            biased;
+            _ = self.shutdown.cancelled() => return Err(SandboxError::ShuttingDown),
+            _ = cancel.cancelled() => {
+                self.stats.record(Status::Cancelled, std::time::Duration::ZERO);
+                return Ok(cancelled_before_start());
+            }
+            p = self.settings.server_slots.clone().acquire_owned() => p.map_err(|_| SandboxError::ShuttingDown)?,
+        };
         // Shutdown may have begun while this call waited: it must not start a container then.
         if self.shutdown.is_cancelled() {
             return Err(SandboxError::ShuttingDown);
@@ -249,6 +264,7 @@ impl Sandbox {
             }
         };
         drop(permit);
+        drop(server_permit);
         match &result {
             Ok(outcome) => self.stats.record(outcome.status, outcome.elapsed),
             Err(_) => self.stats.record_engine_failure(),

@@ -355,10 +355,15 @@ pub struct HttpServer {
 
 impl HttpServer {
     pub async fn start(app: Arc<App>) -> Self {
+        Self::serve(code_execution_mcp::serve::Access::Open(app)).await
+    }
+
+    /// `serve_http` for `access` (e.g. tenants with tokens).
+    pub async fn serve(access: code_execution_mcp::serve::Access) -> Self {
         let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(code_execution_mcp::serve::serve_http(
-            app,
+            access,
             "127.0.0.1:0".parse().unwrap(),
             async move {
                 let _ = stop_rx.await;
