@@ -123,7 +123,7 @@ impl Shared {
                 .await?
                 .ok_or_else(|| EngineError::ImageMissing(image.clone()))?
         } else {
-            image::ensure(&engine, &image).await?
+            image::ensure(&engine, &image, config.base_image.as_deref()).await?
         };
         let registry_dir = config.registry_dir();
         let discovery =
@@ -212,6 +212,11 @@ impl App {
         let quota = if config.workspace_quota_mb == 0 {
             QuotaMode::Soft {
                 reason: "no quota configured (--workspace-quota-mb 0)".into(),
+            }
+        } else if let HostPaths::InContainer { .. } = shared.host_paths {
+            // A loop mount made in the server's container is invisible to the engine.
+            QuotaMode::Soft {
+                reason: "the server runs in a container, where a loop-mounted quota image would be invisible to the Docker engine".into(),
             }
         } else {
             let path = workspace_path.clone();

@@ -80,6 +80,11 @@ pub struct Config {
     #[arg(long, env = "CEM_IMAGE")]
     pub image: Option<String>,
 
+    /// Base image to build the sandbox image on when it is missing, instead of the pinned
+    /// python:3.13-slim-trixie digest (e.g. the offline base of images/offline-base.sh).
+    #[arg(long, env = "CEM_BASE_IMAGE")]
+    pub base_image: Option<String>,
+
     /// Timeout of an execution when the caller gives none, in seconds.
     #[arg(long, env = "CEM_DEFAULT_TIMEOUT_SECS", default_value_t = 30)]
     pub default_timeout_secs: u64,

@@ -3,16 +3,17 @@
 //! host, not in the server's container: `/data/tenants/a/workspace` in the server is some other
 //! path on the host. So at start the server finds its own container (its id appears in
 //! `/proc/self/mountinfo`), asks the engine for that container's mounts, and translates each
-//! directory it hands to sandboxes through the mount that holds it (a bind mount's host
-//! directory, or a named volume's directory under the engine's data root). A directory that is
-//! on no mount lives in the server container's own filesystem, which the engine cannot bind
-//! into another container: that fails the start with what to mount.
+//! directory it hands to sandboxes through the bind mount that holds it. A directory on no mount
+//! lives in the server container's own filesystem, and one on a named volume lives under the
+//! engine's data root, where the engine refuses private bind mounts: either fails the start
+//! with what to mount instead.
 //!
 //! Outside a container (or in one the engine does not know, e.g. with a remote engine) paths
 //! pass unchanged.
 
 use std::path::{Path, PathBuf};
 
+use crate::sandbox::engine::ContainerMount;
 use crate::sandbox::{Engine, EngineError};
 
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +22,10 @@ pub enum HostPathError {
         "{path} is inside the server container's own filesystem (container {container}), which the Docker engine cannot mount into sandboxes: mount a volume or host directory at it or at a parent (compose.yaml mounts one at /data), or point --data-dir there"
     )]
     NotOnAMount { path: PathBuf, container: String },
+    #[error(
+        "{path} is on the Docker volume mounted at {mount} in the server's container; the engine refuses to bind directories of volumes (they live under its data root) into sandboxes: mount a host directory at {mount} instead (compose.yaml mounts CEM_DATA_HOST_DIR, by default /var/lib/code-execution-mcp, at /data)"
+    )]
+    OnAVolume { path: PathBuf, mount: PathBuf },
     #[error(transparent)]
     Engine(#[from] EngineError),
 }
@@ -30,10 +35,10 @@ pub enum HostPathError {
 pub enum HostPaths {
     /// The server shares the engine's filesystem view.
     Same,
-    /// The server runs in container `container`; `mounts` are its (destination, source) pairs.
+    /// The server runs in container `container`, with these mounts.
     InContainer {
         container: String,
-        mounts: Vec<(PathBuf, PathBuf)>,
+        mounts: Vec<ContainerMount>,
     },
 }
 
@@ -68,18 +73,21 @@ impl HostPaths {
         let Self::InContainer { container, mounts } = self else {
             return Ok(path.to_owned());
         };
-        mounts
+        let (mount, rest) = mounts
             .iter()
-            .filter_map(|(dest, source)| {
-                let rest = path.strip_prefix(dest).ok()?;
-                Some((dest.components().count(), source.join(rest)))
-            })
-            .max_by_key(|(depth, _)| *depth)
-            .map(|(_, host)| host)
+            .filter_map(|m| Some((m, path.strip_prefix(&m.destination).ok()?)))
+            .max_by_key(|(m, _)| m.destination.components().count())
             .ok_or_else(|| HostPathError::NotOnAMount {
                 path: path.to_owned(),
                 container: container[..12.min(container.len())].to_string(),
-            })
+            })?;
+        if mount.volume {
+            return Err(HostPathError::OnAVolume {
+                path: path.to_owned(),
+                mount: mount.destination.clone(),
+            });
+        }
+        Ok(mount.source.join(rest))
     }
 }
 
@@ -139,12 +147,10 @@ mod tests {
         let paths = HostPaths::InContainer {
             container: ID.into(),
             mounts: vec![
-                ("/data".into(), "/srv/cem".into()),
-                (
-                    "/data/tenants/b".into(),
-                    "/var/lib/docker/volumes/b/_data".into(),
-                ),
-                ("/var/run/docker.sock".into(), "/var/run/docker.sock".into()),
+                mount("/data", "/srv/cem", false),
+                mount("/data/tenants/b", "/srv/b", false),
+                mount("/var/run/docker.sock", "/var/run/docker.sock", false),
+                mount("/cache", "/var/lib/docker/volumes/c/_data", true),
             ],
         };
         assert_eq!(
@@ -157,7 +163,7 @@ mod tests {
             paths
                 .to_engine(Path::new("/data/tenants/b/workspace"))
                 .unwrap(),
-            PathBuf::from("/var/lib/docker/volumes/b/_data/workspace")
+            PathBuf::from("/srv/b/workspace")
         );
         assert_eq!(
             paths.to_engine(Path::new("/data")).unwrap(),
@@ -169,6 +175,18 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("compose.yaml"), "{err}");
         assert!(err.to_string().contains("/database/workspace"), "{err}");
+        // A volume's directories cannot be bound privately: the error says what to mount.
+        let err = paths.to_engine(Path::new("/cache/ws")).unwrap_err();
+        assert!(matches!(err, HostPathError::OnAVolume { .. }), "{err}");
+        assert!(err.to_string().contains("host directory"), "{err}");
+    }
+
+    fn mount(destination: &str, source: &str, volume: bool) -> ContainerMount {
+        ContainerMount {
+            destination: destination.into(),
+            source: source.into(),
+            volume,
+        }
     }
 
     #[test]

@@ -31,6 +31,14 @@ enum Command {
         #[command(subcommand)]
         command: ImageCommand,
     },
+    /// Ask a running HTTP server's /health endpoint (for container health checks): exits 0
+    /// when it answers 200.
+    Health {
+        /// The server's --listen address (an unspecified address such as 0.0.0.0 is asked on
+        /// loopback).
+        #[arg(long, env = "CEM_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+    },
     /// Check the engine, the image and the limits; print each problem with its fix.
     Doctor {
         #[command(flatten)]
@@ -57,6 +65,8 @@ enum ImageCommand {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal, not in `docker logs` or files.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "code_execution_mcp=info,warn".into()),
@@ -108,6 +118,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprintln!("built {tag} ({id})");
             }
             println!("{tag}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Health { listen } => {
+            let status = serve::probe_health(listen).await?;
+            println!("{status}");
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor { config } => {

@@ -41,6 +41,8 @@ pub enum ServeError {
     Tokens(#[from] crate::auth::TokenError),
     #[error("cannot start: {0}")]
     Start(crate::app::StartError),
+    #[error("unhealthy: {0}")]
+    Health(String),
     #[error("HTTP server failed: {0}")]
     Http(std::io::Error),
 }
@@ -284,6 +286,41 @@ async fn health(State(state): State<Arc<HttpState>>) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             serde_json::json!({"status": "unavailable", "reason": "the Docker engine does not answer"}),
         )
+    }
+}
+
+/// Asks `GET /health` of a server listening on `listen` (loopback for an unspecified address);
+/// `Ok` with the status line when it answers 200.
+pub async fn probe_health(listen: SocketAddr) -> Result<String, ServeError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut addr = listen;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let failed = |what: String| ServeError::Health(format!("http://{addr}/health: {what}"));
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await?;
+        let mut answer = Vec::new();
+        stream.take(64 * 1024).read_to_end(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer)
+    };
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), exchange)
+        .await
+        .map_err(|_| failed("no answer within 10 s".into()))?
+        .map_err(|e| failed(e.to_string()))?;
+    let text = String::from_utf8_lossy(&answer);
+    let status = text.lines().next().unwrap_or_default().trim().to_string();
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default().trim();
+    if status.split_whitespace().nth(1) == Some("200") {
+        Ok(format!("{status} {body}"))
+    } else {
+        Err(failed(format!("{status} {body}")))
     }
 }
 

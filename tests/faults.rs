@@ -188,7 +188,7 @@ async fn engine_stopped_or_restarted_under_a_running_server() {
     let main = code_execution_mcp::sandbox::Engine::connect()
         .await
         .unwrap();
-    code_execution_mcp::sandbox::image::ensure(&main, &image)
+    code_execution_mcp::sandbox::image::ensure(&main, &image, None)
         .await
         .expect("the sandbox image on the main engine");
     engine.load_image(&image);

@@ -95,6 +95,16 @@ pub struct Engine {
     docker: Docker,
 }
 
+/// One mount of a container, as the engine reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerMount {
+    pub destination: std::path::PathBuf,
+    /// The mounted directory on the engine's host.
+    pub source: std::path::PathBuf,
+    /// A named (or anonymous) volume rather than a host directory.
+    pub volume: bool,
+}
+
 /// Engine facts for `doctor` and the stats tool.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct EngineInfo {
@@ -206,12 +216,11 @@ impl Engine {
         Ok((state.oom_killed.unwrap_or(false), state.exit_code))
     }
 
-    /// The (destination, source) pairs of a container's mounts, or `None` when the engine
-    /// knows no such container.
+    /// A container's mounts, or `None` when the engine knows no such container.
     pub async fn container_mounts(
         &self,
         id: &str,
-    ) -> Result<Option<Vec<(std::path::PathBuf, std::path::PathBuf)>>, EngineError> {
+    ) -> Result<Option<Vec<ContainerMount>>, EngineError> {
         let c = match self
             .docker
             .inspect_container(id, None::<InspectContainerOptions>)
@@ -227,7 +236,15 @@ impl Engine {
             c.mounts
                 .unwrap_or_default()
                 .into_iter()
-                .filter_map(|m| Some((m.destination?.into(), m.source?.into())))
+                .filter_map(|m| {
+                    Some(ContainerMount {
+                        destination: m.destination?.into(),
+                        source: m.source?.into(),
+                        volume: m
+                            .typ
+                            .is_some_and(|t| t == "volume"),
+                    })
+                })
                 .collect(),
         ))
     }

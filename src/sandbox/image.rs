@@ -108,7 +108,8 @@ pub async fn image_id(engine: &Engine, name: &str) -> Result<Option<String>, Eng
 }
 
 /// Makes sure `tag` exists, building it when missing. Returns the image id.
-pub async fn ensure(engine: &Engine, tag: &str) -> Result<String, ImageError> {
+/// `base` replaces the pinned base (e.g. the offline base); empty means none.
+pub async fn ensure(engine: &Engine, tag: &str, base: Option<&str>) -> Result<String, ImageError> {
     if let Some(id) = image_id(engine, tag).await? {
         return Ok(id);
     }
@@ -118,7 +119,7 @@ pub async fn ensure(engine: &Engine, tag: &str) -> Result<String, ImageError> {
         return Ok(id);
     }
     eprintln!("code-execution-mcp: sandbox image {tag} not found; building it (once)");
-    build(engine, tag, None).await
+    build(engine, tag, base.filter(|b| !b.trim().is_empty())).await
 }
 
 /// An exclusive lock on a file in the temp directory, held while the image is built. Without

@@ -175,20 +175,20 @@ pub fn ensure(root: &Path, quota_bytes: u64) -> Result<QuotaMode, QuotaError> {
             "the server does not run as root, so it cannot loop-mount a {quota} image on the workspace"
         )));
     }
+    if let Some(ours) = private_mount_namespace() {
+        return Ok(soft(format!(
+            "the server runs in a private mount namespace ({ours}, not init's: a container, or \
+             systemd's PrivateMounts/ProtectSystem/PrivateTmp), so Docker would not see a {quota} \
+             image mounted here and containers would write to the directory underneath; run the \
+             server on the host, in its mount namespace, to get a hard quota"
+        )));
+    }
     let Some(tools) = Tools::find() else {
         return Ok(soft(format!(
             "mkfs.ext4, mount or umount is missing (install e2fsprogs and mount), so the {quota} \
              image cannot be created"
         )));
     };
-    if let Some(ours) = private_mount_namespace() {
-        return Ok(soft(format!(
-            "the server runs in a private mount namespace ({ours}, not init's), so Docker would not \
-             see a {quota} image mounted here and containers would write to the directory \
-             underneath; run the server in the host's mount namespace (e.g. without systemd's \
-             PrivateMounts/ProtectSystem/PrivateTmp) to get a hard quota"
-        )));
-    }
     if exists && !is_empty_dir(root)? {
         let canon = canonical(root)?;
         let image = image_path(&canon);

@@ -112,6 +112,53 @@ pub async fn assert_no_containers(instance: &str) {
     panic!("containers left behind: {left:?}");
 }
 
+/// Waits up to 10 s for the engine to hold no managed container with a mount whose source is
+/// under `dir`, then asserts it. For servers whose data is in `dir` (their instance id is not at
+/// hand, e.g. the tenants of an HTTP server); other tests' containers are not looked at.
+pub async fn assert_no_containers_under(dir: &Path) {
+    let engine = Engine::connect().await.expect("engine");
+    let dirs = [
+        dir.to_path_buf(),
+        dir.canonicalize().expect("the dir exists"),
+    ];
+    let mut left = Vec::new();
+    for _ in 0..50 {
+        left.clear();
+        let managed = engine
+            .list_labelled(&[LABEL_MANAGED.to_string()])
+            .await
+            .expect("list");
+        for (id, _) in managed {
+            let sources = match engine.client().inspect_container(&id, None).await {
+                Ok(c) => c
+                    .mounts
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|m| m.source),
+                // Removed since the listing.
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => continue,
+                Err(e) => panic!("inspect {id}: {e}"),
+            };
+            if sources
+                .map(PathBuf::from)
+                .any(|source| dirs.iter().any(|d| source.starts_with(d)))
+            {
+                left.push(id);
+            }
+        }
+        if left.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!(
+        "containers with mounts under {} left behind: {left:?}",
+        dir.display()
+    );
+}
+
 /// The stdout text of an outcome.
 pub fn stdout(o: &Outcome) -> &str {
     o.stdout.as_str()

@@ -1,0 +1,461 @@
+//! HTTP with bearer tokens, against the real engine: each token's tenant has its own workspace
+//! (on the host and at `/workspace` in its sandboxes), skills, PII vault and stats, and sees
+//! nothing of another's; requests without a valid token get 401 before a tenant is opened or a
+//! body is read, while `/health` needs none; the Host and Origin allowlists and the body bound
+//! still apply to authenticated requests, and a session id is only served to its own tenant; a
+//! tenant at its `--tenant-max-concurrency` is refused "busy" while another's code runs. After
+//! each test no sandbox container of its server is left.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use code_execution_mcp::config::{Config, Secret, Transport};
+use common::{HttpServer, call_tool};
+use rmcp::service::{Peer, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+const ALICE: &str = "alice-0123456789abcdef0123456789abcdef";
+const BOB: &str = "bob-fedcba9876543210fedcba9876543210";
+
+#[tokio::test]
+async fn tenants_see_only_their_own_workspace_skills_pii_and_stats() {
+    let server = TenantServer::start(|_| {}).await;
+    let alice = server.client(ALICE).await;
+    let bob = server.client(BOB).await;
+
+    // Alice leaves a file, a file written by code, a skill and a PII token.
+    write_file(&alice, "notes/secret.txt", "alice only").await;
+    let v = call_ok(
+        &alice,
+        "execute_code",
+        json!({"code": "open('/workspace/from_code.txt', 'w').write('by code')\nresult = 1"}),
+    )
+    .await;
+    assert_eq!(v["result"], 1);
+    let v = call_ok(
+        &alice,
+        "execute_code",
+        json!({"code": "result = open('/workspace/notes/secret.txt').read()"}),
+    )
+    .await;
+    assert_eq!(v["result"], "alice only");
+    call_ok(
+        &alice,
+        "save_skill",
+        json!({"name": "alice_private", "code": "def run():\n    return 'a'\n", "description": "alice's own"}),
+    )
+    .await;
+    assert!(
+        skill_names(&alice)
+            .await
+            .contains(&"alice_private".to_string())
+    );
+    let v = call_ok(
+        &alice,
+        "sanitize_pii",
+        json!({"text": "mail ann@example.com"}),
+    )
+    .await;
+    assert_eq!(v["pii_types"], json!(["EMAIL"]), "{v}");
+    let token = pii_token(v["sanitized_text"].as_str().unwrap());
+
+    // Bob's tools see none of it.
+    let v = call_ok(&bob, "list_workspace_files", json!({})).await;
+    assert_eq!(v["files"], json!([]), "{v}");
+    let error = call_err(
+        &bob,
+        "read_workspace_file",
+        json!({"filename": "notes/secret.txt"}),
+    )
+    .await;
+    assert!(
+        error.contains("file not found: 'notes/secret.txt'"),
+        "{error}"
+    );
+    let error = call_err(
+        &bob,
+        "read_workspace_file",
+        json!({"filename": "../../alice/workspace/notes/secret.txt"}),
+    )
+    .await;
+    assert!(error.contains("leaves the workspace"), "{error}");
+    assert!(
+        !skill_names(&bob)
+            .await
+            .contains(&"alice_private".to_string())
+    );
+    let error = call_err(&bob, "load_skill", json!({"name": "alice_private"})).await;
+    assert!(error.contains("alice_private"), "{error}");
+    let v = call_ok(&bob, "restore_pii", json!({ "text": token })).await;
+    assert_eq!(v["restored_text"], token, "{v}");
+    assert_eq!(
+        (v["restored"].as_u64(), v["unknown"].as_u64()),
+        (Some(0), Some(1))
+    );
+    let v = call_ok(&alice, "restore_pii", json!({ "text": token })).await;
+    assert_eq!(v["restored_text"], "ann@example.com", "{v}");
+
+    // Nor does Bob's sandbox: its mounts are Bob's directories only.
+    let v = call_ok(&bob, "execute_code", json!({"code": LOOK_AROUND})).await;
+    assert_eq!(
+        v["result"],
+        json!({"workspace": [], "skill_files": false, "mentions_alice": false, "mounts_bob": true}),
+        "{v}"
+    );
+
+    // Each tenant's stats count its own executions: Alice's two, Bob's one.
+    assert_eq!(executions(&alice).await, 2);
+    assert_eq!(executions(&bob).await, 1);
+
+    // On the host, Alice's files are in her directory and Bob's holds none.
+    let alice_ws = server.workspace("alice");
+    assert_eq!(
+        std::fs::read_to_string(alice_ws.join("notes/secret.txt")).unwrap(),
+        "alice only"
+    );
+    assert_eq!(
+        std::fs::read_to_string(alice_ws.join("from_code.txt")).unwrap(),
+        "by code"
+    );
+    assert!(
+        server
+            .tenant_dir("alice")
+            .join("skills/alice_private.py")
+            .is_file()
+    );
+    assert_eq!(entries(&server.workspace("bob")), Vec::<String>::new());
+    assert!(
+        !server
+            .tenant_dir("bob")
+            .join("skills/alice_private.py")
+            .exists()
+    );
+
+    server.finish([alice, bob]).await;
+}
+
+/// What Bob's code sees: `/workspace`'s entries, whether Alice's skill file is at `/skills`,
+/// and whether its mount table names Alice or Bob's tenant directory.
+const LOOK_AROUND: &str = r#"
+import os
+mounts = open('/proc/self/mountinfo').read()
+result = {
+    "workspace": sorted(os.listdir('/workspace')),
+    "skill_files": os.path.exists('/skills/alice_private.py'),
+    "mentions_alice": 'alice' in mounts,
+    "mounts_bob": '/tenants/bob/workspace' in mounts,
+}
+"#;
+
+#[tokio::test]
+async fn http_answers_401_for_missing_or_wrong_tokens_and_health_needs_none() {
+    let server = TenantServer::start(|_| {}).await;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let url = server.http.url.as_str();
+
+    let missing = post(&http, url, None, &[], initialize()).await;
+    assert_eq!(missing.status(), 401);
+    assert!(
+        challenge(&missing).starts_with(r#"Bearer realm="code-execution-mcp""#),
+        "{}",
+        challenge(&missing)
+    );
+    assert!(!challenge(&missing).contains("invalid_token"));
+    let body: Value = missing.json().await.unwrap();
+    assert_eq!(body["error"], "unauthorized");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("Authorization: Bearer"),
+        "{body}"
+    );
+
+    let wrong_token = "mallory-0123456789abcdef0123456789abcdef";
+    let wrong = post(&http, url, Some(wrong_token), &[], initialize()).await;
+    assert_eq!(wrong.status(), 401);
+    assert_eq!(
+        challenge(&wrong),
+        r#"Bearer realm="code-execution-mcp", error="invalid_token""#
+    );
+    let body = wrong.text().await.unwrap();
+    assert!(
+        body.contains("not valid") && !body.contains(wrong_token),
+        "{body}"
+    );
+
+    // A body over the bound is refused before it is read when no token comes with it.
+    let huge = || vec![b' '; 70 << 20];
+    let unread = post(&http, url, None, &[], huge()).await;
+    assert_eq!(unread.status(), 401);
+
+    // Only failed attempts so far: no tenant was opened.
+    let tenants = server.data().join("tenants");
+    assert!(!tenants.exists(), "{} exists", tenants.display());
+
+    let health = http
+        .get(url.replace("/mcp", "/health"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    assert_eq!(
+        health.json::<Value>().await.unwrap(),
+        json!({"status": "ok"})
+    );
+
+    // A valid token does not lift the Host and Origin allowlists or the body bound.
+    let evil_host = post(
+        &http,
+        url,
+        Some(ALICE),
+        &[("host", "evil.example")],
+        initialize(),
+    )
+    .await;
+    assert_eq!(evil_host.status(), 403);
+    let evil_origin = [("origin", "https://evil.example")];
+    let from_page = post(&http, url, Some(ALICE), &evil_origin, initialize()).await;
+    assert_eq!(from_page.status(), 403);
+    let too_large = post(&http, url, Some(ALICE), &[], huge()).await;
+    assert_eq!(too_large.status(), 413);
+
+    // Alice's session answers Alice, and is unknown with Bob's token.
+    let init = post(&http, url, Some(ALICE), &[], initialize()).await;
+    assert_eq!(init.status(), 200);
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let session = [("mcp-session-id", session.as_str())];
+    let _ = init.text().await;
+    let ready = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let ready = post(&http, url, Some(ALICE), &session, ready.into()).await;
+    assert_eq!(ready.status(), 202);
+    let ping = || {
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+            .to_string()
+            .into_bytes()
+    };
+    let own = post(&http, url, Some(ALICE), &session, ping()).await;
+    assert_eq!(own.status(), 200);
+    assert!(own.text().await.unwrap().contains(r#""result":{}"#));
+    let crossed = post(&http, url, Some(BOB), &session, ping()).await;
+    assert_eq!(crossed.status(), 404);
+    assert_eq!(
+        crossed.text().await.unwrap(),
+        "Not Found: Session not found"
+    );
+
+    server.finish([]).await;
+}
+
+#[tokio::test]
+async fn a_tenant_at_its_limit_does_not_block_another() {
+    let server = TenantServer::start(|c| {
+        c.max_concurrency = 2;
+        c.tenant_max_concurrency = Some(1);
+        c.max_queue = 0;
+        c.pool_size = 0;
+    })
+    .await;
+    let alice = server.client(ALICE).await;
+    let bob = server.client(BOB).await;
+
+    // Alice's first execution holds her one slot until the test releases it.
+    let peer = alice.peer().clone();
+    let first = tokio::spawn(async move {
+        call_tool(
+            &peer,
+            "execute_code",
+            json!({"code": HOLD, "timeout_seconds": 120}),
+        )
+        .await
+    });
+    let started = server.workspace("alice").join("started");
+    wait_until("Alice's first execution runs", || started.exists()).await;
+
+    let error = call_err(&alice, "execute_code", json!({"code": "result = 2"})).await;
+    assert!(
+        error.contains("busy") && error.contains("--tenant-max-concurrency"),
+        "{error}"
+    );
+    let v = call_ok(&bob, "execute_code", json!({"code": "result = 'bob ran'"})).await;
+    assert_eq!(v["result"], "bob ran");
+    assert!(!first.is_finished(), "Alice's first execution ended early");
+
+    write_file(&alice, "release", "").await;
+    let (is_error, v) = first.await.unwrap();
+    assert!(!is_error, "{v}");
+    assert_eq!(v["result"], "released", "{v}");
+
+    server.finish([alice, bob]).await;
+}
+
+/// Signals that it runs, then waits (up to 100 s) for the file `release`.
+const HOLD: &str = r#"
+import os, time
+open('/workspace/started', 'w').close()
+deadline = time.time() + 100
+while not os.path.exists('/workspace/release') and time.time() < deadline:
+    time.sleep(0.05)
+result = 'released' if os.path.exists('/workspace/release') else 'timed out'
+"#;
+
+/// An HTTP server with tokens for Alice and Bob, its data in a temp dir.
+struct TenantServer {
+    http: HttpServer,
+    dir: tempfile::TempDir,
+}
+
+impl TenantServer {
+    async fn start(adjust: impl FnOnce(&mut Config)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = common::config_in(dir.path());
+        c.workspace = None;
+        c.skills_dir = None;
+        c.data_dir = Some(dir.path().join("data"));
+        c.transport = Transport::Http;
+        c.tokens = Some(Secret(format!("alice:{ALICE},bob:{BOB}")));
+        adjust(&mut c);
+        let access = code_execution_mcp::serve::http_access(c)
+            .await
+            .expect("the server starts (is the image built?)");
+        let http = HttpServer::serve(access).await;
+        Self { http, dir }
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn tenant_dir(&self, tenant: &str) -> PathBuf {
+        self.data().join("tenants").join(tenant)
+    }
+
+    fn workspace(&self, tenant: &str) -> PathBuf {
+        self.tenant_dir(tenant).join("workspace")
+    }
+
+    /// An MCP client sending `token`.
+    async fn client(&self, token: &str) -> RunningService<RoleClient, ()> {
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(self.http.url.clone()).auth_header(token);
+        let transport = StreamableHttpClientTransport::from_config(config);
+        ().serve(transport).await.expect("MCP handshake over HTTP")
+    }
+
+    /// Closes the clients, stops the server and checks that it left no container.
+    async fn finish<const N: usize>(self, clients: [RunningService<RoleClient, ()>; N]) {
+        for client in clients {
+            client.cancel().await.unwrap();
+        }
+        self.http.stop().await;
+        common::assert_no_containers_under(self.dir.path()).await;
+    }
+}
+
+/// A tool call that must succeed; returns its structured content.
+async fn call_ok(client: &Peer<RoleClient>, tool: &'static str, args: Value) -> Value {
+    let (is_error, v) = call_tool(client, tool, args).await;
+    assert!(!is_error, "{tool} failed: {v}");
+    v
+}
+
+/// A tool call that must fail; returns its error text.
+async fn call_err(client: &Peer<RoleClient>, tool: &'static str, args: Value) -> String {
+    let (is_error, v) = call_tool(client, tool, args).await;
+    assert!(is_error, "{tool} succeeded: {v}");
+    v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+}
+
+async fn write_file(client: &Peer<RoleClient>, filename: &str, content: &str) {
+    let args = json!({"filename": filename, "content": content});
+    call_ok(client, "write_workspace_file", args).await;
+}
+
+async fn skill_names(client: &Peer<RoleClient>) -> Vec<String> {
+    let v = call_ok(client, "list_skills", json!({})).await;
+    let skills = v["skills"].as_array().unwrap();
+    skills
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn executions(client: &Peer<RoleClient>) -> u64 {
+    let v = call_ok(client, "get_execution_stats", json!({})).await;
+    v["executions"]["executions_total"].as_u64().unwrap()
+}
+
+/// The one token in sanitized text, e.g. `[EMAIL_ab12cd34]`.
+fn pii_token(text: &str) -> String {
+    let start = text
+        .find('[')
+        .unwrap_or_else(|| panic!("no token in {text}"));
+    let end = start + text[start..].find(']').unwrap();
+    text[start..=end].to_owned()
+}
+
+/// The names in a directory, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn wait_until(what: &str, check: impl Fn() -> bool) {
+    for _ in 0..600 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: not within 60 s");
+}
+
+fn initialize() -> Vec<u8> {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "tenants-test", "version": "0"}}})
+    .to_string()
+    .into_bytes()
+}
+
+/// POSTs a JSON body to `/mcp` with an optional bearer token and extra headers.
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> reqwest::Response {
+    let mut request = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.body(body).send().await.expect("the server answers")
+}
+
+/// The `WWW-Authenticate` header of a response.
+fn challenge(response: &reqwest::Response) -> String {
+    let value = &response.headers()["www-authenticate"];
+    value.to_str().unwrap().to_owned()
+}
