@@ -113,28 +113,13 @@ async fn tenants_see_only_their_own_workspace_skills_pii_and_stats() {
     assert_eq!(executions(&bob).await, 1);
 
     // On the host, Alice's files are in her directory and Bob's holds none.
-    let alice_ws = server.workspace("alice");
-    assert_eq!(
-        std::fs::read_to_string(alice_ws.join("notes/secret.txt")).unwrap(),
-        "alice only"
-    );
-    assert_eq!(
-        std::fs::read_to_string(alice_ws.join("from_code.txt")).unwrap(),
-        "by code"
-    );
-    assert!(
-        server
-            .tenant_dir("alice")
-            .join("skills/alice_private.py")
-            .is_file()
-    );
-    assert_eq!(entries(&server.workspace("bob")), Vec::<String>::new());
-    assert!(
-        !server
-            .tenant_dir("bob")
-            .join("skills/alice_private.py")
-            .exists()
-    );
+    let (alice_dir, bob_dir) = (server.tenant_dir("alice"), server.tenant_dir("bob"));
+    let read = |path: &str| std::fs::read_to_string(alice_dir.join(path)).unwrap();
+    assert_eq!(read("workspace/notes/secret.txt"), "alice only");
+    assert_eq!(read("workspace/from_code.txt"), "by code");
+    assert!(alice_dir.join("skills/alice_private.py").is_file());
+    assert_eq!(entries(&bob_dir.join("workspace")), Vec::<String>::new());
+    assert!(!bob_dir.join("skills/alice_private.py").exists());
 
     server.finish([alice, bob]).await;
 }
@@ -192,7 +177,7 @@ async fn http_answers_401_for_missing_or_wrong_tokens_and_health_needs_none() {
         "{body}"
     );
 
-    // A body over the bound is refused before it is read when no token comes with it.
+    // Without a token, even a body over the bound gets 401: authentication comes before reading.
     let huge = || vec![b' '; 70 << 20];
     let unread = post(&http, url, None, &[], huge()).await;
     assert_eq!(unread.status(), 401);
