@@ -115,7 +115,9 @@ impl Shared {
                 )));
             }
         }
-        let host_paths = HostPaths::detect(&engine).await.map_err(StartError::HostPath)?;
+        let host_paths = HostPaths::detect(&engine)
+            .await
+            .map_err(StartError::HostPath)?;
 
         let image = config.image.clone().unwrap_or_else(image::default_tag);
         let image_id = if config.image.is_some() {
@@ -166,7 +168,10 @@ impl TenantDirs {
     /// Tenant `name`'s directories under `--data-dir` (the name is allowlisted by
     /// [`crate::auth::valid_tenant_name`]).
     pub fn tenant(config: &Config, name: &str) -> Self {
-        assert!(crate::auth::valid_tenant_name(name), "tenant names are checked");
+        assert!(
+            crate::auth::valid_tenant_name(name),
+            "tenant names are checked"
+        );
         let root = config.data_dir().join("tenants").join(name);
         Self {
             workspace: root.join("workspace"),

@@ -22,7 +22,9 @@ const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    #[error("cannot read the tokens file {path}: {source}. Point --tokens-file (CEM_TOKENS_FILE) at a readable file of TENANT:TOKEN lines")]
+    #[error(
+        "cannot read the tokens file {path}: {source}. Point --tokens-file (CEM_TOKENS_FILE) at a readable file of TENANT:TOKEN lines"
+    )]
     Read {
         path: PathBuf,
         source: std::io::Error,
@@ -31,16 +33,22 @@ pub enum TokenError {
     TooLarge { path: PathBuf },
     #[error("{origin}: {problem}")]
     Entry { origin: String, problem: String },
-    #[error("no tokens in {0}: add TENANT:TOKEN lines, or leave tokens out to serve on loopback without authentication")]
+    #[error(
+        "no tokens in {0}: add TENANT:TOKEN lines, or leave tokens out to serve on loopback without authentication"
+    )]
     Empty(String),
 }
 
 /// Why a request was not authenticated. The messages are the 401 answers' text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum AuthFailure {
-    #[error("this server requires a bearer token: send the header `Authorization: Bearer <token>` with the token your administrator gave you")]
+    #[error(
+        "this server requires a bearer token: send the header `Authorization: Bearer <token>` with the token your administrator gave you"
+    )]
     Missing,
-    #[error("the bearer token is not valid: check that the client sends the token your administrator gave you, unchanged")]
+    #[error(
+        "the bearer token is not valid: check that the client sends the token your administrator gave you, unchanged"
+    )]
     Invalid,
 }
 
@@ -260,7 +268,11 @@ mod tests {
     fn file_entries_comments_and_several_tokens_per_tenant() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tokens");
-        std::fs::write(&path, format!("# team tokens\n\nalice:{A}\n  alice : {B}  \n")).unwrap();
+        std::fs::write(
+            &path,
+            format!("# team tokens\n\nalice:{A}\n  alice : {B}  \n"),
+        )
+        .unwrap();
         let t = TokenTable::load(Some(&path), None).unwrap();
         assert_eq!(t.authenticate(Some(&bearer(A))), Ok("alice"));
         assert_eq!(t.authenticate(Some(&bearer(B))), Ok("alice"));
@@ -282,7 +294,10 @@ mod tests {
             let err = TokenTable::load(None, Some(&env)).unwrap_err().to_string();
             assert!(err.contains(expected), "{env}: {err}");
             assert!(!err.contains(A), "the error shows a token: {err}");
-            assert!(err.contains("CEM_TOKENS") || err.contains("tenant"), "{err}");
+            assert!(
+                err.contains("CEM_TOKENS") || err.contains("tenant"),
+                "{err}"
+            );
         }
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tokens");

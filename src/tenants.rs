@@ -18,7 +18,9 @@ pub enum TenantError {
     #[error(transparent)]
     Auth(#[from] AuthFailure),
     /// The cause goes to the server's log only: it names server paths.
-    #[error("the server could not open this tenant's workspace or skills: retry later, or ask the administrator, who finds the cause in the server's log")]
+    #[error(
+        "the server could not open this tenant's workspace or skills: retry later, or ask the administrator, who finds the cause in the server's log"
+    )]
     Open(StartError),
 }
 
@@ -34,8 +36,11 @@ pub struct Tenants<S> {
     shared: Arc<Shared>,
     tokens: TokenTable,
     make_service: Box<dyn Fn(Arc<App>) -> S + Send + Sync>,
-    open: Mutex<HashMap<String, Arc<OnceCell<Arc<Tenant<S>>>>>>,
+    open: Mutex<OpenTenants<S>>,
 }
+
+/// Each tenant's slot, filled at its first request.
+type OpenTenants<S> = HashMap<String, Arc<OnceCell<Arc<Tenant<S>>>>>;
 
 impl<S> Tenants<S> {
     pub fn new(

@@ -240,9 +240,7 @@ impl Engine {
                     Some(ContainerMount {
                         destination: m.destination?.into(),
                         source: m.source?.into(),
-                        volume: m
-                            .typ
-                            .is_some_and(|t| t == "volume"),
+                        volume: m.typ.is_some_and(|t| t == "volume"),
                     })
                 })
                 .collect(),

@@ -1,0 +1,312 @@
+//! The self-hosted stack as an administrator runs it: `compose.yaml` built and brought up with
+//! Docker Compose against the real engine (Docker-out-of-Docker, the data directory on the
+//! host), two tenants whose agents run the original project's README examples side by side
+//! with the official MCP Python SDK over authenticated streamable HTTP, neither seeing the
+//! other's files or skills, and both tenants' data still there (and still apart) after the
+//! server container is restarted and after it is recreated.
+//!
+//! The server image carries the binary these tests were built with, on the base the sandbox
+//! image was built on (the pinned one, or the offline base without a registry).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use code_execution_mcp::sandbox::Engine;
+use code_execution_mcp::sandbox::spec::{LABEL_MANAGED, LABEL_OWNER};
+use tokio::process::Command;
+
+const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
+
+#[tokio::test]
+async fn compose_stack_serves_two_tenants_apart_and_keeps_their_data_across_restarts() {
+    let stack = Stack::up().await;
+    let url = stack.url().await;
+    stack.wait_healthy(&url).await;
+
+    // No token: a 401 that says what to send.
+    let http = reqwest::Client::new();
+    let answer = http
+        .post(format!("{url}/mcp"))
+        .header("content-type", "application/json")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 401);
+    assert!(
+        answer
+            .text()
+            .await
+            .unwrap()
+            .contains("Authorization: Bearer"),
+        "the 401 says what to send"
+    );
+
+    stack.python("examples", &url).await;
+    let tenants = stack.data.path().join("tenants");
+    for name in ["alice", "bob"] {
+        assert!(
+            tenants.join(name).join("workspace/report.txt").is_file(),
+            "{name}'s workspace is in the host data directory"
+        );
+    }
+
+    // The published port is chosen anew when the container starts again.
+    stack.compose(&["restart", "server"]).await;
+    let url = stack.url().await;
+    stack.wait_healthy(&url).await;
+    stack.python("after-restart", &url).await;
+
+    stack.compose(&["up", "-d", "--force-recreate"]).await;
+    let url = stack.url().await;
+    stack.wait_healthy(&url).await;
+    stack.python("after-restart", &url).await;
+
+    stack.down().await;
+}
+
+/// One compose project with its own image tag, hostname, data directory and tokens; taken
+/// down (containers, network, image) when dropped, even after a failed assertion.
+struct Stack {
+    project: String,
+    image: String,
+    data: tempfile::TempDir,
+    secrets: tempfile::TempDir,
+    tokens: (String, String),
+    compose: Vec<String>,
+    down: bool,
+}
+
+impl Stack {
+    async fn up() -> Self {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let secrets = tempfile::tempdir().unwrap();
+        let tokens = (
+            format!("{}{}", id, uuid::Uuid::new_v4().simple()),
+            format!("{}{}", uuid::Uuid::new_v4().simple(), id),
+        );
+        let tokens_file = secrets.path().join("tokens");
+        std::fs::write(
+            &tokens_file,
+            format!("# test tenants\nalice:{}\nbob:{}\n", tokens.0, tokens.1),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            &tokens_file,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .unwrap();
+        let stack = Self {
+            project: format!("cemtest{}", &id[..12]),
+            image: format!("code-execution-mcp-server:test-{}", &id[..12]),
+            data: tempfile::tempdir().unwrap(),
+            secrets,
+            tokens,
+            compose: compose_command().await,
+            down: false,
+        };
+        stack.compose(&["build", "server"]).await;
+        stack.compose(&["up", "-d"]).await;
+        stack
+    }
+
+    /// The environment compose.yaml reads.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("COMPOSE_PROJECT_NAME", self.project.clone()),
+            ("CEM_SERVER_IMAGE", self.image.clone()),
+            ("CEM_SERVER_BINARY", binary_in_context()),
+            ("CEM_SERVER_BASE", sandbox_base()),
+            ("CEM_HOSTNAME", self.project.clone()),
+            ("CEM_PUBLISH", "127.0.0.1:".into()),
+            ("CEM_DATA_HOST_DIR", path_str(self.data.path())),
+            (
+                "CEM_TOKENS_FILE",
+                path_str(&self.secrets.path().join("tokens")),
+            ),
+            ("CEM_POOL_SIZE", "1".into()),
+        ]
+    }
+
+    async fn compose(&self, args: &[&str]) -> Output {
+        let out = Command::new(&self.compose[0])
+            .args(&self.compose[1..])
+            .args(["-f", "compose.yaml"])
+            .args(args)
+            .current_dir(MANIFEST_DIR)
+            .envs(self.env())
+            .output()
+            .await
+            .expect("run Docker Compose");
+        if !out.status.success() {
+            let logs = self.logs().await;
+            panic!(
+                "compose {args:?} failed: {}\n{logs}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        out
+    }
+
+    async fn logs(&self) -> String {
+        let out = Command::new(&self.compose[0])
+            .args(&self.compose[1..])
+            .args(["-f", "compose.yaml", "logs", "--no-color", "--tail", "40"])
+            .current_dir(MANIFEST_DIR)
+            .envs(self.env())
+            .output()
+            .await;
+        out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// `http://127.0.0.1:PORT`, the port the engine published 8080 on.
+    async fn url(&self) -> String {
+        let out = self.compose(&["port", "server", "8080"]).await;
+        let addr = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(addr.starts_with("127.0.0.1:"), "published on {addr:?}");
+        format!("http://{addr}")
+    }
+
+    async fn wait_healthy(&self, url: &str) {
+        let http = reqwest::Client::new();
+        for _ in 0..120 {
+            if let Ok(r) = http.get(format!("{url}/health")).send().await
+                && r.status() == 200
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        panic!("the server never answered /health:\n{}", self.logs().await);
+    }
+
+    /// Runs tests/python/tenants_over_http.py's `phase` against the stack.
+    async fn python(&self, phase: &str, url: &str) {
+        let python = std::env::var("CEM_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+        let out = Command::new(&python)
+            .arg(Path::new(MANIFEST_DIR).join("tests/python/tenants_over_http.py"))
+            .arg(format!("{url}/mcp"))
+            .args([&self.tokens.0, &self.tokens.1, phase])
+            .output()
+            .await
+            .expect("run the Python client (CEM_TEST_PYTHON: an interpreter with mcp==2.3.0)");
+        assert!(
+            out.status.success(),
+            "{phase} failed:\n{}\n{}\nserver:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.logs().await
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("{phase}: ok")));
+    }
+
+    /// Stops the stack (the server removes its sandbox containers on SIGTERM) and checks that
+    /// none is left.
+    async fn down(mut self) {
+        self.compose(&["down", "--timeout", "45"]).await;
+        self.down = true;
+        let left = sandboxes_of(&self.project).await;
+        assert!(left.is_empty(), "sandbox containers left: {left:?}");
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let mut cleanup = vec![];
+        if !self.down {
+            let mut down = std::process::Command::new(&self.compose[0]);
+            down.args(&self.compose[1..])
+                .args(["-f", "compose.yaml", "down", "--timeout", "45"])
+                .current_dir(MANIFEST_DIR)
+                .envs(self.env());
+            cleanup.push(down);
+        }
+        let mut rmi = std::process::Command::new("docker");
+        rmi.args(["rmi", "-f", &self.image]);
+        cleanup.push(rmi);
+        for mut c in cleanup {
+            let _ = c.output();
+        }
+    }
+}
+
+/// The sandbox containers of servers whose hostname is `host`.
+async fn sandboxes_of(host: &str) -> Vec<String> {
+    let engine = Engine::connect().await.expect("engine");
+    let all = engine
+        .list_labelled(&[LABEL_MANAGED.to_string()])
+        .await
+        .expect("list containers");
+    let prefix = format!("{host}:");
+    all.into_iter()
+        .filter(|(_, labels)| {
+            labels
+                .get(LABEL_OWNER)
+                .is_some_and(|o| o.starts_with(&prefix))
+        })
+        .map(|(id, _)| id)
+        .collect()
+}
+
+/// `docker compose` (the plugin) where it exists, else `docker-compose`.
+async fn compose_command() -> Vec<String> {
+    let plugin = Command::new("docker")
+        .args(["compose", "version"])
+        .output()
+        .await
+        .is_ok_and(|o| o.status.success());
+    if plugin {
+        return vec!["docker".into(), "compose".into()];
+    }
+    let standalone = Command::new("docker-compose")
+        .arg("version")
+        .output()
+        .await
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        standalone,
+        "Docker Compose is missing: install the compose plugin or docker-compose (`apt-get install docker-compose`)"
+    );
+    vec!["docker-compose".into()]
+}
+
+/// The test binary's server, as a path inside the build context (the repository root).
+fn binary_in_context() -> String {
+    let bin = PathBuf::from(common::BIN);
+    let rel = bin.strip_prefix(MANIFEST_DIR).unwrap_or_else(|_| {
+        panic!(
+            "{} is outside the repository, so the server image cannot carry it: build without CARGO_TARGET_DIR",
+            bin.display()
+        )
+    });
+    path_str(rel)
+}
+
+/// The base the sandbox image was built on (its `org.opencontainers.image.base.name` label).
+fn sandbox_base() -> String {
+    let tag = code_execution_mcp::sandbox::image::default_tag();
+    let out = std::process::Command::new("docker")
+        .args([
+            "image",
+            "inspect",
+            "-f",
+            "{{index .Config.Labels \"org.opencontainers.image.base.name\"}}",
+            &tag,
+        ])
+        .output()
+        .expect("docker image inspect");
+    let base = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success() && !base.is_empty(),
+        "the sandbox image {tag} is missing: build it first (`code-execution-mcp image build`, see README)"
+    );
+    base
+}
+
+fn path_str(p: &Path) -> String {
+    p.to_str().expect("test paths are UTF-8").to_string()
+}
