@@ -421,6 +421,43 @@ mod tests {
     }
 
     #[test]
+    fn tokens_need_http_and_the_data_dir() {
+        let tokens = Some(Secret("alice:".to_string() + &"a".repeat(40)));
+        let mut c = Config::defaults();
+        c.tokens = tokens.clone();
+        let err = c.validate().unwrap_err();
+        assert!(err.contains("--transport http"), "{err}");
+        c.transport = Transport::Http;
+        c.validate().unwrap();
+        c.workspace = Some("/srv/ws".into());
+        let err = c.validate().unwrap_err();
+        assert!(err.contains("--data-dir"), "{err}");
+        // The secret never shows in Debug output.
+        assert!(!format!("{c:?}").contains(&"a".repeat(40)));
+        let mut c = Config::defaults();
+        c.data_dir = Some("/srv/cem".into());
+        assert_eq!(c.workspace_dir(), PathBuf::from("/srv/cem/workspace"));
+        assert_eq!(c.skills_dir(), PathBuf::from("/srv/cem/skills"));
+        assert!(!c.has_tokens());
+    }
+
+    #[test]
+    fn the_tenant_limit_defaults_to_and_never_exceeds_the_server_limit() {
+        let mut c = Config::defaults();
+        assert_eq!(c.tenant_max_concurrency(), c.max_concurrency);
+        c.tenant_max_concurrency = Some(2);
+        assert_eq!(c.tenant_max_concurrency(), 2);
+        c.tenant_max_concurrency = Some(64);
+        assert_eq!(c.tenant_max_concurrency(), c.max_concurrency);
+        c.tenant_max_concurrency = Some(0);
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .contains("--tenant-max-concurrency")
+        );
+    }
+
+    #[test]
     fn shipped_registry_is_found_from_the_source_tree() {
         assert!(shipped_dir("tools_registry").is_some());
     }
