@@ -46,7 +46,9 @@
 //! - 36 [`case_36_the_servers_environment_never_reaches_the_sandbox`]
 //! - 37 [`case_37_a_canary_in_tmp_is_gone_next_time_and_invisible_to_concurrent_executions`]
 //! - 38 [`case_38_mountinfo_reveals_no_host_paths_beyond_the_workspace`]
-//! - 39 [`case_39_another_instances_workspace_skills_and_tokens_are_out_of_reach`]
+//! - 39 [`case_39_another_instances_workspace_skills_and_tokens_are_out_of_reach`] (between
+//!   server instances); between HTTP tenants of one server: `tests/tenants.rs` and, in the
+//!   compose stack, `tests/compose.rs`
 //! - 40 [`case_40_a_100_mb_code_string_is_refused_before_the_engine`]
 //! - 41 [`case_41_nul_and_invalid_utf8_in_code_get_clear_errors`]
 //! - 42 `tests/protocol_robustness.rs` (malformed JSON-RPC over stdio and HTTP)
@@ -2678,10 +2680,10 @@ async fn case_38_mountinfo_reveals_no_host_paths_beyond_the_workspace() {
 /// 39. "Another tenant's workspace, skills, PII tokens (HTTP mode) → unreachable and
 ///     unguessable."
 ///
-/// Tenants arrive with a later issue; until then, the boundary that exists is between two
-/// server instances with their own directories and PII secrets: the sandbox of one cannot see
-/// the other's workspace or skills (not mounted, the paths absent), and restore_pii on one never
-/// resolves tokens the other minted. Per-tenant isolation over HTTP extends this test later.
+/// Here between two server instances with their own directories and PII secrets: the sandbox
+/// of one cannot see the other's workspace or skills (not mounted, the paths absent), and
+/// restore_pii on one never resolves tokens the other minted. Tenants of one HTTP server (the
+/// same separation, plus sessions and bearer tokens) are tested in `tests/tenants.rs`.
 #[tokio::test]
 async fn case_39_another_instances_workspace_skills_and_tokens_are_out_of_reach() {
     let a = TestApp::start().await;
