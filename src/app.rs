@@ -205,7 +205,7 @@ impl App {
         if let Some(name) = tenant {
             tracing::info!("opening tenant {name}: {}", workspace_path.display());
             if let Some(parent) = workspace_path.parent() {
-                std::fs::create_dir_all(parent).map_err(|source| StartError::Workspace {
+                create_private_dir(parent).map_err(|source| StartError::Workspace {
                     path: workspace_path.clone(),
                     error: WorkspaceError::Io {
                         context: format!("cannot create {}", parent.display()),
@@ -460,6 +460,21 @@ impl App {
     pub async fn shutdown(&self) {
         self.sandbox.shutdown().await;
     }
+}
+
+/// Creates `dir` and its missing parents with mode 0700, and makes `dir` and its parent (the
+/// tenants directory) 0700: other users of the host have no business in tenants' data. The
+/// engine binds the workspaces as root, so sandboxes are unaffected.
+fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    for d in [Some(dir), dir.parent()].into_iter().flatten() {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 /// Whether an execution's error is Python's "no space left" (ENOSPC) or "disk quota exceeded"

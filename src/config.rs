@@ -112,7 +112,7 @@ pub struct Config {
     pub max_concurrency: usize,
 
     /// Executions one tenant may run at once (HTTP with tokens), so that one tenant cannot take
-    /// every slot [default: --max-concurrency].
+    /// every slot [default: half of --max-concurrency, at least 1].
     #[arg(long, env = "CEM_TENANT_MAX_CONCURRENCY")]
     pub tenant_max_concurrency: Option<usize>,
 
@@ -225,8 +225,13 @@ impl Config {
 
     /// Executions one tenant may run at once.
     pub fn tenant_max_concurrency(&self) -> usize {
+        let default = if self.has_tokens() {
+            (self.max_concurrency / 2).max(1)
+        } else {
+            self.max_concurrency
+        };
         self.tenant_max_concurrency
-            .unwrap_or(self.max_concurrency)
+            .unwrap_or(default)
             .min(self.max_concurrency)
     }
 
@@ -308,6 +313,16 @@ impl Config {
         }
         if self.max_concurrency == 0 {
             return Err("--max-concurrency must be at least 1".into());
+        }
+        if let Some(bad) = self
+            .allowed_hosts
+            .iter()
+            .map(|h| h.trim())
+            .find(|h| *h != "*" && (h.is_empty() || h.contains(['*', '/', ' '])))
+        {
+            return Err(format!(
+                "--allowed-hosts entry {bad:?} is not a host name or host:port (use `*` alone to allow any Host)"
+            ));
         }
         if self.tenant_max_concurrency == Some(0) {
             return Err("--tenant-max-concurrency must be at least 1".into());
@@ -445,6 +460,8 @@ mod tests {
     fn the_tenant_limit_defaults_to_and_never_exceeds_the_server_limit() {
         let mut c = Config::defaults();
         assert_eq!(c.tenant_max_concurrency(), c.max_concurrency);
+        c.tokens = Some(Secret("alice:".to_string() + &"a".repeat(40)));
+        assert_eq!(c.tenant_max_concurrency(), c.max_concurrency / 2);
         c.tenant_max_concurrency = Some(2);
         assert_eq!(c.tenant_max_concurrency(), 2);
         c.tenant_max_concurrency = Some(64);
@@ -455,6 +472,19 @@ mod tests {
                 .unwrap_err()
                 .contains("--tenant-max-concurrency")
         );
+    }
+
+    #[test]
+    fn allowed_hosts_are_names_or_a_lone_star() {
+        let mut c = Config::defaults();
+        c.allowed_hosts = vec!["mcp.example.com".into(), "10.0.0.5:8080".into()];
+        c.validate().unwrap();
+        c.allowed_hosts = vec!["*".into()];
+        c.validate().unwrap();
+        for bad in ["mcp.example.com:*", "", "http://x"] {
+            c.allowed_hosts = vec![bad.into()];
+            assert!(c.validate().unwrap_err().contains("--allowed-hosts"), "{bad}");
+        }
     }
 
     #[test]

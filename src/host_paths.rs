@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::sandbox::engine::ContainerMount;
+use crate::sandbox::engine::{ContainerMount, MountKind};
 use crate::sandbox::{Engine, EngineError};
 
 #[derive(Debug, thiserror::Error)]
@@ -73,21 +73,25 @@ impl HostPaths {
         let Self::InContainer { container, mounts } = self else {
             return Ok(path.to_owned());
         };
-        let (mount, rest) = mounts
+        let mount = mounts
             .iter()
             .filter_map(|m| Some((m, path.strip_prefix(&m.destination).ok()?)))
-            .max_by_key(|(m, _)| m.destination.components().count())
-            .ok_or_else(|| HostPathError::NotOnAMount {
+            .max_by_key(|(m, _)| m.destination.components().count());
+        let not_on_a_mount = || HostPathError::NotOnAMount {
+            path: path.to_owned(),
+            container: container[..12.min(container.len())].to_string(),
+        };
+        match mount {
+            Some((m, rest)) if m.kind == MountKind::Bind && m.source.is_absolute() => {
+                Ok(m.source.join(rest))
+            }
+            Some((m, _)) if m.kind == MountKind::Volume => Err(HostPathError::OnAVolume {
                 path: path.to_owned(),
-                container: container[..12.min(container.len())].to_string(),
-            })?;
-        if mount.volume {
-            return Err(HostPathError::OnAVolume {
-                path: path.to_owned(),
-                mount: mount.destination.clone(),
-            });
+                mount: m.destination.clone(),
+            }),
+            // On a tmpfs (or such) of the container, or on none: nothing the engine can bind.
+            _ => Err(not_on_a_mount()),
         }
-        Ok(mount.source.join(rest))
     }
 }
 
@@ -149,10 +153,19 @@ mod tests {
         let paths = HostPaths::InContainer {
             container: ID.into(),
             mounts: vec![
-                mount("/data", "/srv/cem", false),
-                mount("/data/tenants/b", "/srv/b", false),
-                mount("/var/run/docker.sock", "/var/run/docker.sock", false),
-                mount("/cache", "/var/lib/docker/volumes/c/_data", true),
+                mount("/data", "/srv/cem", MountKind::Bind),
+                mount("/data/tenants/b", "/srv/b", MountKind::Bind),
+                mount(
+                    "/var/run/docker.sock",
+                    "/var/run/docker.sock",
+                    MountKind::Bind,
+                ),
+                mount(
+                    "/cache",
+                    "/var/lib/docker/volumes/c/_data",
+                    MountKind::Volume,
+                ),
+                mount("/data/scratch", "", MountKind::Other),
             ],
         };
         assert_eq!(
@@ -181,13 +194,16 @@ mod tests {
         let err = paths.to_engine(Path::new("/cache/ws")).unwrap_err();
         assert!(matches!(err, HostPathError::OnAVolume { .. }), "{err}");
         assert!(err.to_string().contains("host directory"), "{err}");
+        // A tmpfs inside the data directory has no host path: refused, not made relative.
+        let err = paths.to_engine(Path::new("/data/scratch/ws")).unwrap_err();
+        assert!(matches!(err, HostPathError::NotOnAMount { .. }), "{err}");
     }
 
-    fn mount(destination: &str, source: &str, volume: bool) -> ContainerMount {
+    fn mount(destination: &str, source: &str, kind: MountKind) -> ContainerMount {
         ContainerMount {
             destination: destination.into(),
             source: source.into(),
-            volume,
+            kind,
         }
     }
 

@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -120,6 +121,11 @@ async fn tenants_see_only_their_own_workspace_skills_pii_and_stats() {
     assert!(alice_dir.join("skills/alice_private.py").is_file());
     assert_eq!(entries(&bob_dir.join("workspace")), Vec::<String>::new());
     assert!(!bob_dir.join("skills/alice_private.py").exists());
+    // Other users of the host cannot enter the tenants' directories.
+    for dir in [server.data().join("tenants"), alice_dir, bob_dir] {
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", dir.display());
+    }
 
     server.finish([alice, bob]).await;
 }
@@ -275,6 +281,9 @@ async fn a_tenant_at_its_limit_does_not_block_another() {
     );
     let v = call_ok(&bob, "execute_code", json!({"code": "result = 'bob ran'"})).await;
     assert_eq!(v["result"], "bob ran");
+    // The stats report the tenant's own limit, the one the busy error names.
+    let stats = call_ok(&alice, "get_execution_stats", json!({})).await;
+    assert_eq!(stats["limits"]["max_concurrency"], 1, "{stats}");
     assert!(!first.is_finished(), "Alice's first execution ended early");
 
     write_file(&alice, "release", "").await;
@@ -286,6 +295,35 @@ async fn a_tenant_at_its_limit_does_not_block_another() {
 }
 
 /// Signals that it runs, then waits (up to 100 s) for the file `release`.
+#[tokio::test]
+async fn with_tokens_the_server_listens_beyond_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let access = code_execution_mcp::serve::http_access(tenant_config(dir.path()))
+        .await
+        .expect("the server starts");
+    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(code_execution_mcp::serve::serve_http(
+        access,
+        "0.0.0.0:0".parse().unwrap(),
+        async move {
+            let _ = stopped.await;
+        },
+        Some(bound_tx),
+    ));
+    let addr = bound_rx.await.expect("it binds an unspecified address");
+    assert!(addr.ip().is_unspecified(), "{addr}");
+    let health = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{}/health", addr.port()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+    common::assert_no_containers_under(dir.path()).await;
+}
+
 const HOLD: &str = r#"
 import os, time
 open('/workspace/started', 'w').close()
@@ -304,12 +342,7 @@ struct TenantServer {
 impl TenantServer {
     async fn start(adjust: impl FnOnce(&mut Config)) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let mut c = common::config_in(dir.path());
-        c.workspace = None;
-        c.skills_dir = None;
-        c.data_dir = Some(dir.path().join("data"));
-        c.transport = Transport::Http;
-        c.tokens = Some(Secret(format!("alice:{ALICE},bob:{BOB}")));
+        let mut c = tenant_config(dir.path());
         adjust(&mut c);
         let access = code_execution_mcp::serve::http_access(c)
             .await
@@ -346,6 +379,17 @@ impl TenantServer {
         self.http.stop().await;
         common::assert_no_containers_under(self.dir.path()).await;
     }
+}
+
+/// HTTP with Alice's and Bob's tokens, data under `dir/data`.
+fn tenant_config(dir: &Path) -> Config {
+    let mut c = common::config_in(dir);
+    c.workspace = None;
+    c.skills_dir = None;
+    c.data_dir = Some(dir.join("data"));
+    c.transport = Transport::Http;
+    c.tokens = Some(Secret(format!("alice:{ALICE},bob:{BOB}")));
+    c
 }
 
 /// A tool call that must succeed; returns its structured content.

@@ -126,7 +126,8 @@ impl CodeExecutionServer {
                 max_timeout_seconds: c.max_timeout_secs,
                 default_memory_mb: c.default_memory_mb,
                 max_memory_mb: c.max_memory_mb,
-                max_concurrency: c.max_concurrency,
+                // This tenant's limit (the whole server's when there are no tenants).
+                max_concurrency: app.sandbox.settings().max_concurrency,
                 max_queue: c.max_queue,
                 max_code_bytes: c.max_code_bytes,
                 max_output_bytes: c.max_output_bytes,

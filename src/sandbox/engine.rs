@@ -99,10 +99,20 @@ pub struct Engine {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerMount {
     pub destination: std::path::PathBuf,
-    /// The mounted directory on the engine's host.
+    /// The mounted directory on the engine's host (for a bind mount).
     pub source: std::path::PathBuf,
-    /// A named (or anonymous) volume rather than a host directory.
-    pub volume: bool,
+    pub kind: MountKind,
+}
+
+/// What a container's mount is, as far as binding its directories elsewhere goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MountKind {
+    /// A host directory or file: its source is a host path.
+    Bind,
+    /// A named or anonymous volume, under the engine's data root.
+    Volume,
+    /// tmpfs and the like: nothing on the host to bind.
+    Other,
 }
 
 /// Engine facts for `doctor` and the stats tool.
@@ -240,7 +250,11 @@ impl Engine {
                     Some(ContainerMount {
                         destination: m.destination?.into(),
                         source: m.source?.into(),
-                        volume: m.typ.is_some_and(|t| t == "volume"),
+                        kind: match m.typ.as_deref() {
+                            Some("bind") => MountKind::Bind,
+                            Some("volume") => MountKind::Volume,
+                            _ => MountKind::Other,
+                        },
                     })
                 })
                 .collect(),

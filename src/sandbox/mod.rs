@@ -195,8 +195,8 @@ impl Sandbox {
                 }
             }
         };
-        // Then one of the server's slots, shared by every tenant (a short wait: a tenant holds
-        // at most its own limit of them).
+        // Then one of the server's slots, shared by every tenant. Those waiting here hold one
+        // of their tenant's slots, so at most the sum of the tenants' limits wait.
         let server_permit = tokio::select! {
             biased;
             _ = self.shutdown.cancelled() => return Err(SandboxError::ShuttingDown),
