@@ -98,7 +98,9 @@ async fn paced(client: &RunningService<RoleClient, ()>, n: usize, think: Duratio
 fn row(name: &str, samples: &mut [f64], baseline: Option<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
     let p50 = percentile(samples, 0.5).unwrap_or_default();
-    let ratio = baseline.map_or(String::new(), |b| format!("   {:.2}x baseline p50", p50 / b));
+    let ratio = baseline.map_or(String::new(), |b| {
+        format!("   {:.2}x baseline p50", p50 / b)
+    });
     println!(
         "{name:<44} n={:<3} p50 {p50:>7.1} ms  p90 {:>7.1} ms  max {:>7.1} ms{ratio}",
         samples.len(),
@@ -159,8 +161,16 @@ async fn main() {
     println!("\nexecute_code(\"print(1)\") over streamable HTTP, think time {think:?}, pool 2");
     let b = row("1. no tokens (baseline)", &mut baseline, None);
     row("2. a tenant, with its bearer token", &mut tenant, Some(b));
-    row("3. new session + call, tenant open", &mut reopening, Some(b));
-    row("4. new session + call, new tenant (opens it)", &mut opening, Some(b));
+    row(
+        "3. new session + call, tenant open",
+        &mut reopening,
+        Some(b),
+    );
+    row(
+        "4. new session + call, new tenant (opens it)",
+        &mut opening,
+        Some(b),
+    );
 
     open.cancel().await.unwrap();
     first.cancel().await.unwrap();
@@ -168,5 +178,8 @@ async fn main() {
     let _ = stop_open.send(());
     let _ = stop_tenants.send(());
     open_task.await.unwrap().expect("the server stops cleanly");
-    tenants_task.await.unwrap().expect("the tenant server stops cleanly");
+    tenants_task
+        .await
+        .unwrap()
+        .expect("the tenant server stops cleanly");
 }

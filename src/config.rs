@@ -483,7 +483,10 @@ mod tests {
         c.validate().unwrap();
         for bad in ["mcp.example.com:*", "", "http://x"] {
             c.allowed_hosts = vec![bad.into()];
-            assert!(c.validate().unwrap_err().contains("--allowed-hosts"), "{bad}");
+            assert!(
+                c.validate().unwrap_err().contains("--allowed-hosts"),
+                "{bad}"
+            );
         }
     }
 

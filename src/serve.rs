@@ -109,6 +109,10 @@ pub type McpService = StreamableHttpService<CodeExecutionServer, LocalSessionMan
 /// Starts what `config` asks for over HTTP: with tokens, the shared parts and the token table
 /// (tenants open later); without, one application.
 pub async fn http_access(config: Config) -> Result<Access, ServeError> {
+    // Refused before anything starts (no pool to tear down again).
+    if !config.has_tokens() && !config.listen.ip().is_loopback() {
+        return Err(ServeError::NotLoopback(config.listen));
+    }
     if !config.has_tokens() {
         let app = App::start(config).await.map_err(ServeError::Start)?;
         return Ok(Access::Open(Arc::new(app)));
@@ -165,7 +169,10 @@ pub async fn serve_http(
     shutdown: impl Future<Output = ()> + Send + 'static,
     bound: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
 ) -> Result<(), ServeError> {
-    if matches!(access, Access::Open(_)) && !addr.ip().is_loopback() {
+    if let Access::Open(app) = &access
+        && !addr.ip().is_loopback()
+    {
+        app.shutdown().await;
         return Err(ServeError::NotLoopback(addr));
     }
     let listener = tokio::net::TcpListener::bind(addr)

@@ -209,6 +209,16 @@ async fn http_refuses_non_loopback_addresses_without_authentication() {
         "{err}"
     );
     t.finish().await;
+    // From the configuration, the address is refused before anything starts.
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config_in(dir.path());
+    config.transport = code_execution_mcp::config::Transport::Http;
+    config.listen = "0.0.0.0:8080".parse().unwrap();
+    let Err(err) = code_execution_mcp::serve::http_access(config).await else {
+        panic!("a non-loopback address without tokens was accepted");
+    };
+    assert!(err.to_string().contains("loopback"), "{err}");
+    assert!(!dir.path().join("workspace").exists(), "the server started");
 }
 
 #[tokio::test]
