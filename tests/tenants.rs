@@ -301,26 +301,15 @@ async fn with_tokens_the_server_listens_beyond_loopback() {
     let access = code_execution_mcp::serve::http_access(tenant_config(dir.path()))
         .await
         .expect("the server starts");
-    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(code_execution_mcp::serve::serve_http(
-        access,
-        "0.0.0.0:0".parse().unwrap(),
-        async move {
-            let _ = stopped.await;
-        },
-        Some(bound_tx),
-    ));
-    let addr = bound_rx.await.expect("it binds an unspecified address");
-    assert!(addr.ip().is_unspecified(), "{addr}");
+    let server = HttpServer::serve_on(access, "0.0.0.0:0".parse().unwrap()).await;
+    assert!(server.addr.ip().is_unspecified(), "{}", server.addr);
     let health = reqwest::Client::new()
-        .get(format!("http://127.0.0.1:{}/health", addr.port()))
+        .get(server.url.replace("/mcp", "/health"))
         .send()
         .await
         .unwrap();
     assert_eq!(health.status(), 200);
-    stop.send(()).unwrap();
-    task.await.unwrap().unwrap();
+    server.stop().await;
     common::assert_no_containers_under(dir.path()).await;
 }
 

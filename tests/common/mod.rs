@@ -396,6 +396,8 @@ impl RawStdio {
 /// `serve_http` on a free loopback port, in this process, for `app`.
 pub struct HttpServer {
     pub url: String,
+    /// The address it bound.
+    pub addr: std::net::SocketAddr,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<Result<(), code_execution_mcp::serve::ServeError>>,
 }
@@ -405,13 +407,21 @@ impl HttpServer {
         Self::serve(code_execution_mcp::serve::Access::Open(app)).await
     }
 
-    /// `serve_http` for `access` (e.g. tenants with tokens).
+    /// `serve_http` for `access` (e.g. tenants with tokens) on a free loopback port.
     pub async fn serve(access: code_execution_mcp::serve::Access) -> Self {
+        Self::serve_on(access, "127.0.0.1:0".parse().unwrap()).await
+    }
+
+    /// `serve_http` for `access` on `listen`; `url` names the loopback address of its port.
+    pub async fn serve_on(
+        access: code_execution_mcp::serve::Access,
+        listen: std::net::SocketAddr,
+    ) -> Self {
         let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(code_execution_mcp::serve::serve_http(
             access,
-            "127.0.0.1:0".parse().unwrap(),
+            listen,
             async move {
                 let _ = stop_rx.await;
             },
@@ -419,7 +429,8 @@ impl HttpServer {
         ));
         let addr = bound_rx.await.expect("the HTTP server binds");
         Self {
-            url: format!("http://{addr}/mcp"),
+            url: format!("http://127.0.0.1:{}/mcp", addr.port()),
+            addr,
             stop,
             task,
         }
