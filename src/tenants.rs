@@ -27,7 +27,6 @@ pub enum TenantError {
 /// One tenant's application and whatever the transport keeps per tenant (`S`: the HTTP
 /// service with its sessions).
 pub struct Tenant<S> {
-    pub name: String,
     pub app: Arc<App>,
     pub service: S,
 }
@@ -56,10 +55,6 @@ impl<S> Tenants<S> {
         }
     }
 
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
-    }
-
     /// The tenant an `Authorization` header value authenticates, opened on first use (two
     /// first requests at once open it once).
     pub async fn get(&self, authorization: Option<&[u8]>) -> Result<Arc<Tenant<S>>, TenantError> {
@@ -82,7 +77,6 @@ impl<S> Tenants<S> {
                     })?;
                 let app = Arc::new(app);
                 Ok::<_, TenantError>(Arc::new(Tenant {
-                    name: name.clone(),
                     service: (self.make_service)(app.clone()),
                     app,
                 }))
