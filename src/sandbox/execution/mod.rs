@@ -6,16 +6,21 @@
 //! it reads, and kills the container when the code overruns its time or floods past the hard
 //! output cap. Removal is the [`ContainerGuard`]'s job, so every path — including a dropped
 //! future — removes the container.
+mod frames;
+mod outcome;
+mod start;
+
+use frames::{Collector, Stop, frame_limit, hard_cap};
+use outcome::{
+    MAX_ERROR_BYTES, bound_result, bound_text, kill_bounded, memory_message, wait_exit_state,
+};
+pub use outcome::{Outcome, Status};
+pub(crate) use start::{Source, Started, start};
 
 use std::time::{Duration, Instant};
 
 use bollard::container::LogOutput;
-use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, StartContainerOptions,
-    WaitContainerOptionsBuilder,
-};
 use futures::StreamExt;
-use serde::Serialize;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant as TokioInstant;
@@ -23,13 +28,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::channel::{
-    CallHandler, FromHarness, HarnessLimits, Line, LineSplitter, MAX_FRAME_BYTES, StreamName,
-    ToHarness, parse_frame,
+    CallHandler, FromHarness, HarnessLimits, Line, LineSplitter, MAX_FRAME_BYTES, ToHarness,
+    parse_frame,
 };
 use super::engine::{Engine, EngineError};
 use super::events::{EngineBreaks, OomEvents};
 use super::output::BoundedText;
-use super::spec::{SandboxSpec, container_body};
 
 /// What the caller asked to run, with limits already checked and clamped.
 #[derive(Debug, Clone)]
@@ -40,66 +44,6 @@ pub struct Job {
     pub memory_bytes: i64,
     /// Receives each output chunk as it arrives (set when the client asked for progress).
     pub tap: Option<crate::progress::OutputTap>,
-}
-
-/// How an execution ended, machine-readable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// The code ran to the end.
-    Ok,
-    /// The code raised an exception (or the sandbox failed).
-    Error,
-    /// Killed at the deadline.
-    Timeout,
-    /// Killed by the kernel for exceeding its memory limit (or raised MemoryError).
-    MemoryLimit,
-    /// Killed for writing past the hard output cap.
-    OutputLimit,
-    /// Cancelled by the client or by server shutdown.
-    Cancelled,
-}
-
-impl Status {
-    pub const ALL: [Status; 6] = [
-        Status::Ok,
-        Status::Error,
-        Status::Timeout,
-        Status::MemoryLimit,
-        Status::OutputLimit,
-        Status::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Error => "error",
-            Status::Timeout => "timeout",
-            Status::MemoryLimit => "memory_limit",
-            Status::OutputLimit => "output_limit",
-            Status::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// Everything an execution produced, before it is shaped into the tool's response.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub status: Status,
-    pub result: Value,
-    pub result_truncated: bool,
-    pub stdout: BoundedText,
-    pub stderr: BoundedText,
-    pub error: Option<String>,
-    pub error_type: Option<String>,
-    pub traceback: Option<String>,
-    pub elapsed: Duration,
-}
-
-impl Outcome {
-    pub fn success(&self) -> bool {
-        self.status == Status::Ok
-    }
 }
 
 /// Default of the longest wait for a container to be ready for its job: taken from the pool
@@ -118,109 +62,11 @@ const OOM_EVENT_WAIT: Duration = Duration::from_secs(1);
 const ENGINE_BREAK_WAIT: Duration = Duration::from_secs(1);
 /// Longest wait for the engine to kill a container, and to report its state, once the code
 /// has ended or run out of time: an engine that does not answer does not hold the response.
-const KILL_LIMIT: Duration = Duration::from_secs(10);
-const INSPECT_LIMIT: Duration = Duration::from_secs(10);
+pub(super) const KILL_LIMIT: Duration = Duration::from_secs(10);
+pub(super) const INSPECT_LIMIT: Duration = Duration::from_secs(10);
 
 /// How long output is drained after the execution has ended (the removal ends it sooner).
 const DRAIN_LIMIT: Duration = Duration::from_secs(60);
-
-/// Removes its container when dropped, in the background, tracked so shutdown can wait.
-pub(crate) struct ContainerGuard {
-    engine: Engine,
-    id: String,
-    tracker: TaskTracker,
-    /// Whether the engine answered the create. A create abandoned half-way (its execution
-    /// timed out or was cancelled) may still land after a first removal found nothing, so
-    /// then the removal is repeated for a few seconds.
-    created: bool,
-}
-
-impl ContainerGuard {
-    pub(crate) fn new(engine: Engine, id: String, tracker: TaskTracker) -> Self {
-        Self {
-            engine,
-            id,
-            tracker,
-            created: false,
-        }
-    }
-}
-
-impl Drop for ContainerGuard {
-    fn drop(&mut self) {
-        let engine = self.engine.clone();
-        let id = std::mem::take(&mut self.id);
-        let created = self.created;
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            self.tracker.spawn_on(
-                async move {
-                    if !created {
-                        // Removing a name the engine does not know (yet) succeeds: repeat it.
-                        for delay in [0, 1, 2, 4] {
-                            tokio::time::sleep(Duration::from_secs(delay)).await;
-                            let _ = engine.remove(&id).await;
-                        }
-                    }
-                    // Retried, so an engine restarting under us does not leave the container.
-                    for delay in [1, 2, 4, 8, 0] {
-                        match engine.remove(&id).await {
-                            Ok(()) => return,
-                            Err(e) if delay == 0 => {
-                                tracing::warn!(container = %id, "could not remove sandbox container: {e}; the next start removes it");
-                            }
-                            Err(_) => tokio::time::sleep(Duration::from_secs(delay)).await,
-                        }
-                    }
-                },
-                &handle,
-            );
-        }
-    }
-}
-
-/// Bytes the server reads from one container before it kills it as a flood. The harness
-/// stops forwarding at the output limits, so only code that bypasses it gets here.
-fn hard_cap(limits: HarnessLimits) -> u64 {
-    let kept = 2 * limits.max_output_bytes + limits.max_result_bytes;
-    8 * kept as u64 + 16 * 1024 * 1024
-}
-
-/// Longest frame accepted: a done frame carries the result (as JSON text inside JSON, which
-/// escaping can double when it is cut), the error and the traceback.
-fn frame_limit(limits: HarnessLimits) -> usize {
-    2 * limits.max_result_bytes + 2 * MAX_ERROR_BYTES + (1 << 20)
-}
-
-/// The state the frame loop accumulates.
-struct Collector {
-    stdout: BoundedText,
-    stderr: BoundedText,
-    splitter: LineSplitter,
-    received: u64,
-    done: Option<super::channel::DoneFrame>,
-}
-
-impl Collector {
-    fn output(&mut self, stream: StreamName, data: &str, truncated: bool, dropped: u64) {
-        let text = match stream {
-            StreamName::Stdout => &mut self.stdout,
-            StreamName::Stderr => &mut self.stderr,
-        };
-        text.push(data);
-        if truncated {
-            text.note_dropped(dropped);
-        }
-    }
-}
-
-/// Why the frame loop stopped.
-enum Stop {
-    Done,
-    Eof,
-    Deadline,
-    Cancelled,
-    Flood,
-}
 
 /// What every execution of one sandbox shares.
 pub(crate) struct Runner<'a> {
@@ -233,79 +79,6 @@ pub(crate) struct Runner<'a> {
     pub breaks: &'a EngineBreaks,
     /// The start limit, for the message when it is reached.
     pub start_limit: Duration,
-}
-
-type OutputStream = std::pin::Pin<
-    Box<dyn futures::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
->;
-type InputSink = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
-
-/// A created, attached and started container whose harness waits for its job. Dropping it
-/// removes the container.
-pub(crate) struct Started {
-    name: String,
-    output: OutputStream,
-    input: InputSink,
-    guard: ContainerGuard,
-}
-
-impl Started {
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// False when the container has already ended or printed before its job: it must not be
-    /// used (a pooled container is checked this way before it is handed out).
-    pub(crate) fn is_waiting(&mut self) -> bool {
-        use futures::FutureExt;
-        self.output.next().now_or_never().is_none()
-    }
-}
-
-/// Creates, attaches and starts a container made from `spec`. The guard comes first and
-/// works by name: a create the engine carried out but whose answer was lost is still removed.
-pub(crate) async fn start(
-    engine: &Engine,
-    spec: &SandboxSpec,
-    name: &str,
-    tracker: &TaskTracker,
-) -> Result<Started, EngineError> {
-    let mut guard = ContainerGuard::new(engine.clone(), name.to_string(), tracker.clone());
-    let docker = engine.client();
-    let opts = CreateContainerOptionsBuilder::default().name(name).build();
-    let created = docker
-        .create_container(Some(opts), container_body(spec))
-        .await;
-    guard.created = true;
-    created.map_err(|e| EngineError::api("create a sandbox container", e))?;
-    let attach = AttachContainerOptionsBuilder::default()
-        .stdin(true)
-        .stdout(true)
-        .stderr(true)
-        .stream(true)
-        .build();
-    let attached = docker
-        .attach_container(name, Some(attach))
-        .await
-        .map_err(|e| EngineError::api("attach to a sandbox container", e))?;
-    docker
-        .start_container(name, None::<StartContainerOptions>)
-        .await
-        .map_err(|e| EngineError::api("start a sandbox container", e))?;
-    Ok(Started {
-        name: name.to_string(),
-        output: attached.output,
-        input: attached.input,
-        guard,
-    })
-}
-
-/// Where an execution's container comes from.
-pub(crate) enum Source<'a> {
-    /// Created now from this spec, under this name.
-    Cold(&'a SandboxSpec, &'a str),
-    /// Started ahead (the pool).
-    Warm(Started),
 }
 
 /// Runs `job` in a fresh container (made now, or taken ready from the pool). The container
@@ -604,73 +377,4 @@ pub(crate) async fn execute(
         }
     }
     Ok(outcome)
-}
-
-/// Longest `error` or `traceback` passed on.
-const MAX_ERROR_BYTES: usize = 64 * 1024;
-
-/// The result as it goes back: unchanged when its JSON fits in `max` bytes, else the first
-/// `max` bytes of that JSON as a string, and `true`.
-fn bound_result(result: Value, max: usize) -> (Value, bool) {
-    let text = result.to_string();
-    if text.len() <= max {
-        return (result, false);
-    }
-    (Value::String(bound_text(text, max)), true)
-}
-
-/// `s` cut to at most `max` bytes on a character boundary.
-fn bound_text(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut cut = max;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-    }
-    s
-}
-
-/// Kills the container, waiting at most [`KILL_LIMIT`]. A failure is logged and returned as
-/// text for the message, never as an error, so the outcome (and the output collected so far)
-/// still reaches the caller. The guard's removal follows either way.
-async fn kill_bounded(engine: &Engine, id: &str) -> Result<(), String> {
-    let why = match tokio::time::timeout(KILL_LIMIT, engine.kill(id)).await {
-        Ok(Ok(())) => return Ok(()),
-        Ok(Err(e)) => e.to_string(),
-        Err(_) => format!("no answer within {} seconds", KILL_LIMIT.as_secs()),
-    };
-    tracing::warn!(container = %id, "could not kill sandbox container: {why}");
-    Err(why)
-}
-
-fn memory_message(memory_bytes: i64) -> String {
-    format!(
-        "Memory limit exceeded: the execution used more than its {} MB and was killed. Process the data in smaller pieces or pass a larger memory_mb",
-        memory_bytes / (1024 * 1024)
-    )
-}
-
-/// After end of stream: waits (briefly) until the engine has the container stopped, then reads
-/// whether it was OOM-killed.
-async fn wait_exit_state(
-    engine: &Engine,
-    id: &str,
-    deadline: TokioInstant,
-) -> Result<(bool, Option<i64>), EngineError> {
-    let opts = WaitContainerOptionsBuilder::default()
-        .condition("not-running")
-        .build();
-    let wait_until = deadline.min(TokioInstant::now() + Duration::from_secs(10));
-    let mut wait = engine.client().wait_container(id, Some(opts));
-    // A non-zero exit arrives as an error item; either way the container has stopped.
-    let _ = tokio::time::timeout_at(wait_until, wait.next()).await;
-    tokio::time::timeout(INSPECT_LIMIT, engine.exit_state(id))
-        .await
-        .unwrap_or_else(|_| {
-            Err(EngineError::Unreachable(format!(
-                "inspect a sandbox container: no answer within {} seconds",
-                INSPECT_LIMIT.as_secs()
-            )))
-        })
 }

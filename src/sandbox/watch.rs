@@ -1,0 +1,108 @@
+//! The server's watch on the engine: its event stream (OOM notices of this instance's
+//! containers, and image events that move the pool to a rebuilt image), reopened whenever it
+//! breaks, and the retries that refill the pool after failed starts.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::spec::LABEL_INSTANCE;
+use super::{Sandbox, image, pool};
+
+impl Sandbox {
+    /// Follows the engine's events for as long as the server runs (a broken stream is
+    /// reopened, and counted in [`events::EngineBreaks`]): `oom` events of this instance's
+    /// containers (see [`events`]), and image events, so that when the sandbox image's tag
+    /// moves to another image the pool is rebuilt from the new one (cold starts use the tag, so
+    /// they follow by themselves). Also retries failed pool starts (see
+    /// [`Sandbox::keep_pool_filled`]).
+    pub fn watch_engine(self: &Arc<Self>) {
+        let sandbox = self.clone();
+        self.cleanup.spawn(async move {
+            let shutdown = sandbox.shutdown.clone();
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = sandbox.follow_oom_events() => {}
+                _ = sandbox.follow_image_events() => {}
+                _ = sandbox.keep_pool_filled() => {}
+            }
+        });
+    }
+
+    /// After a failed pool start (the engine is down, restarting or stuck), tries again after
+    /// a delay that doubles with each further failure, up to [`pool::MAX_RETRY_DELAY`]: the
+    /// pool fills up again once the engine is back, before any execution asks for it.
+    async fn keep_pool_filled(&self) {
+        if self.settings.pool_size == 0 {
+            return std::future::pending().await;
+        }
+        loop {
+            let failures = self.pool.next_failure().await;
+            tokio::time::sleep(pool::retry_delay(failures)).await;
+            self.refill();
+        }
+    }
+
+    async fn follow_oom_events(&self) {
+        let instance = format!("{LABEL_INSTANCE}={}", self.instance.id);
+        let filters = HashMap::from([
+            ("type", vec!["container"]),
+            ("event", vec!["oom"]),
+            ("label", vec![instance.as_str()]),
+        ]);
+        self.follow_events(&filters, |event| {
+            let name = event
+                .actor
+                .as_ref()
+                .and_then(|a| a.attributes.as_ref())
+                .and_then(|a| a.get("name"));
+            if let Some(name) = name {
+                self.oom.record(name);
+            }
+            std::future::ready(())
+        })
+        .await
+    }
+
+    async fn follow_image_events(&self) {
+        if self.settings.pool_size == 0 {
+            return std::future::pending().await;
+        }
+        let filters = HashMap::from([("type", vec!["image"])]);
+        // Checked once at start as well: the tag may have moved while the server started.
+        self.check_image().await;
+        self.follow_events(&filters, |_| self.check_image()).await
+    }
+
+    /// Calls `on_event` for every event matching `filters`, reconnecting (after a second)
+    /// whenever the stream breaks or ends.
+    async fn follow_events<F: Future<Output = ()>>(
+        &self,
+        filters: &HashMap<&str, Vec<&str>>,
+        mut on_event: impl FnMut(bollard::models::EventMessage) -> F,
+    ) {
+        use futures::StreamExt;
+        loop {
+            let opts = bollard::query_parameters::EventsOptionsBuilder::default()
+                .filters(filters)
+                .build();
+            let mut events = self.engine.client().events(Some(opts));
+            while let Some(Ok(event)) = events.next().await {
+                on_event(event).await;
+            }
+            self.breaks.record();
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Retargets the pool when the image tag now names another image.
+    async fn check_image(&self) {
+        match image::image_id(&self.engine, &self.settings.image).await {
+            Ok(Some(id)) if self.pool.retarget(&id) => {
+                tracing::info!(image = %self.settings.image, id = %id, "the sandbox image changed: the pool is rebuilt from it");
+                self.refill();
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!("could not check the sandbox image: {e}"),
+        }
+    }
+}
