@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::sandbox::engine::{ContainerMount, MountKind};
+use crate::sandbox::docker::{ContainerMount, MountKind};
 use crate::sandbox::{Engine, EngineError};
 
 #[derive(Debug, thiserror::Error)]

@@ -15,7 +15,7 @@ use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuil
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
-use super::engine::{Engine, EngineError};
+use super::docker::{Engine, EngineError};
 
 /// The files of images/python, embedded. `tests` checks this list against the directory.
 pub const CONTEXT: &[(&str, &[u8])] = &[

@@ -11,7 +11,7 @@
 //! server therefore serves again once the engine is back, without a restart.
 
 pub mod channel;
-pub mod engine;
+pub mod docker;
 pub mod events;
 pub mod execution;
 pub mod image;
@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use channel::{BuiltinCalls, CallHandler, HarnessLimits};
-pub use engine::{Engine, EngineError, EngineInfo};
+pub use docker::{Engine, EngineError, EngineInfo};
 pub use execution::{Job, Outcome, Status};
 use spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, SandboxSpec};
 

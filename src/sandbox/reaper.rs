@@ -3,7 +3,7 @@
 //! process no longer exists (a SIGKILLed or crashed server), and leaves live servers' containers
 //! alone, so several servers (or test processes) can share one engine.
 
-use super::engine::{Engine, EngineError};
+use super::docker::{Engine, EngineError};
 use super::spec::{LABEL_MANAGED, LABEL_OWNER};
 
 /// This process as an owner label: `hostname:pid:starttime` (starttime from /proc guards

@@ -31,7 +31,7 @@ use super::channel::{
     CallHandler, FromHarness, HarnessLimits, Line, LineSplitter, MAX_FRAME_BYTES, ToHarness,
     parse_frame,
 };
-use super::engine::{Engine, EngineError};
+use super::docker::{Engine, EngineError};
 use super::events::{EngineBreaks, OomEvents};
 use super::output::BoundedText;
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::time::Instant as TokioInstant;
 
-use super::super::engine::{Engine, EngineError};
+use super::super::docker::{Engine, EngineError};
 use super::{INSPECT_LIMIT, KILL_LIMIT};
 use crate::sandbox::output::BoundedText;
 use bollard::query_parameters::WaitContainerOptionsBuilder;

@@ -10,7 +10,7 @@ use bollard::query_parameters::{
 use futures::StreamExt;
 use tokio_util::task::TaskTracker;
 
-use super::super::engine::{Engine, EngineError};
+use super::super::docker::{Engine, EngineError};
 use super::super::spec::{SandboxSpec, container_body};
 
 /// Removes its container when dropped, in the background, tracked so shutdown can wait.
