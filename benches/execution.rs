@@ -49,6 +49,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use code_execution_mcp::config::Config;
+use code_execution_mcp::sandbox::Backend;
 use code_execution_mcp::sandbox::Engine;
 use code_execution_mcp::sandbox::spec::{LABEL_MANAGED, LABEL_OWNER};
 use code_execution_mcp::stats::percentile;
@@ -479,13 +480,13 @@ async fn leftover_containers(pids: &[u32]) -> Vec<String> {
             .await
             .expect("list containers")
             .into_iter()
-            .filter(|(_, labels)| {
-                labels
+            .filter(|c| {
+                c.labels
                     .get(LABEL_OWNER)
                     .and_then(|o| o.rsplit(':').nth(1)?.parse::<u32>().ok())
                     .is_some_and(|pid| pids.contains(&pid))
             })
-            .map(|(id, _)| id)
+            .map(|c| c.id)
             .collect();
         if left.is_empty() {
             break;

@@ -66,18 +66,17 @@ pub enum ExecuteError {
     Workspace(WorkspaceError),
 }
 
+/// One tenant's server (the only one over stdio): its own workspace, skills, PII vault, stats
+/// and sandbox, over the state every tenant shares.
 pub struct App {
     pub config: Config,
-    pub engine_info: EngineInfo,
-    pub image: String,
-    pub image_id: String,
+    /// The engine, image, tool catalog and server-wide slots, shared with every tenant.
+    pub shared: Arc<Shared>,
     pub workspace: Arc<Workspace>,
     pub workspace_path: PathBuf,
     pub quota: QuotaMode,
     pub skills_dir: PathBuf,
     pub skills: Arc<SkillStore>,
-    pub registry_dir: PathBuf,
-    pub discovery: Arc<Discovery>,
     pub pii: Arc<PiiEngine>,
     pub sandbox: Arc<Sandbox>,
     pub stats: Arc<Stats>,
@@ -333,7 +332,7 @@ impl App {
             start_limit: config.start_timeout(),
         };
         let sandbox = Arc::new(Sandbox::new(
-            shared.engine.clone(),
+            Arc::new(shared.engine.clone()),
             settings,
             calls,
             stats.clone(),
@@ -342,16 +341,12 @@ impl App {
         sandbox.watch_engine();
         Ok(Self {
             config,
-            engine_info: shared.engine_info.clone(),
-            image: shared.image.clone(),
-            image_id: shared.image_id.clone(),
+            shared,
             workspace,
             workspace_path,
             quota,
             skills_dir,
             skills,
-            registry_dir: shared.registry_dir.clone(),
-            discovery: shared.discovery.clone(),
             pii,
             sandbox,
             stats,
@@ -368,7 +363,7 @@ impl App {
         timeout_seconds: Option<f64>,
         memory_mb: Option<f64>,
         cancel: tokio_util::sync::CancellationToken,
-        tap: Option<crate::progress::OutputTap>,
+        tap: Option<Arc<dyn crate::sandbox::OutputTap>>,
     ) -> Result<(Outcome, ExecLimits), ExecuteError> {
         limits::check_code(&code, self.config.max_code_bytes)?;
         limits::check_context_vars(context_vars.as_ref())?;

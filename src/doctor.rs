@@ -8,7 +8,9 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::sandbox::image;
 use crate::sandbox::spec::LABEL_MANAGED;
-use crate::sandbox::{BuiltinCalls, Engine, HarnessLimits, Job, Sandbox, SandboxSettings, Status};
+use crate::sandbox::{
+    Backend, BuiltinCalls, Engine, HarnessLimits, Job, Sandbox, SandboxSettings, Status,
+};
 use crate::stats::Stats;
 
 /// One check's verdict.
@@ -78,10 +80,9 @@ pub async fn run(config: &Config) -> Vec<Check> {
         )),
     }
 
-    match engine.client().info().await {
-        Ok(sys) => {
-            let mem = sys.memory_limit.unwrap_or(false) && sys.swap_limit.unwrap_or(false);
-            checks.push(if mem {
+    match engine.features().await {
+        Ok(features) => {
+            checks.push(if features.memory_and_swap_limits {
                 Check::pass("cgroup limits", "memory and swap limits supported")
             } else {
                 Check::fail(
@@ -90,12 +91,7 @@ pub async fn run(config: &Config) -> Vec<Check> {
                     "enable the memory cgroup (kernel cmdline `cgroup_enable=memory swapaccount=1`) and restart the engine",
                 )
             });
-            let seccomp = sys
-                .security_options
-                .unwrap_or_default()
-                .iter()
-                .any(|o| o.contains("seccomp"));
-            checks.push(if seccomp {
+            checks.push(if features.seccomp {
                 Check::pass("seccomp", "supported by the engine")
             } else {
                 Check::fail(
@@ -124,7 +120,7 @@ pub async fn run(config: &Config) -> Vec<Check> {
         )
     });
 
-    match engine.list_labelled(&[LABEL_MANAGED.to_string()]).await {
+    match Backend::list_labelled(&engine, &[LABEL_MANAGED.to_string()]).await {
         Ok(list) => checks.push(Check::pass(
             "containers",
             format!("{} sandbox containers on the engine", list.len()),
@@ -171,7 +167,7 @@ async fn memory_enforced(engine: Engine, image: String) -> Check {
         start_limit: crate::sandbox::execution::DEFAULT_START_LIMIT,
     };
     let sandbox = Sandbox::new(
-        engine,
+        Arc::new(engine),
         settings,
         Arc::new(BuiltinCalls),
         Arc::new(Stats::new()),

@@ -3,8 +3,9 @@
 //! so an agent (or its user) can tell a slow computation from a hung one. A client without a
 //! token gets nothing extra and pays nothing: no tap is installed.
 //!
-//! The execution loop offers each output chunk to an [`OutputTap`] (a `watch` channel: it keeps
-//! only the newest line, bounded, so a chatty program costs no memory). [`with_progress`] drives
+//! The execution loop offers each output chunk to a [`LatestLine`] (the sandbox's
+//! [`OutputTap`], a `watch` channel: it keeps only the newest line, bounded, so a chatty
+//! program costs no memory). [`with_progress`] drives
 //! the execution future and reports on a timer in the same task, so no report can follow the
 //! response, and a slow client only delays reports, never the execution's deadline (the deadline
 //! is enforced by timers inside the execution, and each report gets a short send budget).
@@ -12,6 +13,8 @@
 use std::time::Duration;
 
 use tokio::sync::watch;
+
+use crate::sandbox::OutputTap;
 
 /// Time between two progress reports (the first comes after one interval: quick executions
 /// send none).
@@ -28,18 +31,20 @@ pub struct Progress {
     pub message: String,
 }
 
-/// Where the execution loop leaves the newest line of output.
+/// Where the execution loop leaves the newest line of output: the sandbox's [`OutputTap`].
 #[derive(Debug, Clone)]
-pub struct OutputTap(watch::Sender<String>);
+pub struct LatestLine(watch::Sender<String>);
 
-impl OutputTap {
+impl LatestLine {
     pub fn new() -> (Self, watch::Receiver<String>) {
         let (tx, rx) = watch::channel(String::new());
         (Self(tx), rx)
     }
+}
 
+impl OutputTap for LatestLine {
     /// Keeps the last non-blank line of `data` (cut to [`MAX_LINE_CHARS`]), if it has one.
-    pub fn offer(&self, data: &str) {
+    fn offer(&self, data: &str) {
         let Some(line) = data.lines().rev().map(str::trim).find(|l| !l.is_empty()) else {
             return;
         };
@@ -101,7 +106,7 @@ mod tests {
 
     #[test]
     fn the_tap_keeps_the_last_non_blank_line_bounded() {
-        let (tap, rx) = OutputTap::new();
+        let (tap, rx) = LatestLine::new();
         tap.offer("first\nsecond\n\n  \n");
         assert_eq!(*rx.borrow(), "second");
         tap.offer("\n");
@@ -126,7 +131,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn reports_come_every_interval_with_redacted_output_and_stop_at_the_end() {
-        let (tap, rx) = OutputTap::new();
+        let (tap, rx) = LatestLine::new();
         let mut reports = Vec::new();
         let execution = async {
             tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -159,7 +164,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_quick_execution_sends_no_report() {
-        let (_tap, rx) = OutputTap::new();
+        let (_tap, rx) = LatestLine::new();
         let mut count = 0;
         let out = with_progress(
             async { 7 },

@@ -97,7 +97,7 @@ impl Access {
 
     fn engine(&self) -> &Engine {
         match self {
-            Access::Open(app) => app.sandbox.engine(),
+            Access::Open(app) => &app.shared.engine,
             Access::Tokens { shared, .. } => &shared.engine,
         }
     }

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
+use code_execution_mcp::sandbox::Backend;
 use code_execution_mcp::sandbox::Engine;
 use code_execution_mcp::sandbox::spec::{LABEL_MANAGED, LABEL_OWNER};
 use tokio::process::Command;
@@ -243,12 +244,12 @@ async fn sandboxes_of(host: &str) -> Vec<String> {
         .expect("list containers");
     let prefix = format!("{host}:");
     all.into_iter()
-        .filter(|(_, labels)| {
-            labels
+        .filter(|c| {
+            c.labels
                 .get(LABEL_OWNER)
                 .is_some_and(|o| o.starts_with(&prefix))
         })
-        .map(|(id, _)| id)
+        .map(|c| c.id)
         .collect()
 }
 

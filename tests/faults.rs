@@ -7,6 +7,7 @@
 
 mod common;
 
+use code_execution_mcp::sandbox::Backend;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

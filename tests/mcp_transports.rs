@@ -7,6 +7,7 @@ mod common;
 use std::process::Stdio;
 use std::time::Duration;
 
+use code_execution_mcp::sandbox::Backend;
 use code_execution_mcp::sandbox::Engine;
 use common::{BIN, TestApp, call_tool, containers_of, spawn_server, spawn_server_with_env};
 use rmcp::ServiceExt;

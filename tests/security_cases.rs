@@ -65,7 +65,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use code_execution_mcp::sandbox::Status;
+use code_execution_mcp::sandbox::{Backend, Status};
 use common::host_watch::HostWatch;
 use common::{TestApp, assert_ok, call_tool, mcp_client};
 use serde_json::{Value, json};
@@ -2835,7 +2835,7 @@ async fn case_40_a_100_mb_code_string_is_refused_before_the_engine() {
     client.cancel().await.unwrap();
     // Nothing reached the engine: no execution counted, no container made.
     assert_eq!(t.app.stats.snapshot().executions_total, 0);
-    let engine = t.app.sandbox.engine();
+    let engine = &t.app.shared.engine;
     let label = format!(
         "{}={}",
         code_execution_mcp::sandbox::spec::LABEL_INSTANCE,

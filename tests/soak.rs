@@ -38,6 +38,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use code_execution_mcp::sandbox::Backend;
 use code_execution_mcp::sandbox::Engine;
 use common::{spawn_server_with, try_call_tool};
 use futures::StreamExt;

@@ -97,10 +97,10 @@ impl CodeExecutionServer {
     /// The current registry; a reload after a file change (tens of ms) runs off the async
     /// threads.
     pub(crate) async fn registry(&self) -> std::sync::Arc<crate::discovery::Registry> {
-        let discovery = self.app.discovery.clone();
+        let discovery = self.app.shared.discovery.clone();
         match tokio::task::spawn_blocking(move || discovery.current()).await {
             Ok(registry) => registry,
-            Err(_) => self.app.discovery.current(),
+            Err(_) => self.app.shared.discovery.current(),
         }
     }
 }

@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{CodeExecutionServer, structured_error, text_error};
-use crate::progress::{self, OutputTap, Progress};
+use crate::progress::{self, LatestLine, Progress};
 use crate::sandbox::Status;
+use std::sync::Arc;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExecuteCodeArgs {
@@ -81,14 +82,14 @@ impl CodeExecutionServer {
     ) -> Result<Json<ExecuteCodeResponse>, CallToolResult> {
         let context = args.context_vars.map(Value::Object);
         let token = ctx.meta.get_progress_token();
-        let (tap, latest) = OutputTap::new();
+        let (tap, latest) = LatestLine::new();
         let run = self.app.execute(
             args.code,
             context,
             args.timeout_seconds,
             args.memory_mb,
             ctx.ct.clone(),
-            token.is_some().then_some(tap),
+            token.is_some().then(|| Arc::new(tap) as _),
         );
         let ran = match token {
             None => run.await,

@@ -109,7 +109,7 @@ impl CodeExecutionServer {
                 count: skill_count,
             },
             tool_registry: RegistryStats {
-                path: app.registry_dir.display().to_string(),
+                path: app.shared.registry_dir.display().to_string(),
                 categories,
                 total_tools: registry.total_tools(),
             },
@@ -135,12 +135,12 @@ impl CodeExecutionServer {
                 pids_limit: c.pids_limit,
             },
             engine: EngineStats {
-                version: app.engine_info.version.clone(),
-                api_version: app.engine_info.api_version.clone(),
+                version: app.shared.engine_info.version.clone(),
+                api_version: app.shared.engine_info.api_version.clone(),
             },
             image: ImageStats {
-                name: app.image.clone(),
-                id: app.image_id.clone(),
+                name: app.shared.image.clone(),
+                id: app.shared.image_id.clone(),
             },
             executions: {
                 let mut snapshot = app.stats.snapshot();

@@ -9,13 +9,11 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::time::Duration;
 
-use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuilder};
-use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
-use super::docker::{Engine, EngineError};
+use super::backend::Backend;
+use super::docker::{BuildFailure, Engine, EngineError};
 
 /// The files of images/python, embedded. `tests` checks this list against the directory.
 pub const CONTEXT: &[(&str, &[u8])] = &[
@@ -98,13 +96,7 @@ pub fn context_tar() -> Vec<u8> {
 
 /// The image's id when the engine has it.
 pub async fn image_id(engine: &Engine, name: &str) -> Result<Option<String>, EngineError> {
-    match engine.client().inspect_image(name).await {
-        Ok(img) => Ok(img.id),
-        Err(bollard::errors::Error::DockerResponseServerError {
-            status_code: 404, ..
-        }) => Ok(None),
-        Err(e) => Err(EngineError::api("inspect an image", e)),
-    }
+    engine.image_id(name).await
 }
 
 /// Makes sure `tag` exists, building it when missing. Returns the image id.
@@ -155,30 +147,17 @@ pub async fn build(engine: &Engine, tag: &str, base: Option<&str>) -> Result<Str
         ("io.code-execution-mcp.context-sha256", hash.as_str()),
         ("io.code-execution-mcp.base", base.as_str()),
     ]);
-    let opts = BuildImageOptionsBuilder::default()
-        .t(tag)
-        .rm(true)
-        .forcerm(true)
-        .buildargs(&buildargs)
-        .labels(&labels)
-        .build();
-    let mut stream =
-        engine
-            .client()
-            .build_image(opts, None, Some(bollard::body_full(context_tar().into())));
     let mut stderr = std::io::stderr();
-    while let Some(item) = stream.next().await {
-        let info = item.map_err(|e| match e {
-            bollard::errors::Error::DockerStreamError { error } => ImageError::Build(error),
-            other => ImageError::Engine(EngineError::api("build the sandbox image", other)),
+    let progress = |line: &str| {
+        let _ = write!(stderr, "  {line}");
+    };
+    engine
+        .build_image(tag, &buildargs, &labels, context_tar(), progress)
+        .await
+        .map_err(|e| match e {
+            BuildFailure::Refused(why) => ImageError::Build(why),
+            BuildFailure::Engine(e) => ImageError::Engine(e),
         })?;
-        if let Some(detail) = info.error_detail {
-            return Err(ImageError::Build(detail.message.unwrap_or_default()));
-        }
-        if let Some(line) = info.stream {
-            let _ = write!(stderr, "  {line}");
-        }
-    }
     image_id(engine, tag)
         .await?
         .ok_or_else(|| ImageError::Build(format!("the engine reported success but has no {tag}")))
@@ -189,7 +168,7 @@ async fn choose_base(engine: &Engine) -> Result<String, ImageError> {
     if image_id(engine, PINNED_BASE).await?.is_some() {
         return Ok(PINNED_BASE.into());
     }
-    let pull_error = match pull(engine, PINNED_BASE).await {
+    let pull_error = match engine.pull_image(PINNED_BASE).await {
         Ok(()) => return Ok(PINNED_BASE.into()),
         Err(e) => e,
     };
@@ -206,25 +185,6 @@ async fn choose_base(engine: &Engine) -> Result<String, ImageError> {
             offline_error,
         })?;
     Ok(OFFLINE_BASE.into())
-}
-
-async fn pull(engine: &Engine, image: &str) -> Result<(), String> {
-    let opts = CreateImageOptionsBuilder::default()
-        .from_image(image)
-        .build();
-    let mut stream = engine.client().create_image(Some(opts), None, None);
-    let pulling = async {
-        while let Some(item) = stream.next().await {
-            let info = item.map_err(|e| e.to_string())?;
-            if let Some(detail) = info.error_detail {
-                return Err(detail.message.unwrap_or_default());
-            }
-        }
-        Ok(())
-    };
-    tokio::time::timeout(Duration::from_secs(600), pulling)
-        .await
-        .map_err(|_| "no progress within 10 minutes".to_string())?
 }
 
 /// Runs the embedded images/offline-base.sh (debootstrap + docker import).

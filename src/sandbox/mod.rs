@@ -10,6 +10,7 @@
 //! backoff, and shutdown waits a bounded time for removals (the next start reaps the rest). The
 //! server therefore serves again once the engine is back, without a restart.
 
+pub mod backend;
 pub mod channel;
 pub mod docker;
 pub mod events;
@@ -19,6 +20,8 @@ pub mod output;
 pub mod pool;
 pub mod reaper;
 pub mod spec;
+#[cfg(test)]
+mod tests;
 mod watch;
 
 use std::collections::HashMap;
@@ -30,9 +33,11 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use backend::Backend;
 pub use channel::{BuiltinCalls, CallHandler, HarnessLimits};
 pub use docker::{Engine, EngineError, EngineInfo};
 pub use execution::{Job, Outcome, Status};
+pub use output::OutputTap;
 use spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, SandboxSpec};
 
 use crate::stats::Stats;
@@ -111,7 +116,7 @@ impl Default for Instance {
 }
 
 pub struct Sandbox {
-    engine: Engine,
+    backend: Arc<dyn Backend>,
     settings: SandboxSettings,
     calls: Arc<dyn CallHandler>,
     instance: Instance,
@@ -128,7 +133,7 @@ pub struct Sandbox {
 
 impl Sandbox {
     pub fn new(
-        engine: Engine,
+        backend: Arc<dyn Backend>,
         settings: SandboxSettings,
         calls: Arc<dyn CallHandler>,
         stats: Arc<Stats>,
@@ -140,7 +145,7 @@ impl Sandbox {
                 settings.image_id.clone(),
             )),
             slots: Arc::new(Semaphore::new(settings.max_concurrency)),
-            engine,
+            backend,
             settings,
             calls,
             instance: Instance::new(),
@@ -152,10 +157,6 @@ impl Sandbox {
             oom: events::OomEvents::default(),
             breaks: events::EngineBreaks::default(),
         }
-    }
-
-    pub fn engine(&self) -> &Engine {
-        &self.engine
     }
 
     pub fn settings(&self) -> &SandboxSettings {
@@ -185,27 +186,28 @@ impl Sandbox {
                         queued,
                     });
                 }
-                tokio::select! {
-                    biased;
-                    _ = self.shutdown.cancelled() => return Err(SandboxError::ShuttingDown),
-                    _ = cancel.cancelled() => {
-                        self.stats.record(Status::Cancelled, std::time::Duration::ZERO);
-                        return Ok(cancelled_before_start());
+                match self
+                    .unless_stopped(&cancel, self.slots.clone().acquire_owned())
+                    .await
+                {
+                    Waited::Done(Ok(p)) => p,
+                    Waited::Done(Err(_)) | Waited::ShuttingDown => {
+                        return Err(SandboxError::ShuttingDown);
                     }
-                    p = self.slots.clone().acquire_owned() => p.map_err(|_| SandboxError::ShuttingDown)?,
+                    Waited::Cancelled => return Ok(self.cancelled_before_start()),
                 }
             }
         };
         // Then one of the server's slots, shared by every tenant. Those waiting here hold one
         // of their tenant's slots, so at most the sum of the tenants' limits wait.
-        let server_permit = tokio::select! {
-            biased;
-            _ = self.shutdown.cancelled() => return Err(SandboxError::ShuttingDown),
-            _ = cancel.cancelled() => {
-                self.stats.record(Status::Cancelled, std::time::Duration::ZERO);
-                return Ok(cancelled_before_start());
-            }
-            p = self.settings.server_slots.clone().acquire_owned() => p.map_err(|_| SandboxError::ShuttingDown)?,
+        let server_slots = self.settings.server_slots.clone();
+        let server_permit = match self
+            .unless_stopped(&cancel, server_slots.acquire_owned())
+            .await
+        {
+            Waited::Done(Ok(p)) => p,
+            Waited::Done(Err(_)) | Waited::ShuttingDown => return Err(SandboxError::ShuttingDown),
+            Waited::Cancelled => return Ok(self.cancelled_before_start()),
         };
         // Shutdown may have begun while this call waited: it must not start a container then.
         if self.shutdown.is_cancelled() {
@@ -215,14 +217,11 @@ impl Sandbox {
         // One limit for getting a container ready, whether from the pool or cold.
         let start_deadline = tokio::time::Instant::now() + self.settings.start_limit;
         // Waiting here (for a replacement on its way) is waiting for a start, like a queue.
-        let warm = tokio::select! {
-            biased;
-            _ = self.shutdown.cancelled() => return Err(SandboxError::ShuttingDown),
-            _ = cancel.cancelled() => {
-                self.stats.record(Status::Cancelled, std::time::Duration::ZERO);
-                return Ok(cancelled_before_start());
-            }
-            warm = self.take_warm(job.memory_bytes, start_deadline) => warm,
+        let warm = self.take_warm(job.memory_bytes, start_deadline);
+        let warm = match self.unless_stopped(&cancel, warm).await {
+            Waited::Done(warm) => warm,
+            Waited::ShuttingDown => return Err(SandboxError::ShuttingDown),
+            Waited::Cancelled => return Ok(self.cancelled_before_start()),
         };
         let cold;
         let source = match warm {
@@ -239,7 +238,7 @@ impl Sandbox {
         let result = {
             let linked = LinkedCancel::new(&cancel, &self.shutdown);
             let runner = execution::Runner {
-                engine: &self.engine,
+                backend: &self.backend,
                 limits: self.settings.limits,
                 calls: self.calls.as_ref(),
                 tracker: &self.cleanup,
@@ -273,6 +272,33 @@ impl Sandbox {
         Ok(result?)
     }
 
+    /// Waits for `wait` unless shutdown begins or the caller cancels first (checked in that
+    /// order): the one way every wait before the start (a slot, the server's slot, a pooled
+    /// container) gives way.
+    async fn unless_stopped<T>(
+        &self,
+        cancel: &CancellationToken,
+        wait: impl Future<Output = T>,
+    ) -> Waited<T> {
+        tokio::select! {
+            biased;
+            _ = self.shutdown.cancelled() => Waited::ShuttingDown,
+            _ = cancel.cancelled() => Waited::Cancelled,
+            done = wait => Waited::Done(done),
+        }
+    }
+
+    /// The outcome of a call cancelled before its container started, counted in the stats.
+    fn cancelled_before_start(&self) -> Outcome {
+        self.stats
+            .record(Status::Cancelled, std::time::Duration::ZERO);
+        Outcome::without_output(
+            Status::Cancelled,
+            "Execution cancelled before it started",
+            std::time::Duration::ZERO,
+        )
+    }
+
     /// A pooled container set to `memory_bytes`, if one is ready by `deadline` (and, for a
     /// non-default limit, the engine applied it by then).
     async fn take_warm(
@@ -285,7 +311,7 @@ impl Sandbox {
         if memory_bytes == self.pool.memory_bytes() {
             return Some(ready);
         }
-        let update = self.engine.set_memory_limit(ready.name(), memory_bytes);
+        let update = self.backend.set_memory_limit(ready.name(), memory_bytes);
         match tokio::time::timeout_at(deadline, update).await {
             Ok(Ok(())) => Some(ready),
             Ok(Err(e)) => {
@@ -342,8 +368,11 @@ impl Sandbox {
             return;
         }
         for _ in 0..self.pool.reserve() {
-            let (engine, pool, tracker) =
-                (self.engine.clone(), self.pool.clone(), self.cleanup.clone());
+            let (backend, pool, tracker) = (
+                self.backend.clone(),
+                self.pool.clone(),
+                self.cleanup.clone(),
+            );
             let image = self.pool.image();
             let spec = SandboxSpec {
                 image: image.clone(),
@@ -353,7 +382,7 @@ impl Sandbox {
             let shutdown = self.shutdown.clone();
             let limit = self.settings.start_limit;
             self.cleanup.spawn(async move {
-                let start = execution::start(&engine, &spec, &name, &tracker);
+                let start = execution::start(&backend, &spec, &name, &tracker);
                 let started = tokio::time::timeout(limit, start)
                     .await
                     .unwrap_or(Err(EngineError::Slow(limit.as_secs())));
@@ -407,8 +436,11 @@ impl Sandbox {
             );
         }
         let label = format!("{LABEL_INSTANCE}={}", self.instance.id);
-        match tokio::time::timeout(SWEEP_LIMIT, reaper::remove_labelled(&self.engine, &[label]))
-            .await
+        match tokio::time::timeout(
+            SWEEP_LIMIT,
+            reaper::remove_labelled(self.backend.as_ref(), &[label]),
+        )
+        .await
         {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
@@ -422,18 +454,11 @@ impl Sandbox {
     }
 }
 
-fn cancelled_before_start() -> Outcome {
-    Outcome {
-        status: Status::Cancelled,
-        result: serde_json::Value::Null,
-        result_truncated: false,
-        stdout: output::BoundedText::new(0),
-        stderr: output::BoundedText::new(0),
-        error: Some("Execution cancelled before it started".into()),
-        error_type: None,
-        traceback: None,
-        elapsed: std::time::Duration::ZERO,
-    }
+/// How a wait for something before the start ended (see [`Sandbox::unless_stopped`]).
+enum Waited<T> {
+    Done(T),
+    Cancelled,
+    ShuttingDown,
 }
 
 /// A token cancelled when either the caller's token or the server's shutdown token is.

@@ -2,6 +2,13 @@
 //! server keeps the first `limit` bytes of each stream, counts the rest, and says so in the
 //! response. Memory per execution is therefore bounded whatever the code does.
 
+/// Receives each piece of output the code prints, as it arrives, for whoever reports on a
+/// running execution (progress notifications). Called on the execution's own task: it must
+/// return at once and keep a bounded amount.
+pub trait OutputTap: Send + Sync + std::fmt::Debug {
+    fn offer(&self, data: &str);
+}
+
 /// One stream's text, cut at `limit` bytes (on a character boundary).
 #[derive(Debug, Clone)]
 pub struct BoundedText {

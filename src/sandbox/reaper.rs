@@ -3,7 +3,8 @@
 //! process no longer exists (a SIGKILLed or crashed server), and leaves live servers' containers
 //! alone, so several servers (or test processes) can share one engine.
 
-use super::docker::{Engine, EngineError};
+use super::backend::{Backend, Labelled};
+use super::docker::EngineError;
 use super::spec::{LABEL_MANAGED, LABEL_OWNER};
 
 /// This process as an owner label: `hostname:pid:starttime` (starttime from /proc guards
@@ -55,14 +56,14 @@ pub(crate) fn process_is_gone(pid: u32, start: u64) -> bool {
 }
 
 /// Removes the managed containers whose owner process on this host has died. Returns how many.
-pub async fn reap_orphans(engine: &Engine) -> Result<usize, EngineError> {
-    let containers = engine.list_labelled(&[LABEL_MANAGED.to_string()]).await?;
+pub async fn reap_orphans(backend: &dyn Backend) -> Result<usize, EngineError> {
+    let containers = backend.list_labelled(&[LABEL_MANAGED.to_string()]).await?;
     let mut removed = 0;
-    for (id, labels) in containers {
+    for Labelled { id, labels } in containers {
         let orphan = labels.get(LABEL_OWNER).is_some_and(|o| owner_is_dead(o));
         if orphan {
             // One container the engine cannot remove must not stop the others, or the server.
-            match engine.remove(&id).await {
+            match backend.remove(&id).await {
                 Ok(()) => removed += 1,
                 Err(e) => {
                     tracing::warn!(container = %id, "could not remove an orphaned sandbox container: {e}")
@@ -77,11 +78,14 @@ pub async fn reap_orphans(engine: &Engine) -> Result<usize, EngineError> {
 }
 
 /// Removes every container carrying all the given labels.
-pub async fn remove_labelled(engine: &Engine, labels: &[String]) -> Result<usize, EngineError> {
-    let containers = engine.list_labelled(labels).await?;
+pub async fn remove_labelled(
+    backend: &dyn Backend,
+    labels: &[String],
+) -> Result<usize, EngineError> {
+    let containers = backend.list_labelled(labels).await?;
     let mut removed = 0;
-    for (id, _) in &containers {
-        match engine.remove(id).await {
+    for Labelled { id, .. } in &containers {
+        match backend.remove(id).await {
             Ok(()) => removed += 1,
             Err(e) => tracing::warn!(container = %id, "could not remove sandbox container: {e}"),
         }

@@ -2,11 +2,12 @@
 //! containers, and image events that move the pool to a rebuilt image), reopened whenever it
 //! breaks, and the retries that refill the pool after failed starts.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::spec::LABEL_INSTANCE;
-use super::{Sandbox, image, pool};
+use futures::StreamExt;
+
+use super::backend::{EngineEvent, EventFilter};
+use super::{Sandbox, pool};
 
 impl Sandbox {
     /// Follows the engine's events for as long as the server runs (a broken stream is
@@ -43,20 +44,12 @@ impl Sandbox {
     }
 
     async fn follow_oom_events(&self) {
-        let instance = format!("{LABEL_INSTANCE}={}", self.instance.id);
-        let filters = HashMap::from([
-            ("type", vec!["container"]),
-            ("event", vec!["oom"]),
-            ("label", vec![instance.as_str()]),
-        ]);
-        self.follow_events(&filters, |event| {
-            let name = event
-                .actor
-                .as_ref()
-                .and_then(|a| a.attributes.as_ref())
-                .and_then(|a| a.get("name"));
-            if let Some(name) = name {
-                self.oom.record(name);
+        let filter = EventFilter::Oom {
+            instance: self.instance.id.clone(),
+        };
+        self.follow_events(&filter, |event| {
+            if let EngineEvent::Oom { container } = event {
+                self.oom.record(&container);
             }
             std::future::ready(())
         })
@@ -67,25 +60,21 @@ impl Sandbox {
         if self.settings.pool_size == 0 {
             return std::future::pending().await;
         }
-        let filters = HashMap::from([("type", vec!["image"])]);
         // Checked once at start as well: the tag may have moved while the server started.
         self.check_image().await;
-        self.follow_events(&filters, |_| self.check_image()).await
+        self.follow_events(&EventFilter::Images, |_| self.check_image())
+            .await
     }
 
-    /// Calls `on_event` for every event matching `filters`, reconnecting (after a second)
+    /// Calls `on_event` for every event matching `filter`, reconnecting (after a second)
     /// whenever the stream breaks or ends.
     async fn follow_events<F: Future<Output = ()>>(
         &self,
-        filters: &HashMap<&str, Vec<&str>>,
-        mut on_event: impl FnMut(bollard::models::EventMessage) -> F,
+        filter: &EventFilter,
+        mut on_event: impl FnMut(EngineEvent) -> F,
     ) {
-        use futures::StreamExt;
         loop {
-            let opts = bollard::query_parameters::EventsOptionsBuilder::default()
-                .filters(filters)
-                .build();
-            let mut events = self.engine.client().events(Some(opts));
+            let mut events = self.backend.events(filter);
             while let Some(Ok(event)) = events.next().await {
                 on_event(event).await;
             }
@@ -96,7 +85,7 @@ impl Sandbox {
 
     /// Retargets the pool when the image tag now names another image.
     async fn check_image(&self) {
-        match image::image_id(&self.engine, &self.settings.image).await {
+        match self.backend.image_id(&self.settings.image).await {
             Ok(Some(id)) if self.pool.retarget(&id) => {
                 tracing::info!(image = %self.settings.image, id = %id, "the sandbox image changed: the pool is rebuilt from it");
                 self.refill();

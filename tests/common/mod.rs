@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use code_execution_mcp::app::App;
 use code_execution_mcp::config::Config;
+use code_execution_mcp::sandbox::backend::Labelled;
 use code_execution_mcp::sandbox::spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER};
-use code_execution_mcp::sandbox::{Engine, Outcome};
+use code_execution_mcp::sandbox::{Backend, Engine, Outcome};
 use rmcp::RoleClient;
 use rmcp::service::{Peer, RunningService, ServiceError};
 use serde_json::Value;
@@ -128,7 +129,7 @@ pub async fn assert_no_containers_under(dir: &Path) {
             .list_labelled(&[LABEL_MANAGED.to_string()])
             .await
             .expect("list");
-        for (id, _) in managed {
+        for Labelled { id, .. } in managed {
             let sources = match engine.client().inspect_container(&id, None).await {
                 Ok(c) => c
                     .mounts
@@ -292,12 +293,12 @@ pub async fn containers_owned_by(
     let pid = pid.to_string();
     Ok(all
         .into_iter()
-        .filter(|(_, labels)| {
-            labels
+        .filter(|c| {
+            c.labels
                 .get(LABEL_OWNER)
                 .is_some_and(|o| o.rsplit(':').nth(1) == Some(pid.as_str()))
         })
-        .map(|(id, _)| id)
+        .map(|c| c.id)
         .collect())
 }
 
@@ -457,9 +458,9 @@ pub async fn wait_for_full_pool(app: &App, size: usize) {
 /// The engine's view of the one container in `app`'s full pool of size 1.
 pub async fn inspect_pooled(app: &App) -> bollard::models::ContainerInspectResponse {
     wait_for_full_pool(app, 1).await;
-    let engine = app.sandbox.engine();
+    let engine = &app.shared.engine;
     let label = format!("{LABEL_INSTANCE}={}", app.sandbox.instance().id);
-    let (pooled, _) = engine.list_labelled(&[label]).await.unwrap().remove(0);
+    let pooled = engine.list_labelled(&[label]).await.unwrap().remove(0).id;
     engine
         .client()
         .inspect_container(&pooled, None)

@@ -1,20 +1,23 @@
-//! The Docker engine as the sandbox uses it: connect (negotiating the API version, since the
-//! engines we meet speak 1.41), and the few lifecycle verbs an execution needs. Errors are
-//! turned into messages that tell the user what to do, which usually means running
-//! `code-execution-mcp doctor`.
+//! The Docker Engine API (through bollard): connect (negotiating the API version, since the
+//! engines we meet speak 1.41), the container verbs of the [`super::backend::Backend`] seam
+//! ([`container`]), image builds and pulls ([`image`]), and the engine facts `doctor`, the
+//! health check and the host-path translation ask for (here). Errors are turned into messages
+//! that tell the user what to do ([`error`]).
+//!
+//! Only this module talks to bollard; the rest of the server goes through [`Engine`]'s methods
+//! and the [`super::backend::Backend`] trait.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use bollard::Docker;
-use bollard::query_parameters::{
-    InspectContainerOptions, KillContainerOptionsBuilder, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder,
-};
+use bollard::query_parameters::InspectContainerOptions;
 
 pub use error::EngineError;
+pub use image::BuildFailure;
 
+mod container;
 mod error;
+mod image;
 
 /// A connected engine. Cheap to clone (the client is shared).
 #[derive(Debug, Clone)]
@@ -51,6 +54,14 @@ pub struct EngineInfo {
     pub kernel: String,
 }
 
+/// What the engine supports of the sandbox's hardening, for `doctor`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EngineFeatures {
+    /// Memory and swap limits (the memory cgroup with swap accounting).
+    pub memory_and_swap_limits: bool,
+    pub seccomp: bool,
+}
+
 impl Engine {
     /// Connects with the usual defaults (DOCKER_HOST or the local socket) and negotiates the
     /// API version down to what the engine speaks.
@@ -77,6 +88,26 @@ impl Engine {
         Ok(names)
     }
 
+    /// What the engine supports of the sandbox's hardening.
+    pub async fn features(&self) -> Result<EngineFeatures, EngineError> {
+        let sys = self
+            .docker
+            .info()
+            .await
+            .map_err(|e| EngineError::api("report its features", e))?;
+        Ok(EngineFeatures {
+            memory_and_swap_limits: sys.memory_limit.unwrap_or(false)
+                && sys.swap_limit.unwrap_or(false),
+            seccomp: sys
+                .security_options
+                .unwrap_or_default()
+                .iter()
+                .any(|o| o.contains("seccomp")),
+        })
+    }
+
+    /// The raw client, for tests that inspect the engine directly. The server's own code goes
+    /// through [`Engine`]'s methods and the [`super::backend::Backend`] trait.
     pub fn client(&self) -> &Docker {
         &self.docker
     }
@@ -93,64 +124,6 @@ impl Engine {
             os: v.os.unwrap_or_default(),
             kernel: v.kernel_version.unwrap_or_default(),
         })
-    }
-
-    /// Sends SIGKILL; a container that is already gone or stopped is not an error.
-    pub async fn kill(&self, id: &str) -> Result<(), EngineError> {
-        let opts = KillContainerOptionsBuilder::default()
-            .signal("SIGKILL")
-            .build();
-        match self.docker.kill_container(id, Some(opts)).await {
-            Ok(()) => Ok(()),
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404 | 409,
-                ..
-            }) => Ok(()),
-            Err(e) => Err(EngineError::api("kill a sandbox container", e)),
-        }
-    }
-
-    /// Force-removes a container; one that is already gone is not an error.
-    pub async fn remove(&self, id: &str) -> Result<(), EngineError> {
-        let opts = RemoveContainerOptionsBuilder::default()
-            .force(true)
-            .v(true)
-            .build();
-        match self.docker.remove_container(id, Some(opts)).await {
-            Ok(()) => Ok(()),
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => Ok(()),
-            // 409: removal already in progress (another path got there first).
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 409, ..
-            }) => Ok(()),
-            Err(e) => Err(EngineError::api("remove a sandbox container", e)),
-        }
-    }
-
-    /// Sets a running container's memory limit, swap included (as the spec does at creation).
-    pub async fn set_memory_limit(&self, id: &str, bytes: i64) -> Result<(), EngineError> {
-        let body = bollard::models::ContainerUpdateBody {
-            memory: Some(bytes),
-            memory_swap: Some(bytes),
-            ..Default::default()
-        };
-        self.docker
-            .update_container(id, body)
-            .await
-            .map_err(|e| EngineError::api("set a sandbox container's memory limit", e))
-    }
-
-    /// Whether the engine recorded an OOM kill for the container, and its exit code.
-    pub async fn exit_state(&self, id: &str) -> Result<(bool, Option<i64>), EngineError> {
-        let c = self
-            .docker
-            .inspect_container(id, None::<InspectContainerOptions>)
-            .await
-            .map_err(|e| EngineError::api("inspect a sandbox container", e))?;
-        let state = c.state.unwrap_or_default();
-        Ok((state.oom_killed.unwrap_or(false), state.exit_code))
     }
 
     /// A container's mounts, or `None` when the engine knows no such container.
@@ -194,26 +167,5 @@ impl Engine {
             tokio::time::timeout(limit, self.docker.ping()).await,
             Ok(Ok(_))
         )
-    }
-
-    /// Containers carrying all the given labels (`key=value` or `key`), running or not.
-    pub async fn list_labelled(
-        &self,
-        labels: &[String],
-    ) -> Result<Vec<(String, HashMap<String, String>)>, EngineError> {
-        let filters = HashMap::from([("label".to_string(), labels.to_vec())]);
-        let opts = ListContainersOptionsBuilder::default()
-            .all(true)
-            .filters(&filters)
-            .build();
-        let list = self
-            .docker
-            .list_containers(Some(opts))
-            .await
-            .map_err(|e| EngineError::api("list sandbox containers", e))?;
-        Ok(list
-            .into_iter()
-            .filter_map(|c| Some((c.id?, c.labels.unwrap_or_default())))
-            .collect())
     }
 }

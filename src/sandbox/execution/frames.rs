@@ -1,7 +1,22 @@
-//! The frame loop's pieces: the state it accumulates, why it stops, and its bounds.
+//! Step 2 of an execution: the frame loop. It drains the container's output continuously (the
+//! engine writes to attached clients synchronously, so a slow reader would stall the
+//! container), splits it into the harness's frames, keeps a bounded amount of the output they
+//! carry, answers the harness's `call` frames, and stops at `done`, the deadline,
+//! cancellation, end of stream, or a flood past the hard output cap.
+
+use futures::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::time::Instant as TokioInstant;
+use tokio_util::sync::CancellationToken;
 
 use super::outcome::MAX_ERROR_BYTES;
-use crate::sandbox::channel::{HarnessLimits, LineSplitter, StreamName};
+use super::{Job, Runner};
+use crate::sandbox::backend::{InputSink, Output, OutputStream};
+use crate::sandbox::channel::{
+    DoneFrame, FromHarness, HarnessLimits, Line, LineSplitter, MAX_FRAME_BYTES, StreamName,
+    ToHarness, parse_frame,
+};
+use crate::sandbox::docker::EngineError;
 use crate::sandbox::output::BoundedText;
 
 /// Bytes the server reads from one container before it kills it as a flood. The harness
@@ -13,7 +28,7 @@ pub(super) fn hard_cap(limits: HarnessLimits) -> u64 {
 
 /// Longest frame accepted: a done frame carries the result (as JSON text inside JSON, which
 /// escaping can double when it is cut), the error and the traceback.
-pub(super) fn frame_limit(limits: HarnessLimits) -> usize {
+fn frame_limit(limits: HarnessLimits) -> usize {
     2 * limits.max_result_bytes + 2 * MAX_ERROR_BYTES + (1 << 20)
 }
 
@@ -22,12 +37,22 @@ pub(super) struct Collector {
     pub(super) stdout: BoundedText,
     pub(super) stderr: BoundedText,
     pub(super) splitter: LineSplitter,
-    pub(super) received: u64,
-    pub(super) done: Option<crate::sandbox::channel::DoneFrame>,
+    received: u64,
+    pub(super) done: Option<DoneFrame>,
 }
 
 impl Collector {
-    pub(super) fn output(&mut self, stream: StreamName, data: &str, truncated: bool, dropped: u64) {
+    fn new(limits: HarnessLimits) -> Self {
+        Self {
+            stdout: BoundedText::new(limits.max_output_bytes),
+            stderr: BoundedText::new(limits.max_output_bytes),
+            splitter: LineSplitter::new(frame_limit(limits)),
+            received: 0,
+            done: None,
+        }
+    }
+
+    fn output(&mut self, stream: StreamName, data: &str, truncated: bool, dropped: u64) {
         let text = match stream {
             StreamName::Stdout => &mut self.stdout,
             StreamName::Stderr => &mut self.stderr,
@@ -40,10 +65,129 @@ impl Collector {
 }
 
 /// Why the frame loop stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Stop {
+    /// The harness sent its `done` frame.
     Done,
+    /// The output ended without one: the container exited (or was stopped).
     Eof,
+    /// The code ran past its timeout.
     Deadline,
     Cancelled,
+    /// The code wrote past the hard output cap, or a line past the frame limit.
     Flood,
+}
+
+/// Serves one container's frames until the loop stops, then returns why with what it
+/// collected. An output stream that fails is the engine lost mid-execution.
+pub(super) async fn serve(
+    runner: &Runner<'_>,
+    job: &Job,
+    output: &mut OutputStream,
+    input: &mut InputSink,
+    cancel: &CancellationToken,
+    deadline: TokioInstant,
+) -> Result<(Stop, Collector), EngineError> {
+    let mut c = Collector::new(runner.limits);
+    let cap = hard_cap(runner.limits);
+    let stop = loop {
+        let chunk = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => break Stop::Cancelled,
+            _ = tokio::time::sleep_until(deadline) => break Stop::Deadline,
+            chunk = output.next() => chunk,
+        };
+        let message = match chunk {
+            None => break Stop::Eof,
+            Some(Err(e)) => return Err(e.lost_if_unreachable()),
+            Some(Ok(Output::Stderr(message))) => {
+                c.received += message.len() as u64;
+                c.stderr.push_bytes(&message);
+                if c.received > cap {
+                    break Stop::Flood;
+                }
+                continue;
+            }
+            Some(Ok(Output::Stdout(message))) => message,
+        };
+        c.received += message.len() as u64;
+        if c.received > cap {
+            break Stop::Flood;
+        }
+        if let Some(stop) =
+            handle_lines(runner, job, &mut c, &message, input, cancel, deadline).await
+        {
+            break stop;
+        }
+    };
+    Ok((stop, c))
+}
+
+/// Handles the complete lines in a chunk of the channel: output frames are kept, calls are
+/// answered, `done` stops the loop, and anything else is kept as output.
+async fn handle_lines(
+    runner: &Runner<'_>,
+    job: &Job,
+    c: &mut Collector,
+    chunk: &[u8],
+    input: &mut InputSink,
+    cancel: &CancellationToken,
+    deadline: TokioInstant,
+) -> Option<Stop> {
+    for line in c.splitter.push(chunk) {
+        let line = match line {
+            Line::Complete(line) => line,
+            Line::Oversized(_) => return Some(Stop::Flood),
+        };
+        match parse_frame(&line) {
+            Some(FromHarness::Output {
+                stream,
+                data,
+                truncated,
+                dropped_bytes,
+            }) => {
+                if let Some(tap) = &job.tap {
+                    tap.offer(&data);
+                }
+                c.output(stream, &data, truncated, dropped_bytes)
+            }
+            Some(FromHarness::Call { id, method, params }) => {
+                let answer = tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => return Some(Stop::Cancelled),
+                    _ = tokio::time::sleep_until(deadline) => return Some(Stop::Deadline),
+                    answer = runner.calls.call(&method, params) => answer,
+                };
+                let (result, error) = match answer {
+                    Ok(v) => (Some(v), None),
+                    Err(e) => (None, Some(e)),
+                };
+                let mut reply = ToHarness::Reply { id, result, error }.to_line();
+                if reply.len() > MAX_FRAME_BYTES {
+                    let error = format!(
+                        "the answer to `{method}` is {} bytes, over the channel's {MAX_FRAME_BYTES}-byte limit",
+                        reply.len()
+                    );
+                    reply = ToHarness::Reply {
+                        id,
+                        result: None,
+                        error: Some(error),
+                    }
+                    .to_line();
+                }
+                // A harness that stopped reading gets no reply; the deadline still holds.
+                let _ = tokio::time::timeout_at(deadline, input.write_all(&reply)).await;
+            }
+            Some(FromHarness::Done(done)) => {
+                c.done = Some(done);
+                return Some(Stop::Done);
+            }
+            None => {
+                // Not a frame: something wrote to the channel directly. Keep it as output.
+                c.stdout.push_bytes(&line);
+                c.stdout.push("\n");
+            }
+        }
+    }
+    None
 }

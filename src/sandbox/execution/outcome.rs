@@ -1,6 +1,7 @@
-//! How an execution ended: [`Status`] and [`Outcome`], and the pieces that shape what the
-//! harness reported (or what the engine tells of a container that ended without a word) into
-//! one bounded outcome.
+//! Step 3 of an execution: its outcome. [`Status`] and [`Outcome`], and the classification of
+//! why the frame loop stopped into one bounded outcome: what the harness reported, or what the
+//! engine tells of a container that ended without a word (the memory limit, an engine that
+//! went away, code that killed its interpreter), after killing what still runs.
 
 use std::time::Duration;
 
@@ -8,11 +9,29 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::time::Instant as TokioInstant;
 
-use super::super::docker::{Engine, EngineError};
-use super::{INSPECT_LIMIT, KILL_LIMIT};
+use super::frames::{Collector, Stop, hard_cap};
+use super::{Job, Runner};
+use crate::sandbox::backend::{Backend, ExitState};
+use crate::sandbox::docker::EngineError;
 use crate::sandbox::output::BoundedText;
-use bollard::query_parameters::WaitContainerOptionsBuilder;
-use futures::StreamExt;
+
+/// Exit code of a process ended by SIGKILL (the kernel's OOM killer, among others).
+const SIGKILL_EXIT: i64 = 137;
+/// Exit code of a process ended by SIGTERM (what the engine sends when it shuts down).
+const SIGTERM_EXIT: i64 = 143;
+/// How long an execution that ended with [`SIGKILL_EXIT`] waits for the engine's late `oom`
+/// event (see [`crate::sandbox::events`]).
+const OOM_EVENT_WAIT: Duration = Duration::from_secs(1);
+/// How long an execution whose container was stopped by a signal waits for the engine's event
+/// stream to break, the sign that the engine itself went away (see
+/// [`crate::sandbox::events::EngineBreaks`]).
+const ENGINE_BREAK_WAIT: Duration = Duration::from_secs(1);
+/// Longest wait for the engine to kill a container, and to report its state, once the code
+/// has ended or run out of time: an engine that does not answer does not hold the response.
+const KILL_LIMIT: Duration = Duration::from_secs(10);
+const INSPECT_LIMIT: Duration = Duration::from_secs(10);
+/// Longest wait for a container whose output ended to be reported stopped.
+const STOP_WAIT: Duration = Duration::from_secs(10);
 
 /// How an execution ended, machine-readable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
@@ -72,6 +91,201 @@ impl Outcome {
     pub fn success(&self) -> bool {
         self.status == Status::Ok
     }
+
+    /// An outcome without output or result: `status`, and `error` saying why.
+    pub fn without_output(status: Status, error: impl Into<String>, elapsed: Duration) -> Self {
+        Self {
+            status,
+            result: Value::Null,
+            result_truncated: false,
+            stdout: BoundedText::new(0),
+            stderr: BoundedText::new(0),
+            error: Some(error.into()),
+            error_type: None,
+            traceback: None,
+            elapsed,
+        }
+    }
+}
+
+/// What the frame loop left: why it stopped, what it collected, and when.
+pub(super) struct Ended<'a> {
+    pub stop: Stop,
+    pub collected: Collector,
+    /// The container's name.
+    pub id: &'a str,
+    /// The code's deadline.
+    pub deadline: TokioInstant,
+    pub elapsed: Duration,
+    /// [`crate::sandbox::events::EngineBreaks::count`] when the execution began.
+    pub breaks_seen: u64,
+}
+
+/// The outcome of an execution whose frame loop stopped. A container still running is killed
+/// first (Deadline, Cancelled, Flood); one that ended by itself is asked how (Eof). An error
+/// means the engine went away and the outcome is unknown.
+pub(super) async fn classify(
+    runner: &Runner<'_>,
+    job: &Job,
+    ended: Ended<'_>,
+) -> Result<Outcome, EngineError> {
+    let Ended {
+        stop,
+        collected: mut c,
+        id,
+        deadline,
+        elapsed,
+        breaks_seen,
+    } = ended;
+    let backend = runner.backend.as_ref();
+    let mut outcome = Outcome {
+        status: Status::Error,
+        result: Value::Null,
+        result_truncated: false,
+        stdout: c.stdout,
+        stderr: c.stderr,
+        error: None,
+        error_type: None,
+        traceback: None,
+        elapsed,
+    };
+    let secs = job.timeout.as_secs_f64();
+    match stop {
+        Stop::Done => {
+            let done = c.done.take().unwrap_or_default();
+            outcome.status = if done.success {
+                Status::Ok
+            } else if done.error_type.as_deref() == Some("MemoryError") {
+                Status::MemoryLimit
+            } else {
+                Status::Error
+            };
+            // The frame is the harness's word, but sandbox code can forge one: bound it again.
+            let (result, cut) = bound_result(done.result, runner.limits.max_result_bytes);
+            outcome.result = result;
+            outcome.result_truncated = done.result_truncated || cut;
+            outcome.error = done.error.map(|e| bound_text(e, MAX_ERROR_BYTES));
+            outcome.error_type = done.error_type.map(|e| bound_text(e, 256));
+            outcome.traceback = done.traceback.map(|t| bound_text(t, MAX_ERROR_BYTES));
+            if outcome.status == Status::MemoryLimit {
+                outcome.error = Some(format!(
+                    "MemoryError: {}. The execution's memory limit is {} MB: process the data in smaller pieces or pass a larger memory_mb",
+                    outcome.error.as_deref().unwrap_or("allocation failed"),
+                    job.memory_bytes / (1024 * 1024)
+                ));
+            }
+        }
+        Stop::Deadline => {
+            let killed = kill_bounded(backend, id).await;
+            // A container that hit its memory limit while running out of time was killed by
+            // the kernel first; say so. (An engine that did not answer the kill is not asked.)
+            let oom_killed = killed.is_ok()
+                && matches!(
+                    tokio::time::timeout(INSPECT_LIMIT, backend.exit_state(id)).await,
+                    Ok(Ok(ExitState {
+                        oom_killed: true,
+                        ..
+                    }))
+                );
+            if oom_killed {
+                outcome.status = Status::MemoryLimit;
+                outcome.error = Some(memory_message(job.memory_bytes));
+            } else {
+                outcome.status = Status::Timeout;
+                outcome.error = Some(match killed {
+                    Ok(()) => format!(
+                        "Execution timed out after {secs} seconds: the container was killed. Make the code faster, process less data per call, or pass a larger timeout_seconds"
+                    ),
+                    Err(why) => format!(
+                        "Execution timed out after {secs} seconds, and the Docker engine did not confirm killing its container ({why}): the engine may be overloaded or stuck, which can also be why the code did not finish. The server removes the container once the engine answers; check the engine with `code-execution-mcp doctor`"
+                    ),
+                });
+            }
+        }
+        Stop::Cancelled => {
+            let _ = kill_bounded(backend, id).await;
+            outcome.status = Status::Cancelled;
+            outcome.error = Some("Execution cancelled: the container was killed".into());
+        }
+        Stop::Flood => {
+            let _ = kill_bounded(backend, id).await;
+            outcome.status = Status::OutputLimit;
+            outcome.error = Some(format!(
+                "Execution killed: it wrote more than {} bytes of output. Print a summary instead, or write large data to a workspace file",
+                hard_cap(runner.limits)
+            ));
+        }
+        Stop::Eof => {
+            if let Some(rest) = c.splitter.finish() {
+                outcome.stdout.push_bytes(&rest);
+            }
+            let ExitState {
+                mut oom_killed,
+                exit_code,
+            } = wait_exit_state(backend, id, deadline)
+                .await
+                .map_err(EngineError::lost_if_unreachable)?;
+            if !oom_killed && exit_code == Some(SIGKILL_EXIT) {
+                oom_killed = runner.oom.wait_for(id, OOM_EVENT_WAIT).await;
+            }
+            // Stopped by a signal from outside while the engine's event stream broke: the
+            // engine stopped (or restarted) and took the container with it.
+            if !oom_killed
+                && matches!(exit_code, Some(SIGKILL_EXIT | SIGTERM_EXIT))
+                && runner
+                    .breaks
+                    .changed_since(breaks_seen, ENGINE_BREAK_WAIT)
+                    .await
+            {
+                return Err(EngineError::Lost(format!(
+                    "its container was stopped with exit code {} as the engine shut down",
+                    exit_code.unwrap_or_default()
+                )));
+            }
+            if oom_killed {
+                outcome.status = Status::MemoryLimit;
+                outcome.error = Some(memory_message(job.memory_bytes));
+            } else {
+                outcome.error = Some(format!(
+                    "The sandbox exited (code {}) before reporting a result: the code may have closed the harness's channel or killed the interpreter (os._exit, signals)",
+                    exit_code.map_or_else(|| "unknown".into(), |c| c.to_string())
+                ));
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// Kills the container, waiting at most [`KILL_LIMIT`]. A failure is logged and returned as
+/// text for the message, never as an error, so the outcome (and the output collected so far)
+/// still reaches the caller. The guard's removal follows either way.
+async fn kill_bounded(backend: &dyn Backend, id: &str) -> Result<(), String> {
+    let why = match tokio::time::timeout(KILL_LIMIT, backend.kill(id)).await {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {} seconds", KILL_LIMIT.as_secs()),
+    };
+    tracing::warn!(container = %id, "could not kill sandbox container: {why}");
+    Err(why)
+}
+
+/// After end of stream: waits (briefly) until the engine has the container stopped, then reads
+/// whether it was OOM-killed.
+async fn wait_exit_state(
+    backend: &dyn Backend,
+    id: &str,
+    deadline: TokioInstant,
+) -> Result<ExitState, EngineError> {
+    let wait_until = deadline.min(TokioInstant::now() + STOP_WAIT);
+    let _ = tokio::time::timeout_at(wait_until, backend.wait_stopped(id)).await;
+    tokio::time::timeout(INSPECT_LIMIT, backend.exit_state(id))
+        .await
+        .unwrap_or_else(|_| {
+            Err(EngineError::Unreachable(format!(
+                "inspect a sandbox container: no answer within {} seconds",
+                INSPECT_LIMIT.as_secs()
+            )))
+        })
 }
 
 /// Longest `error` or `traceback` passed on.
@@ -79,7 +293,7 @@ pub(super) const MAX_ERROR_BYTES: usize = 64 * 1024;
 
 /// The result as it goes back: unchanged when its JSON fits in `max` bytes, else the first
 /// `max` bytes of that JSON as a string, and `true`.
-pub(super) fn bound_result(result: Value, max: usize) -> (Value, bool) {
+fn bound_result(result: Value, max: usize) -> (Value, bool) {
     let text = result.to_string();
     if text.len() <= max {
         return (result, false);
@@ -88,7 +302,7 @@ pub(super) fn bound_result(result: Value, max: usize) -> (Value, bool) {
 }
 
 /// `s` cut to at most `max` bytes on a character boundary.
-pub(super) fn bound_text(mut s: String, max: usize) -> String {
+fn bound_text(mut s: String, max: usize) -> String {
     if s.len() > max {
         let mut cut = max;
         while !s.is_char_boundary(cut) {
@@ -99,46 +313,9 @@ pub(super) fn bound_text(mut s: String, max: usize) -> String {
     s
 }
 
-/// Kills the container, waiting at most [`KILL_LIMIT`]. A failure is logged and returned as
-/// text for the message, never as an error, so the outcome (and the output collected so far)
-/// still reaches the caller. The guard's removal follows either way.
-pub(super) async fn kill_bounded(engine: &Engine, id: &str) -> Result<(), String> {
-    let why = match tokio::time::timeout(KILL_LIMIT, engine.kill(id)).await {
-        Ok(Ok(())) => return Ok(()),
-        Ok(Err(e)) => e.to_string(),
-        Err(_) => format!("no answer within {} seconds", KILL_LIMIT.as_secs()),
-    };
-    tracing::warn!(container = %id, "could not kill sandbox container: {why}");
-    Err(why)
-}
-
-pub(super) fn memory_message(memory_bytes: i64) -> String {
+fn memory_message(memory_bytes: i64) -> String {
     format!(
         "Memory limit exceeded: the execution used more than its {} MB and was killed. Process the data in smaller pieces or pass a larger memory_mb",
         memory_bytes / (1024 * 1024)
     )
-}
-
-/// After end of stream: waits (briefly) until the engine has the container stopped, then reads
-/// whether it was OOM-killed.
-pub(super) async fn wait_exit_state(
-    engine: &Engine,
-    id: &str,
-    deadline: TokioInstant,
-) -> Result<(bool, Option<i64>), EngineError> {
-    let opts = WaitContainerOptionsBuilder::default()
-        .condition("not-running")
-        .build();
-    let wait_until = deadline.min(TokioInstant::now() + Duration::from_secs(10));
-    let mut wait = engine.client().wait_container(id, Some(opts));
-    // A non-zero exit arrives as an error item; either way the container has stopped.
-    let _ = tokio::time::timeout_at(wait_until, wait.next()).await;
-    tokio::time::timeout(INSPECT_LIMIT, engine.exit_state(id))
-        .await
-        .unwrap_or_else(|_| {
-            Err(EngineError::Unreachable(format!(
-                "inspect a sandbox container: no answer within {} seconds",
-                INSPECT_LIMIT.as_secs()
-            )))
-        })
 }

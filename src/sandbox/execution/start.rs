@@ -1,21 +1,24 @@
-//! Getting a container ready for its job: create, attach, start, under a guard that removes
-//! the container on every path, including a dropped future.
+//! Step 1 of an execution: a container ready for its job. Created, attached and started under a
+//! [`ContainerGuard`] that removes it on every path (including a dropped future), or taken from
+//! the pool already started; then sent its job, all within the start deadline.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use bollard::container::LogOutput;
-use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, StartContainerOptions,
-};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
+use tokio::io::AsyncWriteExt;
+use tokio::time::Instant as TokioInstant;
 use tokio_util::task::TaskTracker;
 
-use super::super::docker::{Engine, EngineError};
-use super::super::spec::{SandboxSpec, container_body};
+use super::{Job, Runner};
+use crate::sandbox::backend::{Backend, InputSink, OutputStream};
+use crate::sandbox::channel::ToHarness;
+use crate::sandbox::docker::EngineError;
+use crate::sandbox::spec::SandboxSpec;
 
 /// Removes its container when dropped, in the background, tracked so shutdown can wait.
 pub(crate) struct ContainerGuard {
-    engine: Engine,
+    backend: Arc<dyn Backend>,
     id: String,
     tracker: TaskTracker,
     /// Whether the engine answered the create. A create abandoned half-way (its execution
@@ -25,9 +28,9 @@ pub(crate) struct ContainerGuard {
 }
 
 impl ContainerGuard {
-    pub(crate) fn new(engine: Engine, id: String, tracker: TaskTracker) -> Self {
+    pub(crate) fn new(backend: Arc<dyn Backend>, id: String, tracker: TaskTracker) -> Self {
         Self {
-            engine,
+            backend,
             id,
             tracker,
             created: false,
@@ -37,7 +40,7 @@ impl ContainerGuard {
 
 impl Drop for ContainerGuard {
     fn drop(&mut self) {
-        let engine = self.engine.clone();
+        let backend = self.backend.clone();
         let id = std::mem::take(&mut self.id);
         let created = self.created;
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
@@ -47,12 +50,12 @@ impl Drop for ContainerGuard {
                         // Removing a name the engine does not know (yet) succeeds: repeat it.
                         for delay in [0, 1, 2, 4] {
                             tokio::time::sleep(Duration::from_secs(delay)).await;
-                            let _ = engine.remove(&id).await;
+                            let _ = backend.remove(&id).await;
                         }
                     }
                     // Retried, so an engine restarting under us does not leave the container.
                     for delay in [1, 2, 4, 8, 0] {
-                        match engine.remove(&id).await {
+                        match backend.remove(&id).await {
                             Ok(()) => return,
                             Err(e) if delay == 0 => {
                                 tracing::warn!(container = %id, "could not remove sandbox container: {e}; the next start removes it");
@@ -66,11 +69,6 @@ impl Drop for ContainerGuard {
         }
     }
 }
-
-type OutputStream = std::pin::Pin<
-    Box<dyn futures::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
->;
-type InputSink = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
 
 /// A created, attached and started container whose harness waits for its job. Dropping it
 /// removes the container.
@@ -89,7 +87,6 @@ impl Started {
     /// False when the container has already ended or printed before its job: it must not be
     /// used (a pooled container is checked this way before it is handed out).
     pub(crate) fn is_waiting(&mut self) -> bool {
-        use futures::FutureExt;
         self.output.next().now_or_never().is_none()
     }
 }
@@ -97,33 +94,17 @@ impl Started {
 /// Creates, attaches and starts a container made from `spec`. The guard comes first and
 /// works by name: a create the engine carried out but whose answer was lost is still removed.
 pub(crate) async fn start(
-    engine: &Engine,
+    backend: &Arc<dyn Backend>,
     spec: &SandboxSpec,
     name: &str,
     tracker: &TaskTracker,
 ) -> Result<Started, EngineError> {
-    let mut guard = ContainerGuard::new(engine.clone(), name.to_string(), tracker.clone());
-    let docker = engine.client();
-    let opts = CreateContainerOptionsBuilder::default().name(name).build();
-    let created = docker
-        .create_container(Some(opts), container_body(spec))
-        .await;
+    let mut guard = ContainerGuard::new(backend.clone(), name.to_string(), tracker.clone());
+    let created = backend.create(name, spec).await;
     guard.created = true;
-    created.map_err(|e| EngineError::api("create a sandbox container", e))?;
-    let attach = AttachContainerOptionsBuilder::default()
-        .stdin(true)
-        .stdout(true)
-        .stderr(true)
-        .stream(true)
-        .build();
-    let attached = docker
-        .attach_container(name, Some(attach))
-        .await
-        .map_err(|e| EngineError::api("attach to a sandbox container", e))?;
-    docker
-        .start_container(name, None::<StartContainerOptions>)
-        .await
-        .map_err(|e| EngineError::api("start a sandbox container", e))?;
+    created?;
+    let attached = backend.attach(name).await?;
+    backend.start(name).await?;
     Ok(Started {
         name: name.to_string(),
         output: attached.output,
@@ -138,4 +119,51 @@ pub(crate) enum Source<'a> {
     Cold(&'a SandboxSpec, &'a str),
     /// Started ahead (the pool).
     Warm(Started),
+}
+
+/// How getting ready ended, when it did not give a container with its job.
+pub(super) enum NotReady {
+    Cancelled,
+    Failed(EngineError),
+}
+
+/// A container from `source` that has received `job`, by `start_deadline`. Cancellation wins
+/// over everything else; a start the engine did not finish in time is [`EngineError::Slow`].
+pub(super) async fn ready_for_job(
+    runner: &Runner<'_>,
+    source: Source<'_>,
+    job: &Job,
+    cancel: &tokio_util::sync::CancellationToken,
+    start_deadline: TokioInstant,
+) -> Result<Started, NotReady> {
+    let setup = async {
+        let mut ready = match source {
+            Source::Warm(ready) => ready,
+            Source::Cold(spec, name) => start(runner.backend, spec, name, runner.tracker).await?,
+        };
+        let job_line = ToHarness::Job {
+            code: &job.code,
+            context_vars: &job.context_vars,
+            limits: runner.limits,
+        }
+        .to_line();
+        // The harness reads its job before it runs anything, so this completes promptly.
+        ready
+            .input
+            .write_all(&job_line)
+            .await
+            .map_err(|e| EngineError::Api {
+                action: "deliver the job to the sandbox",
+                message: e.to_string(),
+            })?;
+        Ok::<_, EngineError>(ready)
+    };
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(NotReady::Cancelled),
+        _ = tokio::time::sleep_until(start_deadline) => {
+            Err(NotReady::Failed(EngineError::Slow(runner.start_limit.as_secs())))
+        }
+        ready = setup => ready.map_err(NotReady::Failed),
+    }
 }

@@ -1,0 +1,114 @@
+//! Unit tests of the sandbox's logic — the execution state machine, the pool, admission and
+//! shutdown — against [`fake::FakeEngine`], in virtual time. Each test is named after the path
+//! it covers, and every test ends by checking that no container the fake engine created is left
+//! (cleanup on every path). The isolation the sandbox claims is tested against the real engine
+//! in `tests/`.
+
+mod execution;
+mod fake;
+mod pool;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::channel::{BuiltinCalls, HarnessLimits};
+use super::{Job, Outcome, Sandbox, SandboxError, SandboxSettings, Status};
+use crate::stats::Stats;
+use fake::{FakeEngine, Step};
+
+const MB: i64 = 1024 * 1024;
+
+/// Settings of a sandbox with `pool_size` pooled containers and `max_concurrency` slots.
+fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
+    SandboxSettings {
+        image: "sandbox:test".into(),
+        workspace: "/nonexistent/workspace".into(),
+        skills: None,
+        uid: 10001,
+        gid: 10001,
+        pids_limit: 64,
+        tmpfs_bytes: 8 << 20,
+        limits: HarnessLimits {
+            max_output_bytes: 1024,
+            max_result_bytes: 1024,
+        },
+        max_concurrency,
+        max_queue: 1,
+        server_slots: Arc::new(tokio::sync::Semaphore::new(max_concurrency)),
+        runtime: None,
+        pool_size,
+        pool_memory_bytes: 256 * MB,
+        image_id: "sha256:one".into(),
+        start_limit: Duration::from_secs(30),
+    }
+}
+
+/// A sandbox on a fake engine whose containers play `script`.
+struct Rig {
+    engine: Arc<FakeEngine>,
+    sandbox: Arc<Sandbox>,
+    stats: Arc<Stats>,
+}
+
+impl Rig {
+    fn new(script: Vec<Step>, settings: SandboxSettings) -> Self {
+        let engine = Arc::new(FakeEngine::new(script));
+        let stats = Arc::new(Stats::new());
+        let sandbox = Arc::new(Sandbox::new(
+            Arc::new(engine.clone()),
+            settings,
+            Arc::new(BuiltinCalls),
+            stats.clone(),
+        ));
+        Self {
+            engine,
+            sandbox,
+            stats,
+        }
+    }
+
+    fn cold(script: Vec<Step>) -> Self {
+        Self::new(script, settings(0, 2))
+    }
+
+    async fn run(&self, timeout_secs: u64) -> Result<Outcome, SandboxError> {
+        self.sandbox
+            .run(job(timeout_secs), CancellationToken::new())
+            .await
+    }
+
+    /// Shuts the sandbox down and checks that every container it created was removed.
+    async fn finish(self) {
+        self.sandbox.shutdown().await;
+        assert!(
+            self.engine.live().is_empty(),
+            "containers left: {:?}",
+            self.engine.live()
+        );
+    }
+}
+
+fn job(timeout_secs: u64) -> Job {
+    Job {
+        code: "print(1)".into(),
+        context_vars: serde_json::Value::Null,
+        timeout: Duration::from_secs(timeout_secs),
+        memory_bytes: 256 * MB,
+        tap: None,
+    }
+}
+
+fn error_text(outcome: &Outcome) -> &str {
+    outcome.error.as_deref().unwrap_or_default()
+}
+
+/// Lets spawned tasks (removals, refills) run, in virtual time.
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+}
+
+fn status_count(stats: &Stats, status: Status) -> u64 {
+    stats.snapshot().executions_by_status[status.as_str()]
+}

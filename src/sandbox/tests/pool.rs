@@ -1,0 +1,230 @@
+//! The pool, admission and shutdown, one test per path: refill, retry, retarget, memory
+//! updates, stale containers, the queue, cancellation while queued, drain.
+
+use std::sync::atomic::Ordering;
+
+use serde_json::json;
+
+use super::fake::{Step, ok};
+use super::*;
+use crate::sandbox::backend::EngineEvent;
+
+#[tokio::test(start_paused = true)]
+async fn the_pool_fills_and_a_pooled_run_takes_one_then_refills() {
+    let rig = Rig::new(vec![ok(json!(1))], settings(2, 2));
+    rig.sandbox.refill();
+    rig.engine.until_live(2).await;
+    settle().await;
+    assert_eq!(rig.sandbox.pool_ready(), 2);
+    let outcome = rig.run(10).await.unwrap();
+    assert_eq!(outcome.status, Status::Ok);
+    assert_eq!(rig.stats.snapshot().executions_pooled, 1);
+    settle().await;
+    assert_eq!(rig.sandbox.pool_ready(), 2, "the taken one was replaced");
+    assert_eq!(rig.engine.created().len(), 3, "two pooled, one replacement");
+    assert_eq!(rig.engine.live().len(), 2, "the used one was removed");
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_empty_pool_waits_for_a_replacement_on_its_way_instead_of_a_cold_start() {
+    let rig = Rig::new(vec![ok(json!(1))], settings(1, 2));
+    rig.sandbox.refill();
+    // The replacement is on its way (not ready): the run takes it rather than start its own.
+    let outcome = rig.run(10).await.unwrap();
+    assert_eq!(outcome.status, Status::Ok);
+    assert_eq!(rig.stats.snapshot().executions_pooled, 1);
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_pool_starts_are_retried_with_backoff_until_the_pool_fills() {
+    let rig = Rig::new(vec![ok(json!(1))], settings(1, 2));
+    rig.engine.fail_creates.store(3, Ordering::SeqCst);
+    rig.sandbox.watch_engine();
+    rig.sandbox.refill();
+    let started = tokio::time::Instant::now();
+    rig.engine.until_live(1).await;
+    // Three failures: retried after 1 s, 2 s and 4 s.
+    let waited = started.elapsed().as_secs_f64();
+    assert!((7.0..8.0).contains(&waited), "filled after {waited} s");
+    settle().await;
+    assert_eq!(rig.sandbox.pool_ready(), 1);
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pooled_container_that_ended_while_waiting_is_discarded() {
+    let rig = Rig::new(vec![ok(json!(1))], settings(1, 2));
+    rig.sandbox.refill();
+    rig.engine.until_live(1).await;
+    settle().await;
+    let stale = rig.engine.created()[0].clone();
+    crate::sandbox::Backend::kill(&rig.engine, &stale)
+        .await
+        .unwrap();
+    settle().await;
+    let outcome = rig.run(10).await.unwrap();
+    assert_eq!(outcome.status, Status::Ok);
+    assert_eq!(rig.stats.snapshot().executions_pooled, 0, "it ran cold");
+    assert_eq!(rig.engine.jobs().len(), 1, "the stale one got no job");
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn another_memory_limit_updates_a_pooled_container() {
+    let rig = Rig::new(vec![ok(json!(1))], settings(1, 2));
+    rig.sandbox.refill();
+    rig.engine.until_live(1).await;
+    settle().await;
+    let mut job = job(10);
+    job.memory_bytes = 512 * MB;
+    let outcome = rig
+        .sandbox
+        .run(job, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, Status::Ok);
+    assert_eq!(rig.engine.updates.load(Ordering::SeqCst), 1);
+    assert_eq!(rig.stats.snapshot().executions_pooled, 1);
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_memory_update_runs_cold() {
+    let rig = Rig::new(vec![ok(json!(1))], settings(1, 2));
+    rig.engine.fail_updates.store(true, Ordering::SeqCst);
+    rig.sandbox.refill();
+    rig.engine.until_live(1).await;
+    settle().await;
+    let mut job = job(10);
+    job.memory_bytes = 512 * MB;
+    let outcome = rig
+        .sandbox
+        .run(job, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, Status::Ok);
+    settle().await;
+    assert_eq!(rig.engine.jobs().len(), 1);
+    assert_eq!(rig.engine.created().len(), 3, "pooled, cold, replacement");
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_moved_image_tag_rebuilds_the_pool_from_the_new_image() {
+    let rig = Rig::new(vec![ok(json!(1))], settings(1, 2));
+    rig.sandbox.refill();
+    rig.sandbox.watch_engine();
+    rig.engine.until_live(1).await;
+    settle().await;
+    let old = rig.engine.created()[0].clone();
+    rig.engine.set_image("sha256:two");
+    rig.engine.emit(EngineEvent::Image);
+    settle().await;
+    assert_eq!(rig.sandbox.pool_image(), "sha256:two");
+    assert!(!rig.engine.live().contains(&old), "the old one was removed");
+    assert_eq!(rig.sandbox.pool_ready(), 1, "refilled from the new image");
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_is_busy() {
+    let mut settings = settings(0, 1);
+    settings.max_queue = 0;
+    let rig = Rig::new(vec![Step::Hang], settings);
+    let sandbox = rig.sandbox.clone();
+    let running = tokio::spawn(async move { sandbox.run(job(60), CancellationToken::new()).await });
+    rig.engine.until_live(1).await;
+    let error = rig.run(60).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            SandboxError::Busy {
+                running: 1,
+                queued: 0
+            }
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("--max-concurrency"));
+    rig.sandbox.shutdown().await;
+    assert_eq!(running.await.unwrap().unwrap().status, Status::Cancelled);
+    assert!(rig.engine.live().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancellation_while_queued_is_cancelled_before_start() {
+    let rig = Rig::new(vec![Step::Hang], settings(0, 1));
+    let sandbox = rig.sandbox.clone();
+    let running = tokio::spawn(async move { sandbox.run(job(60), CancellationToken::new()).await });
+    rig.engine.until_live(1).await;
+    let cancel = CancellationToken::new();
+    let (sandbox, token) = (rig.sandbox.clone(), cancel.clone());
+    let queued = tokio::spawn(async move { sandbox.run(job(60), token).await });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cancel.cancel();
+    let outcome = queued.await.unwrap().unwrap();
+    assert_eq!(outcome.status, Status::Cancelled);
+    assert_eq!(
+        error_text(&outcome),
+        "Execution cancelled before it started"
+    );
+    assert_eq!(
+        rig.engine.created().len(),
+        1,
+        "the queued call made no container"
+    );
+    assert_eq!(status_count(&rig.stats, Status::Cancelled), 1);
+    rig.sandbox.shutdown().await;
+    assert_eq!(running.await.unwrap().unwrap().status, Status::Cancelled);
+    assert!(rig.engine.live().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_cancels_runs_drains_the_pool_and_refuses_new_runs() {
+    let rig = Rig::new(vec![Step::Hang], settings(2, 2));
+    rig.sandbox.refill();
+    rig.engine.until_live(2).await;
+    settle().await;
+    let sandbox = rig.sandbox.clone();
+    let running = tokio::spawn(async move { sandbox.run(job(60), CancellationToken::new()).await });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    rig.sandbox.shutdown().await;
+    assert_eq!(running.await.unwrap().unwrap().status, Status::Cancelled);
+    assert!(
+        rig.engine.live().is_empty(),
+        "pooled and running containers are removed: {:?}",
+        rig.engine.live()
+    );
+    assert!(matches!(
+        rig.run(10).await.unwrap_err(),
+        SandboxError::ShuttingDown
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_sweeps_containers_of_this_instance_that_no_guard_holds() {
+    use crate::sandbox::Backend;
+    use crate::sandbox::spec::{LABEL_INSTANCE, SandboxSpec};
+    let rig = Rig::cold(vec![ok(json!(1))]);
+    // A container of this instance the engine has but no execution tracks.
+    let spec = SandboxSpec {
+        image: "sandbox:test".into(),
+        memory_bytes: 256 * MB,
+        pids_limit: 64,
+        tmpfs_bytes: 1,
+        workspace: "/nonexistent".into(),
+        skills: None,
+        uid: 1,
+        gid: 1,
+        labels: [(
+            LABEL_INSTANCE.to_string(),
+            rig.sandbox.instance().id.clone(),
+        )]
+        .into(),
+        runtime: None,
+    };
+    rig.engine.create("stray", &spec).await.unwrap();
+    rig.finish().await;
+}
