@@ -1,7 +1,7 @@
 //! `execute_code` behaviour through the library, against the real engine: the original's
 //! globals and fields, exceptions, the channel to the server, cancellation, the pool and the
 //! runtime flag. Bad input, clamped limits, busy and frame-shaped output are catalogue cases in
-//! `tests/security_cases.rs`.
+//! `tests/security/server_input.rs`.
 
 mod common;
 

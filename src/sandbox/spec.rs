@@ -1,6 +1,6 @@
 //! The hardened container definition, in one place. Every execution's container (cold or, later,
 //! pre-started) is created from [`container_body`]; a change to the sandbox's posture is a change
-//! to this file, and `tests/security_cases.rs` checks each property against the real engine.
+//! to this file, and `tests/security/` checks each property against the real engine.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

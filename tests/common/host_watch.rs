@@ -1,5 +1,5 @@
-//! Host-side checks for the adversarial suite (`tests/security_cases.rs`): what a case must
-//! leave untouched on the host, whatever the sandbox or a tool call attempted.
+//! Host-side checks for the adversarial suite (`tests/security/`): what a case must leave
+//! untouched on the host, whatever the sandbox or a tool call attempted.
 //!
 //! A [`HostWatch`] is taken before a case runs and checked after it:
 //! - canaries outside the workspace: `<root>/outside/secret.txt` (a secret whose absolute host

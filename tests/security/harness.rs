@@ -1,0 +1,44 @@
+//! What the cases share: running sandbox code for its verdict, unique names for paths a case
+//! must not create, the text of a refused tool call, the lock for cases that measure this
+//! process's memory, and the Python prelude that reads the sandbox's cgroup limits. Apart from
+//! the family files so each of those holds only its cases.
+
+use serde_json::Value;
+
+use crate::common::{TestApp, assert_ok};
+
+/// Runs `code` with `ctx` as its context variables and returns its `result`, asserting it ran.
+pub(crate) async fn verdict(t: &TestApp, code: &str, ctx: Value) -> Value {
+    let o = t.run_with(code, Some(ctx), Some(120.0), None).await;
+    assert_ok(&o);
+    o.result
+}
+
+/// A unique name for paths a case must not create.
+pub(crate) fn token(case: &str) -> String {
+    format!("cem-{case}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// The error text of a refused tool call (`{success: false, error}`).
+#[track_caller]
+pub(crate) fn refusal(is_error: bool, answer: &Value, what: &str) -> String {
+    assert!(is_error, "{what} was accepted: {answer}");
+    assert_eq!(answer["success"], false, "{what}: {answer}");
+    answer["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: no error text in {answer}"))
+        .to_string()
+}
+
+/// Tests that measure this process's memory, or allocate a lot of it, run one at a time.
+pub(crate) static MEMORY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Python: the sandbox's own cgroup file `name` (v1 or v2 layout) as text.
+pub(crate) const CGROUP: &str = r#"
+import os
+def cgroup(v1, v2):
+    for p in ("/sys/fs/cgroup/" + v1, "/sys/fs/cgroup/" + v2):
+        if os.path.exists(p):
+            return open(p).read().strip()
+    return None
+"#;

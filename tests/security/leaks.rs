@@ -1,0 +1,334 @@
+//! Catalogue cases 36-39, information leaks: the server's environment, a canary left in `/tmp`,
+//! host paths in mountinfo, and another instance's workspace, skills and PII tokens. One file per
+//! family of the catalogue, so a case is found by its number (the map is in `main.rs`).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::host_watch::HostWatch;
+use crate::common::{self, TestApp, assert_ok, call_tool, mcp_client};
+use crate::harness::{token, verdict};
+
+/// 36. "The server's environment (tokens, secrets) → absent from the sandbox's environ and
+///     /proc/1/environ."
+///
+/// The server binary is started with secrets in its environment (and a setting of its own);
+/// sandbox code looks for them in its environment and in every /proc/PID/environ it can read.
+#[tokio::test]
+async fn case_36_the_servers_environment_never_reaches_the_sandbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let watch = HostWatch::new(
+        dir.path(),
+        &[dir.path().join("workspace"), dir.path().join("skills")],
+    );
+    let marker = format!("CEMLEAK{}", uuid::Uuid::new_v4().simple());
+    let secrets = [
+        ("CEM_TEST_API_TOKEN", format!("{marker}-token")),
+        ("AWS_SECRET_ACCESS_KEY", format!("{marker}-aws")),
+        ("GITHUB_TOKEN", format!("{marker}-github")),
+        ("ANTHROPIC_API_KEY", format!("{marker}-anthropic")),
+        ("CEM_MAX_QUEUE", "17".to_string()),
+    ];
+    let env: Vec<(&str, &str)> = secrets.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (mut child, client) =
+        common::spawn_server_with(dir.path(), &env, &["--pool-size", "1"]).await;
+    let pid = child.id().unwrap();
+    let names: Vec<&str> = secrets.iter().map(|(k, _)| *k).collect();
+    let code = r#"
+import os
+hits = {"environ_values": [k for k, v in os.environ.items() if marker in v],
+        "environ_names": [k for k in names if k in os.environ], "proc": {}}
+readable = 0
+for pid in [p for p in os.listdir("/proc") if p.isdigit()] + ["self"]:
+    try:
+        data = open(f"/proc/{pid}/environ", "rb").read()
+    except OSError:
+        continue
+    readable += 1
+    found = [k for k in names if (k + "=").encode() in data] + (["marker"] if marker.encode() in data else [])
+    if found:
+        hits["proc"][pid] = found
+hits["readable_environs"] = readable
+hits["has_path"] = "PATH" in os.environ
+result = hits
+"#;
+    for _ in 0..2 {
+        let (err, v) = call_tool(
+            &client,
+            "execute_code",
+            json!({"code": code, "context_vars": {"marker": marker, "names": names}}),
+        )
+        .await;
+        assert!(!err, "{v}");
+        let r = &v["result"];
+        assert_eq!(r["environ_values"], json!([]), "{r}");
+        assert_eq!(r["environ_names"], json!([]), "{r}");
+        assert_eq!(r["proc"], json!({}), "{r}");
+        assert!(
+            r["readable_environs"].as_u64().unwrap() >= 2,
+            "PID 1 and self: {r}"
+        );
+        assert_eq!(
+            r["has_path"], true,
+            "the check reads a real environment: {r}"
+        );
+    }
+    client.cancel().await.unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the server exits when its client goes")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert_eq!(common::containers_of(pid).await, Vec::<String>::new());
+    watch.check();
+}
+
+/// 37. "A canary written to /tmp in one execution → absent in the next; invisible to concurrent
+///     executions."
+///
+/// The canary goes to /tmp, /dev/shm and an abstract unix socket; a concurrent execution and
+/// the next one look for all three.
+#[tokio::test]
+async fn case_37_a_canary_in_tmp_is_gone_next_time_and_invisible_to_concurrent_executions() {
+    let t = TestApp::start().await;
+    let watch = HostWatch::for_app(&t);
+    let ws = t.workspace();
+    let canary = token("case37");
+    let writer = r#"
+import os, socket, time
+open(f"/tmp/{canary}", "w").write("secret")
+open(f"/dev/shm/{canary}", "w").write("secret")
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0" + canary)
+s.listen()
+open("/workspace/ready", "w").write("1")
+end = time.monotonic() + 90
+while not os.path.exists("/workspace/go") and time.monotonic() < end:
+    time.sleep(0.05)
+result = {"tmp": os.path.exists(f"/tmp/{canary}"), "shm": os.path.exists(f"/dev/shm/{canary}")}
+"#;
+    let looker = r#"
+import errno, os, socket
+out = {"tmp": os.listdir("/tmp"), "shm": os.listdir("/dev/shm"),
+       "in_unix_table": canary in open("/proc/net/unix").read()}
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect("\0" + canary)
+    out["socket"] = "connected"
+except OSError as e:
+    out["socket"] = errno.errorcode[e.errno]
+result = out
+"#;
+    let app = t.app.clone();
+    let ctx = json!({ "canary": canary });
+    let first_ctx = ctx.clone();
+    let first = tokio::spawn(async move {
+        app.execute(
+            writer.into(),
+            Some(first_ctx),
+            Some(120.0),
+            None,
+            Default::default(),
+            None,
+        )
+        .await
+    });
+    for _ in 0..600 {
+        if ws.join("ready").exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ws.join("ready").exists(), "the writer did not start");
+    let check = |v: &Value, when: &str| {
+        assert_eq!(v["tmp"], json!([]), "{when}: {v}");
+        assert_eq!(v["shm"], json!([]), "{when}: {v}");
+        assert_eq!(v["in_unix_table"], false, "{when}: {v}");
+        assert_eq!(v["socket"], "ECONNREFUSED", "{when}: {v}");
+    };
+    check(&verdict(&t, looker, ctx.clone()).await, "concurrently");
+    std::fs::write(ws.join("go"), "1").unwrap();
+    let (o, _) = first.await.unwrap().unwrap();
+    assert_ok(&o);
+    assert_eq!(
+        o.result,
+        json!({"tmp": true, "shm": true}),
+        "the canary existed"
+    );
+    check(&verdict(&t, looker, ctx).await, "next");
+    watch.finish(t).await;
+}
+
+/// 38. "`/proc/self/mountinfo` → host paths in it reveal no user or tenant names beyond the
+///     workspace itself."
+///
+/// Beyond the workspace and skills mounts' own host paths, mountinfo names neither this
+/// server's other directories, nor another server's, nor a home directory or a host user.
+#[tokio::test]
+async fn case_38_mountinfo_reveals_no_host_paths_beyond_the_workspace() {
+    let t =
+        TestApp::start_with(|c| c.pii_output = code_execution_mcp::config::PiiOutput::Off).await;
+    let watch = HostWatch::for_app(&t);
+    let other = TestApp::start().await;
+    let other_watch = HostWatch::for_app(&other);
+    let v = verdict(
+        &t,
+        "result = open('/proc/self/mountinfo').read()",
+        json!({}),
+    )
+    .await;
+    let mut rest = v.as_str().unwrap().to_string();
+    let ws = t.workspace().canonicalize().unwrap();
+    let skills = t.app.skills_dir.canonicalize().unwrap();
+    assert!(
+        rest.contains(ws.to_str().unwrap()),
+        "the workspace mount is listed"
+    );
+    for own in [&ws, &skills] {
+        rest = rest.replace(own.to_str().unwrap(), "<own>");
+    }
+    let mut forbidden: Vec<String> = vec![
+        watch.root().display().to_string(),
+        watch.canary_dir().display().to_string(),
+        other_watch.root().display().to_string(),
+        "/home/".into(),
+    ];
+    if let Some(home) = std::env::var_os("HOME") {
+        let home = home.to_string_lossy().into_owned();
+        if home.len() > 1 {
+            forbidden.push(format!("{home}/"));
+        }
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    for line in passwd.lines() {
+        let fields: Vec<&str> = line.split(':').collect();
+        if fields.len() > 2
+            && fields[2]
+                .parse::<u32>()
+                .is_ok_and(|uid| (1000..60000).contains(&uid))
+        {
+            forbidden.push(format!("/{}/", fields[0]));
+        }
+    }
+    for needle in &forbidden {
+        assert!(
+            !rest.contains(needle.as_str()),
+            "mountinfo names {needle}:\n{rest}"
+        );
+    }
+    other_watch.finish(other).await;
+    watch.finish(t).await;
+}
+
+/// 39. "Another tenant's workspace, skills, PII tokens (HTTP mode) → unreachable and
+///     unguessable."
+///
+/// Here between two server instances with their own directories and PII secrets: the sandbox
+/// of one cannot see the other's workspace or skills (not mounted, the paths absent), and
+/// restore_pii on one never resolves tokens the other minted. Tenants of one HTTP server (the
+/// same separation, plus sessions and bearer tokens) are tested in `tests/tenants.rs`.
+#[tokio::test]
+async fn case_39_another_instances_workspace_skills_and_tokens_are_out_of_reach() {
+    let a = TestApp::start().await;
+    let a_watch = HostWatch::for_app(&a);
+    let b = TestApp::start().await;
+    let b_watch = HostWatch::for_app(&b);
+    let a_client = mcp_client(a.app.clone()).await;
+    let b_client = mcp_client(b.app.clone()).await;
+    let marker = token("case39");
+    let (err, v) = call_tool(
+        &b_client,
+        "write_workspace_file",
+        json!({"filename": format!("{marker}.txt"), "content": "tenant b"}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    let (err, v) = call_tool(
+        &b_client,
+        "save_skill",
+        json!({"name": "tenant_b_only", "code": "def tenant_b_only():\n    return 'b'\n"}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    std::fs::write(a.workspace().join("mine.txt"), "tenant a").unwrap();
+
+    let look = r#"
+import os
+found = []
+for top, dirs, files in os.walk("/"):
+    if top in ("/proc", "/sys"):
+        dirs[:] = []
+        continue
+    found += [os.path.join(top, n) for n in files if n.startswith(marker) or n == "mine.txt"]
+result = {"paths": {p: os.path.exists(p) for p in paths}, "found": sorted(found),
+          "skill_file": os.path.exists("/skills/tenant_b_only.py"),
+          "skills": [s["name"] for s in list_skills()],
+          "mounts": [l for l in open("/proc/self/mountinfo").read().splitlines() if any(p in l for p in paths)]}
+try:
+    load_skill("tenant_b_only")
+    result["load"] = "loaded"
+except RuntimeError as e:
+    result["load"] = str(e)[:60]
+"#;
+    let b_paths = [
+        b.workspace().canonicalize().unwrap(),
+        b.app.skills_dir.canonicalize().unwrap(),
+        b_watch.root().to_path_buf(),
+    ];
+    let v = verdict(&a, look, json!({"marker": marker, "paths": b_paths})).await;
+    assert!(
+        v["paths"].as_object().unwrap().values().all(|e| e == false),
+        "{v}"
+    );
+    assert_eq!(
+        v["found"],
+        json!(["/workspace/mine.txt"]),
+        "only its own file: {v}"
+    );
+    assert_eq!(v["skill_file"], false);
+    assert!(
+        !v["skills"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("tenant_b_only")),
+        "{v}"
+    );
+    assert!(v["load"].as_str().unwrap().contains("not found"), "{v}");
+    assert_eq!(v["mounts"], json!([]), "{v}");
+    // The positive control: B's sandbox sees B's skill.
+    let v = verdict(
+        &b,
+        "result = __import__('os').path.exists('/skills/tenant_b_only.py')",
+        json!({}),
+    )
+    .await;
+    assert_eq!(v, true);
+
+    // PII tokens: the same value gets different tokens on each server, and neither resolves the
+    // other's.
+    let value = "ann.lee@example.com";
+    let mint = |client| async move {
+        let (err, v) = call_tool(client, "sanitize_pii", json!({ "text": value })).await;
+        assert!(!err, "{v}");
+        v["sanitized_text"].as_str().unwrap().to_string()
+    };
+    let (a_token, b_token) = (mint(&a_client).await, mint(&b_client).await);
+    assert!(a_token.starts_with("[EMAIL_") && b_token.starts_with("[EMAIL_"));
+    assert_ne!(a_token, b_token, "tokens are keyed per server");
+    for (client, own, foreign) in [
+        (&a_client, &a_token, &b_token),
+        (&b_client, &b_token, &a_token),
+    ] {
+        let (_, v) = call_tool(client, "restore_pii", json!({ "text": foreign })).await;
+        assert_eq!(v["restored_text"], foreign.as_str(), "{v}");
+        assert_eq!(v["restored"], 0);
+        assert_eq!(v["unknown"], 1);
+        let (_, v) = call_tool(client, "restore_pii", json!({ "text": own })).await;
+        assert_eq!(v["restored_text"], value, "the positive control");
+    }
+    a_client.cancel().await.unwrap();
+    b_client.cancel().await.unwrap();
+    b_watch.finish(b).await;
+    a_watch.finish(a).await;
+}

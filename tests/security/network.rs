@@ -1,0 +1,355 @@
+//! Catalogue cases 12-17, network: DNS, public and private addresses, the engine's bridge
+//! gateway and the metadata service, IPv6, raw and packet sockets, engine sockets and netlink
+//! changes. One file per family of the catalogue, so a case is found by its number (the map is in
+//! `main.rs`).
+
+use serde_json::json;
+
+use crate::common::TestApp;
+use crate::common::host_watch::HostWatch;
+use crate::harness::verdict;
+
+/// The errno names that mean "no route from here": what every outside address must get.
+const UNREACHABLE: [&str; 2] = ["ENETUNREACH", "EHOSTUNREACH"];
+
+/// Python: `probe(targets)` tries TCP connect and UDP send to each `label: [address, port]` and
+/// returns `{label: errno name | "connected" | "sent" | "timeout"}` (labels get `_tcp`/`_udp`).
+const PROBE: &str = r#"
+import errno, socket
+def _name(e):
+    if isinstance(e, socket.timeout):
+        return "timeout"
+    return errno.errorcode.get(e.errno, str(e.errno))
+def probe(targets, family=socket.AF_INET):
+    out = {}
+    for label, (host, port) in targets.items():
+        s = socket.socket(family, socket.SOCK_STREAM)
+        s.settimeout(3)
+        try:
+            s.connect((host, port))
+            out[label + "_tcp"] = "connected"
+        except OSError as e:
+            out[label + "_tcp"] = _name(e)
+        finally:
+            s.close()
+        u = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            u.sendto(b"x", (host, port))
+            out[label + "_udp"] = "sent"
+        except OSError as e:
+            out[label + "_udp"] = _name(e)
+        finally:
+            u.close()
+    return out
+"#;
+
+/// 12. "DNS lookup → fails."
+#[tokio::test]
+async fn case_12_dns_lookups_fail() {
+    let t = TestApp::start().await;
+    let watch = HostWatch::for_app(&t);
+    let code = format!(
+        "{PROBE}{}",
+        r#"
+import struct
+out = {}
+for label, name in (("public", "example.com"), ("google", "dns.google"), ("metadata", "metadata.google.internal")):
+    try:
+        socket.getaddrinfo(name, 80)
+        out[label] = "resolved"
+    except socket.gaierror:
+        out[label] = "gaierror"
+    except OSError as e:
+        out[label] = _name(e)
+servers = [l.split()[1] for l in open("/etc/resolv.conf").read().splitlines() if l.startswith("nameserver")]
+resolvers = {f"resolv_conf_{i}": [ip, 53] for i, ip in enumerate(servers)}
+resolvers.update(public_resolvers)
+out["resolvers"] = probe(resolvers)
+result = out
+"#
+    );
+    let v = verdict(
+        &t,
+        &code,
+        json!({"public_resolvers": {"google_dns": ["8.8.8.8", 53], "cloudflare_dns": ["1.1.1.1", 53]}}),
+    )
+    .await;
+    for name in ["public", "google", "metadata"] {
+        assert_eq!(v[name], "gaierror", "{name}: {v}");
+    }
+    let resolvers = v["resolvers"].as_object().unwrap();
+    assert!(resolvers.len() >= 4, "{v}");
+    for (label, outcome) in resolvers {
+        assert!(
+            UNREACHABLE.contains(&outcome.as_str().unwrap()),
+            "{label}: {outcome}"
+        );
+    }
+    watch.finish(t).await;
+}
+
+/// The engine's default bridge gateway: the IPAM gateway of the `bridge` network, or the first
+/// address of its subnet (what Docker assigns when it names none).
+async fn bridge_gateway() -> String {
+    let engine = code_execution_mcp::sandbox::Engine::connect()
+        .await
+        .unwrap();
+    let network = engine.client().inspect_network("bridge", None).await;
+    let config = network
+        .ok()
+        .and_then(|n| n.ipam)
+        .and_then(|i| i.config)
+        .and_then(|c| c.into_iter().next());
+    if let Some(gateway) = config.as_ref().and_then(|c| c.gateway.clone()) {
+        return gateway;
+    }
+    let subnet = config.and_then(|c| c.subnet);
+    let base: Option<std::net::Ipv4Addr> = subnet
+        .as_deref()
+        .and_then(|s| s.split('/').next())
+        .and_then(|s| s.parse().ok());
+    base.map_or_else(
+        || "172.17.0.1".into(),
+        |b| std::net::Ipv4Addr::from(u32::from(b) + 1).to_string(),
+    )
+}
+
+/// The host's primary IPv4 address (the source of its default route), if it has one.
+fn host_address() -> Option<String> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("1.1.1.1:53").ok()?;
+    Some(socket.local_addr().ok()?.ip().to_string())
+}
+
+/// 13. "TCP to a public address, to the engine's bridge gateway (172.17.0.1) and to
+///     169.254.169.254 → unreachable."
+#[tokio::test]
+async fn case_13_public_addresses_the_bridge_gateway_and_the_metadata_service_are_unreachable() {
+    let t = TestApp::start().await;
+    let watch = HostWatch::for_app(&t);
+    let gateway = bridge_gateway().await;
+    let mut targets = json!({
+        "public_web": ["1.1.1.1", 443],
+        "public_dns": ["8.8.8.8", 53],
+        "gateway_engine_api": [gateway, 2375],
+        "gateway_ssh": [gateway, 22],
+        "metadata": ["169.254.169.254", 80],
+        "private_net": ["10.0.0.1", 80],
+    });
+    if let Some(host) = host_address() {
+        targets["host_ssh"] = json!([host, 22]);
+        targets["host_engine_api"] = json!([host, 2375]);
+    }
+    let code = format!(
+        "{PROBE}{}",
+        r#"
+out = {"targets": probe(targets)}
+out["interfaces"] = sorted(n for _, n in socket.if_nameindex())
+out["routes"] = open("/proc/net/route").read().splitlines()[1:]
+result = out
+"#
+    );
+    let v = verdict(&t, &code, json!({ "targets": targets })).await;
+    let outcomes = v["targets"].as_object().unwrap();
+    assert_eq!(outcomes.len(), 2 * targets.as_object().unwrap().len());
+    for (label, outcome) in outcomes {
+        assert!(
+            UNREACHABLE.contains(&outcome.as_str().unwrap()),
+            "{label} ({gateway} is the gateway): {outcome}"
+        );
+    }
+    assert_eq!(v["interfaces"], json!(["lo"]));
+    assert_eq!(v["routes"], json!([]), "no route leaves the container");
+    watch.finish(t).await;
+}
+
+/// 14. "IPv6 to anything but ::1 → unreachable."
+#[tokio::test]
+async fn case_14_ipv6_reaches_nothing_but_loopback() {
+    let t = TestApp::start().await;
+    let watch = HostWatch::for_app(&t);
+    let gateway = bridge_gateway().await;
+    let code = format!(
+        "{PROBE}{}",
+        r#"
+out = {"targets": probe(targets, socket.AF_INET6)}
+out["addresses"] = sorted(l.split()[0] for l in open("/proc/net/if_inet6").read().splitlines())
+result = out
+"#
+    );
+    let v = verdict(
+        &t,
+        &code,
+        json!({"targets": {
+            "public_cloudflare": ["2606:4700:4700::1111", 53],
+            "public_google": ["2001:4860:4860::8888", 443],
+            "mapped_gateway": [format!("::ffff:{gateway}"), 2375],
+            "mapped_metadata": ["::ffff:169.254.169.254", 80],
+            "metadata_v6": ["fd00:ec2::254", 80],
+            "unique_local": ["fd00::1", 80],
+            "link_local": ["fe80::1%lo", 80],
+            "multicast": ["ff02::1", 80],
+        }}),
+    )
+    .await;
+    let outcomes = v["targets"].as_object().unwrap();
+    assert_eq!(outcomes.len(), 16);
+    for (label, outcome) in outcomes {
+        assert!(
+            ["ENETUNREACH", "EHOSTUNREACH", "EADDRNOTAVAIL", "EINVAL"]
+                .contains(&outcome.as_str().unwrap()),
+            "{label}: {outcome}"
+        );
+    }
+    // The only IPv6 address the sandbox may hold is ::1 (none, when the engine disables IPv6).
+    for address in v["addresses"].as_array().unwrap() {
+        assert_eq!(address, "00000000000000000000000000000001", "{v}");
+    }
+    watch.finish(t).await;
+}
+
+/// 15. "raw / AF_PACKET sockets → EPERM."
+#[tokio::test]
+async fn case_15_raw_and_packet_sockets_are_refused() {
+    let t = TestApp::start().await;
+    let watch = HostWatch::for_app(&t);
+    let v = verdict(
+        &t,
+        r#"
+import errno, socket
+out = {}
+for label, family, kind, proto in (
+        ("packet_raw", socket.AF_PACKET, socket.SOCK_RAW, 0x0300),
+        ("packet_dgram", socket.AF_PACKET, socket.SOCK_DGRAM, 0x0300),
+        ("inet_raw_icmp", socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),
+        ("inet_raw_tcp", socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP),
+        ("inet_raw_ip", socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW),
+        ("inet6_raw_icmp", socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6),
+        ("alg", 38, socket.SOCK_SEQPACKET, 0),
+        ("vsock", 40, socket.SOCK_STREAM, 0)):
+    try:
+        socket.socket(family, kind, proto).close()
+        out[label] = "opened"
+    except OSError as e:
+        out[label] = errno.errorcode.get(e.errno, str(e.errno))
+result = out
+"#,
+        json!({}),
+    )
+    .await;
+    let outcomes = v.as_object().unwrap();
+    assert_eq!(outcomes.len(), 8);
+    for (label, outcome) in outcomes {
+        assert!(
+            ["EPERM", "EACCES", "EAFNOSUPPORT"].contains(&outcome.as_str().unwrap()),
+            "{label}: {outcome}"
+        );
+    }
+    assert_eq!(v["packet_raw"], "EPERM", "{v}");
+    watch.finish(t).await;
+}
+
+/// 16. "`/var/run/docker.sock`, containerd's socket → absent."
+///
+/// Beyond the well-known paths: no socket file anywhere in the container's tree, and no
+/// engine socket among the unix sockets its network namespace can see.
+#[tokio::test]
+async fn case_16_engine_sockets_are_absent() {
+    let t = TestApp::start().await;
+    let watch = HostWatch::for_app(&t);
+    let v = verdict(
+        &t,
+        r#"
+import glob, os, stat
+known = ["/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
+         "/var/run/containerd/containerd.sock", "/run/docker/containerd/containerd.sock",
+         "/run/crio/crio.sock", "/run/podman/podman.sock", "/run/buildkit/buildkitd.sock"]
+out = {"present": [p for p in known + glob.glob("/run/user/*/docker.sock") if os.path.lexists(p)]}
+sockets = []
+for top, dirs, files in os.walk("/"):
+    if top in ("/proc", "/sys"):
+        dirs[:] = []
+        continue
+    for n in files + dirs:
+        p = os.path.join(top, n)
+        try:
+            if stat.S_ISSOCK(os.lstat(p).st_mode):
+                sockets.append(p)
+        except OSError:
+            pass
+out["socket_files"] = sockets
+unix = open("/proc/net/unix").read().splitlines()[1:]
+out["engine_unix_sockets"] = [l for l in unix if "docker" in l or "containerd" in l or "runc" in l]
+out["unix_sockets"] = len(unix)
+result = out
+"#,
+        json!({}),
+    )
+    .await;
+    assert_eq!(v["present"], json!([]), "{v}");
+    assert_eq!(v["socket_files"], json!([]), "{v}");
+    assert_eq!(v["engine_unix_sockets"], json!([]), "{v}");
+    watch.finish(t).await;
+}
+
+/// 17. "Netlink changes to links or routes → EPERM."
+#[tokio::test]
+async fn case_17_netlink_changes_to_links_addresses_and_routes_are_refused() {
+    let t = TestApp::start().await;
+    let watch = HostWatch::for_app(&t);
+    let v = verdict(
+        &t,
+        r#"
+import errno, socket, struct
+NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE = 1, 4, 0x200, 0x400
+def rta(kind, data):
+    length = 4 + len(data)
+    return struct.pack("=HH", length, kind) + data + b"\0" * ((4 - length % 4) % 4)
+def request(msg_type, payload, flags=0):
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+    s.bind((0, 0))
+    s.send(struct.pack("=IHHII", 16 + len(payload), msg_type, flags | NLM_F_REQUEST | NLM_F_ACK, 1, 0) + payload)
+    reply = s.recv(65536)
+    s.close()
+    kind = struct.unpack("=H", reply[4:6])[0]
+    if kind != 2:
+        return f"reply type {kind}"
+    code = -struct.unpack("=i", reply[16:20])[0]
+    return "ok" if code == 0 else errno.errorcode.get(code, str(code))
+lo = socket.if_nametoindex("lo")
+ifinfo = lambda index, flags, change: struct.pack("=BxHiII", socket.AF_UNSPEC, 0, index, flags, change)
+new = NLM_F_CREATE | NLM_F_EXCL
+out = {
+    "set_lo_down": request(19, ifinfo(lo, 0, 1)),
+    "new_dummy_link": request(16, ifinfo(0, 0, 0) + rta(3, b"evil0\0") + rta(18, rta(1, b"dummy\0")), new),
+    "new_veth_link": request(16, ifinfo(0, 0, 0) + rta(3, b"evil1\0") + rta(18, rta(1, b"veth\0")), new),
+    "new_address": request(20, struct.pack("=BBBBI", socket.AF_INET, 32, 0, 0, lo)
+                           + rta(2, socket.inet_aton("10.9.9.9")) + rta(1, socket.inet_aton("10.9.9.9")), new),
+    "new_default_route": request(24, struct.pack("=BBBBBBBBI", socket.AF_INET, 0, 0, 0, 254, 3, 0, 1, 0)
+                                 + rta(4, struct.pack("=I", lo)), new),
+    "delete_lo_address": request(21, struct.pack("=BBBBI", socket.AF_INET, 8, 0, 0, lo)
+                                 + rta(2, socket.inet_aton("127.0.0.1"))),
+}
+out["interfaces"] = sorted(n for _, n in socket.if_nameindex())
+out["lo_up"] = bool(int(open("/sys/class/net/lo/flags").read(), 16) & 1)
+out["routes"] = open("/proc/net/route").read().splitlines()[1:]
+result = out
+"#,
+        json!({}),
+    )
+    .await;
+    for change in [
+        "set_lo_down",
+        "new_dummy_link",
+        "new_veth_link",
+        "new_address",
+        "new_default_route",
+        "delete_lo_address",
+    ] {
+        assert_eq!(v[change], "EPERM", "{change}: {v}");
+    }
+    assert_eq!(v["interfaces"], json!(["lo"]));
+    assert_eq!(v["lo_up"], true);
+    assert_eq!(v["routes"], json!([]));
+    watch.finish(t).await;
+}
