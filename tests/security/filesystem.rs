@@ -87,20 +87,7 @@ async fn case_02_planted_symlinks_are_never_followed_by_the_file_tools() {
     let t = TestApp::start().await;
     let watch = HostWatch::for_app(&t);
     let client = mcp_client(t.app.clone()).await;
-    let plant = r#"
-import os
-os.symlink(secret, "/workspace/evil")
-os.symlink("/etc/passwd", "/workspace/passwd")
-os.symlink(outside, "/workspace/outdir")
-os.symlink("..", "/workspace/up")
-os.symlink("/", "/workspace/rootlink")
-os.makedirs("/workspace/sub")
-os.symlink("/etc", "/workspace/sub/etc")
-os.symlink(secret, "/workspace/sub/secret")
-os.symlink("../real.txt", "/workspace/sub/inner")
-open("/workspace/real.txt", "w").write("real")
-result = sorted(os.listdir("/workspace"))
-"#;
+    let plant = include_str!("probes/case_02_plant_symlinks.py");
     let (err, v) = call_tool(
         &client,
         "execute_code",
@@ -215,23 +202,7 @@ async fn case_03_a_directory_swapped_for_a_symlink_mid_call_never_leads_outside(
     let watch = HostWatch::for_app(&t);
     let client = mcp_client(t.app.clone()).await;
     let ws = t.workspace();
-    let flipper = r#"
-import ctypes, os, time
-libc = ctypes.CDLL(None, use_errno=True)
-os.makedirs("/workspace/d")
-open("/workspace/d/secret.txt", "w").write("inside")
-os.symlink(outside, "/workspace/d_swap")
-open("/workspace/flipping", "w").write("1")
-flips, failed = 0, 0
-deadline = time.monotonic() + 100
-while not os.path.exists("/workspace/stop") and time.monotonic() < deadline:
-    for _ in range(100):
-        if libc.renameat2(-100, b"/workspace/d", -100, b"/workspace/d_swap", 2) == 0:
-            flips += 1
-        else:
-            failed += 1
-result = {"flips": flips, "failed": failed}
-"#;
+    let flipper = include_str!("probes/case_03_swap_directory.py");
     let app = t.app.clone();
     let outside = watch.canary_dir();
     let flipping = tokio::spawn(async move {
@@ -334,33 +305,7 @@ async fn case_04_hard_links_out_of_the_workspace_fail_and_linked_names_are_repla
     let ws = t.workspace();
     // A file the host owns inside the workspace (root-owned when the tests run as root).
     std::fs::write(ws.join("host_owned.txt"), "host").unwrap();
-    let v = verdict(
-        &t,
-        r#"
-import errno, os
-out = {}
-open("/tmp/t.txt", "w").write("tmp")
-skill = "/skills/" + next(n for n in sorted(os.listdir("/skills")) if n.endswith(".py"))
-for name, src in [("etc_passwd", "/etc/passwd"), ("skills", skill), ("tmp", "/tmp/t.txt"),
-                  ("harness", "/opt/sandbox/harness.py"), ("proc", "/proc/self/status")]:
-    try:
-        os.link(src, f"/workspace/link_{name}")
-        out[name] = "linked"
-    except OSError as e:
-        out[name] = errno.errorcode[e.errno]
-try:
-    os.link("/workspace/host_owned.txt", "/workspace/link_host_owned")
-    out["host_owned"] = "linked"
-except OSError as e:
-    out["host_owned"] = errno.errorcode[e.errno]
-open("/workspace/a.txt", "w").write("original")
-os.link("/workspace/a.txt", "/workspace/b.txt")
-out["nlink"] = os.stat("/workspace/a.txt").st_nlink
-result = out
-"#,
-        json!({}),
-    )
-    .await;
+    let v = verdict(&t, include_str!("probes/case_04_hard_links.py"), json!({})).await;
     for name in ["etc_passwd", "skills", "tmp", "harness", "proc"] {
         assert_eq!(v[name], "EXDEV", "a link to {name}: {v}");
     }
@@ -422,27 +367,7 @@ async fn case_05_proc_root_and_cwd_links_show_only_the_container() {
     let watch = HostWatch::for_app(&t);
     let v = verdict(
         &t,
-        r#"
-import errno, os
-def same(a, b):
-    x, y = os.stat(a), os.stat(b)
-    return (x.st_dev, x.st_ino) == (y.st_dev, y.st_ino)
-out = {"self_root": same("/proc/self/root", "/"),
-       "self_root_listing": sorted(os.listdir("/proc/self/root")) == sorted(os.listdir("/")),
-       "cwd": os.readlink("/proc/self/cwd"),
-       "cwd_is_workspace": same("/proc/self/cwd", "/workspace"),
-       "harness_via_root": os.path.exists("/proc/self/root/opt/sandbox/harness.py")}
-roots = {}
-for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
-    try:
-        roots[pid] = same(f"/proc/{pid}/root", "/")
-    except OSError as e:
-        roots[pid] = errno.errorcode[e.errno]
-out["roots"] = roots
-out["host_paths_seen"] = [base + p for base in ("/proc/self/root", "/proc/1/root", "/proc/self/cwd/..", "")
-                          for p in host_paths if os.path.lexists(base + p)]
-result = out
-"#,
+        include_str!("probes/case_05_proc_roots.py"),
         json!({"host_paths": [watch.canary_file(), watch.root(), t.workspace()]}),
     )
     .await;
@@ -470,33 +395,7 @@ async fn case_06_device_nodes_cannot_be_made_and_host_devices_are_absent() {
     let watch = HostWatch::for_app(&t);
     let v = verdict(
         &t,
-        r#"
-import errno, os, stat
-out = {"mknod": {}, "present": [], "block_devices": []}
-for where in ("/tmp", "/workspace"):
-    for kind, mode, dev in (("char_mem", stat.S_IFCHR, os.makedev(1, 1)), ("char_null", stat.S_IFCHR, os.makedev(1, 3)),
-                            ("block_sda", stat.S_IFBLK, os.makedev(8, 0))):
-        try:
-            os.mknod(f"{where}/{kind}", mode | 0o666, dev)
-            out["mknod"][f"{where}/{kind}"] = "made"
-        except OSError as e:
-            out["mknod"][f"{where}/{kind}"] = errno.errorcode[e.errno]
-for p in ("/dev/mem", "/dev/kmem", "/dev/port", "/dev/sda", "/dev/vda", "/dev/nvme0n1", "/dev/xvda",
-          "/dev/kmsg", "/dev/loop0", "/dev/loop-control", "/dev/mapper", "/dev/disk", "/dev/fuse", "/dev/dri",
-          "/dev/kvm", "/dev/net/tun", "/dev/cpu", "/dev/snd", "/dev/watchdog", "/dev/hwrng"):
-    if os.path.lexists(p):
-        out["present"].append(p)
-for top, dirs, files in os.walk("/dev"):
-    for n in dirs + files:
-        p = os.path.join(top, n)
-        try:
-            if stat.S_ISBLK(os.lstat(p).st_mode):
-                out["block_devices"].append(p)
-        except OSError:
-            pass
-out["null_works"] = open("/dev/null", "rb").read() == b""
-result = out
-"#,
+        include_str!("probes/case_06_device_nodes.py"),
         json!({}),
     )
     .await;
@@ -516,32 +415,7 @@ result = out
 async fn case_07_writes_under_the_root_filesystem_get_erofs() {
     let t = TestApp::start().await;
     let watch = HostWatch::for_app(&t);
-    let v = verdict(
-        &t,
-        r#"
-import errno, os, sysconfig
-out = {}
-def attempt(name, fn):
-    try:
-        fn()
-        out[name] = "done"
-    except OSError as e:
-        out[name] = errno.errorcode[e.errno]
-site = sysconfig.get_path("purelib")
-for path in ("/evil", "/usr/evil", "/etc/evil", "/etc/profile.d/evil.sh", "/opt/sandbox/evil.py",
-             "/usr/local/bin/evil", site + "/evil.pth", "/var/tmp/evil", "/run/evil", "/home/evil",
-             "/skills/evil.py"):
-    attempt("create " + path, lambda: open(path, "x").write("x"))
-attempt("mkdir /usr/evil.d", lambda: os.mkdir("/usr/evil.d"))
-attempt("rename python", lambda: os.rename("/usr/local/bin/python3", "/usr/local/bin/python3.bak"))
-attempt("symlink /etc", lambda: os.symlink("/tmp", "/etc/evil-link"))
-out["left"] = [p for p in ("/evil", "/usr/evil", "/etc/evil", "/usr/evil.d", site + "/evil.pth") if os.path.lexists(p)]
-open("/workspace/ok.txt", "w").write("fine")
-result = out
-"#,
-        json!({}),
-    )
-    .await;
+    let v = verdict(&t, include_str!("probes/case_07_root_writes.py"), json!({})).await;
     let attempts = v.as_object().unwrap();
     for (name, errno) in attempts {
         if name != "left" {
@@ -567,17 +441,7 @@ async fn case_08_fifos_sockets_devices_and_sparse_files_are_refused_without_bloc
     let ws = t.workspace();
     let v = verdict(
         &t,
-        r#"
-import os, socket
-os.mkfifo("/workspace/fifo")
-s = socket.socket(socket.AF_UNIX)
-s.bind("/workspace/sock")
-s.close()
-with open("/workspace/sparse.bin", "wb") as f:
-    f.truncate(1 << 40)
-open("/workspace/ok.txt", "w").write("ok")
-result = sorted(os.listdir("/workspace"))
-"#,
+        include_str!("probes/case_08_special_files.py"),
         json!({}),
     )
     .await;
@@ -621,23 +485,7 @@ result = sorted(os.listdir("/workspace"))
 async fn case_09_a_hundred_thousand_files_and_odd_names_list_bounded_and_usable() {
     let t = TestApp::start().await;
     let watch = HostWatch::for_app(&t);
-    let v = verdict(
-        &t,
-        r#"
-import os
-for d in range(10):
-    os.makedirs(f"/workspace/many/d{d}")
-flags = os.O_CREAT | os.O_WRONLY
-for i in range(100_000):
-    os.close(os.open(f"/workspace/many/d{i % 10}/f{i}", flags, 0o644))
-os.makedirs("/workspace/odd")
-for name in (b"new\nline.txt", b"bad\xff\xfe.txt", b"tab\there.txt", b"back\\slash.txt", b"esc\x1b[31m.txt", b"ok.txt"):
-    os.close(os.open(b"/workspace/odd/" + name, flags, 0o644))
-result = sum(len(os.listdir(f"/workspace/many/d{d}")) for d in range(10))
-"#,
-        json!({}),
-    )
-    .await;
+    let v = verdict(&t, include_str!("probes/case_09_many_files.py"), json!({})).await;
     assert_eq!(v, 100_000);
     let limit = code_execution_mcp::workspace::DEFAULT_MAX_LIST_ENTRIES;
     let client = mcp_client(t.app.clone()).await;
@@ -688,17 +536,7 @@ result = sum(len(os.listdir(f"/workspace/many/d{d}")) for d in range(10))
 #[tokio::test]
 async fn case_10_filling_the_workspace_past_its_quota_gets_enospc_or_a_quota_error() {
     const QUOTA_MB: u64 = 16;
-    let fill = r#"
-import errno
-try:
-    with open("/workspace/big.bin", "wb") as f:
-        for _ in range(40):
-            f.write(b"\1" * (1 << 20))
-            f.flush()
-    result = "wrote 40 MiB"
-except OSError as e:
-    result = errno.errorcode[e.errno]
-"#;
+    let fill = include_str!("probes/case_10_fill_workspace.py");
     if common::root_or_skip("the loop-mounted quota") {
         let t = TestApp::start_with(|c| c.workspace_quota_mb = QUOTA_MB).await;
         let watch = HostWatch::for_app(&t);
@@ -779,25 +617,7 @@ except OSError as e:
 async fn case_11_filling_tmp_gets_enospc_at_its_size() {
     let t = TestApp::start_with(|c| c.tmpfs_mb = 8).await;
     let watch = HostWatch::for_app(&t);
-    let v = verdict(
-        &t,
-        r#"
-import errno, os
-st = os.statvfs("/tmp")
-written, err = 0, None
-try:
-    with open("/tmp/fill", "wb") as f:
-        for _ in range(64):
-            f.write(b"\0" * (1 << 20))
-            f.flush()
-            written += 1 << 20
-except OSError as e:
-    err = errno.errorcode[e.errno]
-result = {"size": st.f_blocks * st.f_frsize, "written": written, "errno": err}
-"#,
-        json!({}),
-    )
-    .await;
+    let v = verdict(&t, include_str!("probes/case_11_fill_tmp.py"), json!({})).await;
     assert_eq!(v["errno"], "ENOSPC", "{v}");
     assert_eq!(v["size"], 8 << 20, "{v}");
     let written = v["written"].as_u64().unwrap();

@@ -34,11 +34,4 @@ pub(crate) fn refusal(is_error: bool, answer: &Value, what: &str) -> String {
 pub(crate) static MEMORY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Python: the sandbox's own cgroup file `name` (v1 or v2 layout) as text.
-pub(crate) const CGROUP: &str = r#"
-import os
-def cgroup(v1, v2):
-    for p in ("/sys/fs/cgroup/" + v1, "/sys/fs/cgroup/" + v2):
-        if os.path.exists(p):
-            return open(p).read().strip()
-    return None
-"#;
+pub(crate) const CGROUP: &str = include_str!("probes/cgroup.py");

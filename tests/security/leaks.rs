@@ -35,24 +35,7 @@ async fn case_36_the_servers_environment_never_reaches_the_sandbox() {
         common::spawn_server_with(dir.path(), &env, &["--pool-size", "1"]).await;
     let pid = child.id().unwrap();
     let names: Vec<&str> = secrets.iter().map(|(k, _)| *k).collect();
-    let code = r#"
-import os
-hits = {"environ_values": [k for k, v in os.environ.items() if marker in v],
-        "environ_names": [k for k in names if k in os.environ], "proc": {}}
-readable = 0
-for pid in [p for p in os.listdir("/proc") if p.isdigit()] + ["self"]:
-    try:
-        data = open(f"/proc/{pid}/environ", "rb").read()
-    except OSError:
-        continue
-    readable += 1
-    found = [k for k in names if (k + "=").encode() in data] + (["marker"] if marker.encode() in data else [])
-    if found:
-        hits["proc"][pid] = found
-hits["readable_environs"] = readable
-hits["has_path"] = "PATH" in os.environ
-result = hits
-"#;
+    let code = include_str!("probes/case_36_environ.py");
     for _ in 0..2 {
         let (err, v) = call_tool(
             &client,
@@ -95,31 +78,8 @@ async fn case_37_a_canary_in_tmp_is_gone_next_time_and_invisible_to_concurrent_e
     let watch = HostWatch::for_app(&t);
     let ws = t.workspace();
     let canary = token("case37");
-    let writer = r#"
-import os, socket, time
-open(f"/tmp/{canary}", "w").write("secret")
-open(f"/dev/shm/{canary}", "w").write("secret")
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.bind("\0" + canary)
-s.listen()
-open("/workspace/ready", "w").write("1")
-end = time.monotonic() + 90
-while not os.path.exists("/workspace/go") and time.monotonic() < end:
-    time.sleep(0.05)
-result = {"tmp": os.path.exists(f"/tmp/{canary}"), "shm": os.path.exists(f"/dev/shm/{canary}")}
-"#;
-    let looker = r#"
-import errno, os, socket
-out = {"tmp": os.listdir("/tmp"), "shm": os.listdir("/dev/shm"),
-       "in_unix_table": canary in open("/proc/net/unix").read()}
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    s.connect("\0" + canary)
-    out["socket"] = "connected"
-except OSError as e:
-    out["socket"] = errno.errorcode[e.errno]
-result = out
-"#;
+    let writer = include_str!("probes/case_37_tmp_canary_writer.py");
+    let looker = include_str!("probes/case_37_tmp_canary_looker.py");
     let app = t.app.clone();
     let ctx = json!({ "canary": canary });
     let first_ctx = ctx.clone();
@@ -253,24 +213,7 @@ async fn case_39_another_instances_workspace_skills_and_tokens_are_out_of_reach(
     assert!(!err, "{v}");
     std::fs::write(a.workspace().join("mine.txt"), "tenant a").unwrap();
 
-    let look = r#"
-import os
-found = []
-for top, dirs, files in os.walk("/"):
-    if top in ("/proc", "/sys"):
-        dirs[:] = []
-        continue
-    found += [os.path.join(top, n) for n in files if n.startswith(marker) or n == "mine.txt"]
-result = {"paths": {p: os.path.exists(p) for p in paths}, "found": sorted(found),
-          "skill_file": os.path.exists("/skills/tenant_b_only.py"),
-          "skills": [s["name"] for s in list_skills()],
-          "mounts": [l for l in open("/proc/self/mountinfo").read().splitlines() if any(p in l for p in paths)]}
-try:
-    load_skill("tenant_b_only")
-    result["load"] = "loaded"
-except RuntimeError as e:
-    result["load"] = str(e)[:60]
-"#;
+    let look = include_str!("probes/case_39_other_instance.py");
     let b_paths = [
         b.workspace().canonicalize().unwrap(),
         b.app.skills_dir.canonicalize().unwrap(),

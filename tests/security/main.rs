@@ -6,6 +6,10 @@
 //! workspace and skills directories, the server still running `print(1)`, no container left.
 //!
 //! Sandbox code reports a JSON verdict (its `result`); the assertions are on the parsed values.
+//! That code is in `probes/`, a file per case (named by its number) plus the preludes some cases
+//! put in front (`net_probe.py`, `cgroup.py`, `channel_fds.py`, `syscalls.py`), included as they
+//! are: a probe's free names are the case's context variables and its prelude's functions. Probes
+//! of a few lines stay next to their assertions.
 //!
 //! Case → test:
 //!

@@ -14,60 +14,14 @@ const UNREACHABLE: [&str; 2] = ["ENETUNREACH", "EHOSTUNREACH"];
 
 /// Python: `probe(targets)` tries TCP connect and UDP send to each `label: [address, port]` and
 /// returns `{label: errno name | "connected" | "sent" | "timeout"}` (labels get `_tcp`/`_udp`).
-const PROBE: &str = r#"
-import errno, socket
-def _name(e):
-    if isinstance(e, socket.timeout):
-        return "timeout"
-    return errno.errorcode.get(e.errno, str(e.errno))
-def probe(targets, family=socket.AF_INET):
-    out = {}
-    for label, (host, port) in targets.items():
-        s = socket.socket(family, socket.SOCK_STREAM)
-        s.settimeout(3)
-        try:
-            s.connect((host, port))
-            out[label + "_tcp"] = "connected"
-        except OSError as e:
-            out[label + "_tcp"] = _name(e)
-        finally:
-            s.close()
-        u = socket.socket(family, socket.SOCK_DGRAM)
-        try:
-            u.sendto(b"x", (host, port))
-            out[label + "_udp"] = "sent"
-        except OSError as e:
-            out[label + "_udp"] = _name(e)
-        finally:
-            u.close()
-    return out
-"#;
+const PROBE: &str = include_str!("probes/net_probe.py");
 
 /// 12. "DNS lookup → fails."
 #[tokio::test]
 async fn case_12_dns_lookups_fail() {
     let t = TestApp::start().await;
     let watch = HostWatch::for_app(&t);
-    let code = format!(
-        "{PROBE}{}",
-        r#"
-import struct
-out = {}
-for label, name in (("public", "example.com"), ("google", "dns.google"), ("metadata", "metadata.google.internal")):
-    try:
-        socket.getaddrinfo(name, 80)
-        out[label] = "resolved"
-    except socket.gaierror:
-        out[label] = "gaierror"
-    except OSError as e:
-        out[label] = _name(e)
-servers = [l.split()[1] for l in open("/etc/resolv.conf").read().splitlines() if l.startswith("nameserver")]
-resolvers = {f"resolv_conf_{i}": [ip, 53] for i, ip in enumerate(servers)}
-resolvers.update(public_resolvers)
-out["resolvers"] = probe(resolvers)
-result = out
-"#
-    );
+    let code = format!("{PROBE}{}", include_str!("probes/case_12_dns.py"));
     let v = verdict(
         &t,
         &code,
@@ -213,30 +167,7 @@ result = out
 async fn case_15_raw_and_packet_sockets_are_refused() {
     let t = TestApp::start().await;
     let watch = HostWatch::for_app(&t);
-    let v = verdict(
-        &t,
-        r#"
-import errno, socket
-out = {}
-for label, family, kind, proto in (
-        ("packet_raw", socket.AF_PACKET, socket.SOCK_RAW, 0x0300),
-        ("packet_dgram", socket.AF_PACKET, socket.SOCK_DGRAM, 0x0300),
-        ("inet_raw_icmp", socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),
-        ("inet_raw_tcp", socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP),
-        ("inet_raw_ip", socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW),
-        ("inet6_raw_icmp", socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6),
-        ("alg", 38, socket.SOCK_SEQPACKET, 0),
-        ("vsock", 40, socket.SOCK_STREAM, 0)):
-    try:
-        socket.socket(family, kind, proto).close()
-        out[label] = "opened"
-    except OSError as e:
-        out[label] = errno.errorcode.get(e.errno, str(e.errno))
-result = out
-"#,
-        json!({}),
-    )
-    .await;
+    let v = verdict(&t, include_str!("probes/case_15_raw_sockets.py"), json!({})).await;
     let outcomes = v.as_object().unwrap();
     assert_eq!(outcomes.len(), 8);
     for (label, outcome) in outcomes {
@@ -259,30 +190,7 @@ async fn case_16_engine_sockets_are_absent() {
     let watch = HostWatch::for_app(&t);
     let v = verdict(
         &t,
-        r#"
-import glob, os, stat
-known = ["/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
-         "/var/run/containerd/containerd.sock", "/run/docker/containerd/containerd.sock",
-         "/run/crio/crio.sock", "/run/podman/podman.sock", "/run/buildkit/buildkitd.sock"]
-out = {"present": [p for p in known + glob.glob("/run/user/*/docker.sock") if os.path.lexists(p)]}
-sockets = []
-for top, dirs, files in os.walk("/"):
-    if top in ("/proc", "/sys"):
-        dirs[:] = []
-        continue
-    for n in files + dirs:
-        p = os.path.join(top, n)
-        try:
-            if stat.S_ISSOCK(os.lstat(p).st_mode):
-                sockets.append(p)
-        except OSError:
-            pass
-out["socket_files"] = sockets
-unix = open("/proc/net/unix").read().splitlines()[1:]
-out["engine_unix_sockets"] = [l for l in unix if "docker" in l or "containerd" in l or "runc" in l]
-out["unix_sockets"] = len(unix)
-result = out
-"#,
+        include_str!("probes/case_16_engine_sockets.py"),
         json!({}),
     )
     .await;
@@ -297,47 +205,7 @@ result = out
 async fn case_17_netlink_changes_to_links_addresses_and_routes_are_refused() {
     let t = TestApp::start().await;
     let watch = HostWatch::for_app(&t);
-    let v = verdict(
-        &t,
-        r#"
-import errno, socket, struct
-NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE = 1, 4, 0x200, 0x400
-def rta(kind, data):
-    length = 4 + len(data)
-    return struct.pack("=HH", length, kind) + data + b"\0" * ((4 - length % 4) % 4)
-def request(msg_type, payload, flags=0):
-    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-    s.bind((0, 0))
-    s.send(struct.pack("=IHHII", 16 + len(payload), msg_type, flags | NLM_F_REQUEST | NLM_F_ACK, 1, 0) + payload)
-    reply = s.recv(65536)
-    s.close()
-    kind = struct.unpack("=H", reply[4:6])[0]
-    if kind != 2:
-        return f"reply type {kind}"
-    code = -struct.unpack("=i", reply[16:20])[0]
-    return "ok" if code == 0 else errno.errorcode.get(code, str(code))
-lo = socket.if_nametoindex("lo")
-ifinfo = lambda index, flags, change: struct.pack("=BxHiII", socket.AF_UNSPEC, 0, index, flags, change)
-new = NLM_F_CREATE | NLM_F_EXCL
-out = {
-    "set_lo_down": request(19, ifinfo(lo, 0, 1)),
-    "new_dummy_link": request(16, ifinfo(0, 0, 0) + rta(3, b"evil0\0") + rta(18, rta(1, b"dummy\0")), new),
-    "new_veth_link": request(16, ifinfo(0, 0, 0) + rta(3, b"evil1\0") + rta(18, rta(1, b"veth\0")), new),
-    "new_address": request(20, struct.pack("=BBBBI", socket.AF_INET, 32, 0, 0, lo)
-                           + rta(2, socket.inet_aton("10.9.9.9")) + rta(1, socket.inet_aton("10.9.9.9")), new),
-    "new_default_route": request(24, struct.pack("=BBBBBBBBI", socket.AF_INET, 0, 0, 0, 254, 3, 0, 1, 0)
-                                 + rta(4, struct.pack("=I", lo)), new),
-    "delete_lo_address": request(21, struct.pack("=BBBBI", socket.AF_INET, 8, 0, 0, lo)
-                                 + rta(2, socket.inet_aton("127.0.0.1"))),
-}
-out["interfaces"] = sorted(n for _, n in socket.if_nameindex())
-out["lo_up"] = bool(int(open("/sys/class/net/lo/flags").read(), 16) & 1)
-out["routes"] = open("/proc/net/route").read().splitlines()[1:]
-result = out
-"#,
-        json!({}),
-    )
-    .await;
+    let v = verdict(&t, include_str!("probes/case_17_netlink.py"), json!({})).await;
     for change in [
         "set_lo_down",
         "new_dummy_link",

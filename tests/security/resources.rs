@@ -17,29 +17,7 @@ use crate::harness::{CGROUP, MEMORY, verdict};
 async fn case_18_a_fork_bomb_stops_at_the_pids_limit() {
     let t = TestApp::start_with(|c| c.pids_limit = 32).await;
     let watch = HostWatch::for_app(&t);
-    let code = format!(
-        "{CGROUP}{}",
-        r#"
-import errno, os, time
-pids_max = cgroup("pids/pids.max", "pids.max")
-children, err = 0, None
-for _ in range(500):
-    try:
-        pid = os.fork()
-    except OSError as e:
-        err = errno.errorcode[e.errno]
-        break
-    if pid == 0:
-        # Every child forks on too, until the limit says no.
-        while True:
-            try:
-                os.fork()
-            except OSError:
-                time.sleep(60)
-    children += 1
-result = {"children": children, "errno": err, "pids_max": pids_max}
-"#
-    );
+    let code = format!("{CGROUP}{}", include_str!("probes/case_18_fork_bomb.py"));
     let o = t.run_with(&code, None, Some(30.0), None).await;
     assert_ok(&o);
     let v = &o.result;
@@ -54,26 +32,7 @@ result = {"children": children, "errno": err, "pids_max": pids_max}
 async fn case_19_a_thread_bomb_stops_at_the_pids_limit() {
     let t = TestApp::start_with(|c| c.pids_limit = 32).await;
     let watch = HostWatch::for_app(&t);
-    let v = verdict(
-        &t,
-        r#"
-import threading
-stop = threading.Event()
-threads, err = [], None
-for _ in range(10_000):
-    th = threading.Thread(target=stop.wait, daemon=True)
-    try:
-        th.start()
-    except RuntimeError as e:
-        err = str(e)
-        break
-    threads.append(th)
-stop.set()
-result = {"threads": len(threads), "error": err}
-"#,
-        json!({}),
-    )
-    .await;
+    let v = verdict(&t, include_str!("probes/case_19_thread_bomb.py"), json!({})).await;
     assert_eq!(v["error"], "can't start new thread", "{v}");
     assert!(v["threads"].as_u64().unwrap() < 32, "{v}");
     watch.finish(t).await;
@@ -151,15 +110,7 @@ async fn case_22_code_ignoring_sigterm_is_sigkilled_at_the_deadline() {
     let watch = HostWatch::for_app(&t);
     let o = t
         .run_with(
-            r#"
-import os, signal, time
-for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
-    signal.signal(s, signal.SIG_IGN)
-if os.fork() == 0:
-    time.sleep(600)
-print("started")
-time.sleep(600)
-"#,
+            include_str!("probes/case_22_ignore_sigterm.py"),
             None,
             Some(2.0),
             None,
@@ -177,39 +128,7 @@ time.sleep(600)
 async fn case_23_a_double_forked_daemon_is_gone_with_the_container() {
     let t = TestApp::start_with(|c| c.pool_size = 0).await;
     let watch = HostWatch::for_app(&t);
-    let v = verdict(
-        &t,
-        r#"
-import os, signal, time
-r, w = os.pipe()
-pid = os.fork()
-if pid == 0:
-    os.setsid()
-    if os.fork() > 0:
-        os._exit(0)
-    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(s, signal.SIG_IGN)
-    os.write(w, str(os.getpid()).encode())
-    null = os.open("/dev/null", os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    beat = 0
-    while True:
-        beat += 1
-        with open("/workspace/heartbeat.tmp", "w") as f:
-            f.write(str(beat))
-        os.rename("/workspace/heartbeat.tmp", "/workspace/heartbeat")
-        time.sleep(0.05)
-os.close(w)
-daemon = int(os.read(r, 32))
-os.waitpid(pid, 0)
-while not os.path.exists("/workspace/heartbeat"):
-    time.sleep(0.05)
-result = {"daemon": daemon, "ppid_of_daemon": int(open(f"/proc/{daemon}/stat").read().split()[3])}
-"#,
-        json!({}),
-    )
-    .await;
+    let v = verdict(&t, include_str!("probes/case_23_daemon.py"), json!({})).await;
     assert!(v["daemon"].as_u64().unwrap() > 1, "{v}");
     assert_ne!(v["ppid_of_daemon"], 0, "{v}");
     // The execution has answered; its container goes, and the daemon with it.
@@ -225,15 +144,7 @@ result = {"daemon": daemon, "ppid_of_daemon": int(open(f"/proc/{daemon}/stat").r
 const RSS_GROWTH_LIMIT_KIB: u64 = 200 * 1024;
 
 /// Python: `channel_fds()`: the descriptors that may be the harness's frame channel.
-const CHANNEL_FDS: &str = r#"
-import os
-def channel_fds():
-    return [fd for fd in range(3, 64) if os.path.exists(f"/proc/self/fd/{fd}")]
-def write_all(fd, data):
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-"#;
+const CHANNEL_FDS: &str = include_str!("probes/channel_fds.py");
 
 /// 24. "1 GB to stdout → capped, marked truncated, container killed if it keeps going; the
 ///     server's memory stays bounded."
@@ -289,16 +200,7 @@ async fn case_24_a_gigabyte_to_stdout_is_capped_and_the_server_stays_small() {
         .run_with(
             &format!(
                 "{CHANNEL_FDS}{}",
-                r#"
-chunk = b"z" * 65536 + b"\n"
-fds = channel_fds()
-while True:
-    for fd in fds:
-        try:
-            os.write(fd, chunk)
-        except OSError:
-            pass
-"#
+                include_str!("probes/case_24_flood_channel.py")
             ),
             None,
             Some(60.0),
@@ -358,16 +260,7 @@ result = "done"
         .run_with(
             &format!(
                 "{CHANNEL_FDS}{}",
-                r#"
-line = b"\xff" * (100 * 1024 * 1024)
-for fd in channel_fds():
-    try:
-        write_all(fd, line)
-    except OSError:
-        pass
-import time
-time.sleep(60)
-"#
+                include_str!("probes/case_25_long_line_channel.py")
             ),
             None,
             Some(90.0),
@@ -390,31 +283,7 @@ time.sleep(60)
 async fn case_26_opening_files_stops_at_the_nofile_limit() {
     let t = TestApp::start().await;
     let watch = HostWatch::for_app(&t);
-    let v = verdict(
-        &t,
-        r#"
-import errno, os, resource
-soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-fds, err = [], None
-while len(fds) < 100_000:
-    try:
-        fds.append(os.open("/dev/null", os.O_RDONLY))
-    except OSError as e:
-        err = errno.errorcode[e.errno]
-        break
-opened = len(fds)
-for fd in fds:
-    os.close(fd)
-try:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard * 2, hard * 2))
-    raised = "raised"
-except (ValueError, OSError) as e:
-    raised = type(e).__name__
-result = {"soft": soft, "hard": hard, "opened": opened, "errno": err, "raise": raised}
-"#,
-        json!({}),
-    )
-    .await;
+    let v = verdict(&t, include_str!("probes/case_26_nofile.py"), json!({})).await;
     let limit = code_execution_mcp::sandbox::spec::NOFILE_LIMIT;
     assert_eq!(v["soft"], limit, "{v}");
     assert_eq!(v["hard"], limit, "{v}");
@@ -448,19 +317,7 @@ async fn case_27_a_huge_result_is_capped_and_marked() {
     let o = t
         .run(&format!(
             "{CHANNEL_FDS}{}",
-            r#"
-import json
-frame = {"type": "done", "success": True, "result": "r" * 400_000, "error": "e" * 200_000,
-         "traceback": "t" * 200_000}
-data = (json.dumps(frame) + "\n").encode()
-for fd in channel_fds():
-    try:
-        os.write(fd, data)
-    except OSError:
-        pass
-import time
-time.sleep(5)
-"#
+            include_str!("probes/case_27_forged_done.py")
         ))
         .await;
     assert!(o.result_truncated, "{:?}", o.status);

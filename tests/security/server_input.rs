@@ -221,16 +221,7 @@ async fn case_43_bad_skill_names_are_refused_by_the_allowlist_before_any_path() 
     // The same names from sandbox code, over the channel.
     let v = verdict(
         &t,
-        r#"
-out = []
-for name in names:
-    try:
-        save_skill(name, "x = 1")
-        out.append("saved")
-    except RuntimeError as e:
-        out.append("Invalid skill name" in str(e))
-result = out
-"#,
+        include_str!("probes/case_43_skill_names.py"),
         json!({ "names": bad }),
     )
     .await;
