@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::host_watch::HostWatch;
-use crate::common::{self, TestApp, assert_ok, call_tool, mcp_client};
-use crate::harness::{token, verdict};
+use crate::common::{self, assert_ok, call_tool, mcp_client};
+use crate::harness::{token, verdict, watched, watched_with};
 
 /// 36. "The server's environment (tokens, secrets) → absent from the sandbox's environ and
 ///     /proc/1/environ."
@@ -74,50 +74,50 @@ async fn case_36_the_servers_environment_never_reaches_the_sandbox() {
 /// the next one look for all three.
 #[tokio::test]
 async fn case_37_a_canary_in_tmp_is_gone_next_time_and_invisible_to_concurrent_executions() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let ws = t.workspace();
-    let canary = token("case37");
-    let writer = include_str!("probes/case_37_tmp_canary_writer.py");
-    let looker = include_str!("probes/case_37_tmp_canary_looker.py");
-    let app = t.app.clone();
-    let ctx = json!({ "canary": canary });
-    let first_ctx = ctx.clone();
-    let first = tokio::spawn(async move {
-        app.execute(
-            writer.into(),
-            Some(first_ctx),
-            Some(120.0),
-            None,
-            Default::default(),
-            None,
-        )
-        .await
-    });
-    for _ in 0..600 {
-        if ws.join("ready").exists() {
-            break;
+    watched(async |t, _| {
+        let ws = t.workspace();
+        let canary = token("case37");
+        let writer = include_str!("probes/case_37_tmp_canary_writer.py");
+        let looker = include_str!("probes/case_37_tmp_canary_looker.py");
+        let app = t.app.clone();
+        let ctx = json!({ "canary": canary });
+        let first_ctx = ctx.clone();
+        let first = tokio::spawn(async move {
+            app.execute(
+                writer.into(),
+                Some(first_ctx),
+                Some(120.0),
+                None,
+                Default::default(),
+                None,
+            )
+            .await
+        });
+        for _ in 0..600 {
+            if ws.join("ready").exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(ws.join("ready").exists(), "the writer did not start");
-    let check = |v: &Value, when: &str| {
-        assert_eq!(v["tmp"], json!([]), "{when}: {v}");
-        assert_eq!(v["shm"], json!([]), "{when}: {v}");
-        assert_eq!(v["in_unix_table"], false, "{when}: {v}");
-        assert_eq!(v["socket"], "ECONNREFUSED", "{when}: {v}");
-    };
-    check(&verdict(&t, looker, ctx.clone()).await, "concurrently");
-    std::fs::write(ws.join("go"), "1").unwrap();
-    let (o, _) = first.await.unwrap().unwrap();
-    assert_ok(&o);
-    assert_eq!(
-        o.result,
-        json!({"tmp": true, "shm": true}),
-        "the canary existed"
-    );
-    check(&verdict(&t, looker, ctx).await, "next");
-    watch.finish(t).await;
+        assert!(ws.join("ready").exists(), "the writer did not start");
+        let check = |v: &Value, when: &str| {
+            assert_eq!(v["tmp"], json!([]), "{when}: {v}");
+            assert_eq!(v["shm"], json!([]), "{when}: {v}");
+            assert_eq!(v["in_unix_table"], false, "{when}: {v}");
+            assert_eq!(v["socket"], "ECONNREFUSED", "{when}: {v}");
+        };
+        check(&verdict(t, looker, ctx.clone()).await, "concurrently");
+        std::fs::write(ws.join("go"), "1").unwrap();
+        let (o, _) = first.await.unwrap().unwrap();
+        assert_ok(&o);
+        assert_eq!(
+            o.result,
+            json!({"tmp": true, "shm": true}),
+            "the canary existed"
+        );
+        check(&verdict(t, looker, ctx).await, "next");
+    })
+    .await;
 }
 
 /// 38. "`/proc/self/mountinfo` → host paths in it reveal no user or tenant names beyond the
@@ -127,58 +127,55 @@ async fn case_37_a_canary_in_tmp_is_gone_next_time_and_invisible_to_concurrent_e
 /// server's other directories, nor another server's, nor a home directory or a host user.
 #[tokio::test]
 async fn case_38_mountinfo_reveals_no_host_paths_beyond_the_workspace() {
-    let t =
-        TestApp::start_with(|c| c.pii_output = code_execution_mcp::config::PiiOutput::Off).await;
-    let watch = HostWatch::for_app(&t);
-    let other = TestApp::start().await;
-    let other_watch = HostWatch::for_app(&other);
-    let v = verdict(
-        &t,
-        "result = open('/proc/self/mountinfo').read()",
-        json!({}),
+    watched_with(
+        |c| c.pii_output = code_execution_mcp::config::PiiOutput::Off,
+        async |t, watch| {
+            watched(async |_, other_watch| {
+                let v = verdict(t, "result = open('/proc/self/mountinfo').read()", json!({})).await;
+                let mut rest = v.as_str().unwrap().to_string();
+                let ws = t.workspace().canonicalize().unwrap();
+                let skills = t.app.skills_dir.canonicalize().unwrap();
+                assert!(
+                    rest.contains(ws.to_str().unwrap()),
+                    "the workspace mount is listed"
+                );
+                for own in [&ws, &skills] {
+                    rest = rest.replace(own.to_str().unwrap(), "<own>");
+                }
+                let mut forbidden: Vec<String> = vec![
+                    watch.root().display().to_string(),
+                    watch.canary_dir().display().to_string(),
+                    other_watch.root().display().to_string(),
+                    "/home/".into(),
+                ];
+                if let Some(home) = std::env::var_os("HOME") {
+                    let home = home.to_string_lossy().into_owned();
+                    if home.len() > 1 {
+                        forbidden.push(format!("{home}/"));
+                    }
+                }
+                let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+                for line in passwd.lines() {
+                    let fields: Vec<&str> = line.split(':').collect();
+                    if fields.len() > 2
+                        && fields[2]
+                            .parse::<u32>()
+                            .is_ok_and(|uid| (1000..60000).contains(&uid))
+                    {
+                        forbidden.push(format!("/{}/", fields[0]));
+                    }
+                }
+                for needle in &forbidden {
+                    assert!(
+                        !rest.contains(needle.as_str()),
+                        "mountinfo names {needle}:\n{rest}"
+                    );
+                }
+            })
+            .await;
+        },
     )
     .await;
-    let mut rest = v.as_str().unwrap().to_string();
-    let ws = t.workspace().canonicalize().unwrap();
-    let skills = t.app.skills_dir.canonicalize().unwrap();
-    assert!(
-        rest.contains(ws.to_str().unwrap()),
-        "the workspace mount is listed"
-    );
-    for own in [&ws, &skills] {
-        rest = rest.replace(own.to_str().unwrap(), "<own>");
-    }
-    let mut forbidden: Vec<String> = vec![
-        watch.root().display().to_string(),
-        watch.canary_dir().display().to_string(),
-        other_watch.root().display().to_string(),
-        "/home/".into(),
-    ];
-    if let Some(home) = std::env::var_os("HOME") {
-        let home = home.to_string_lossy().into_owned();
-        if home.len() > 1 {
-            forbidden.push(format!("{home}/"));
-        }
-    }
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
-    for line in passwd.lines() {
-        let fields: Vec<&str> = line.split(':').collect();
-        if fields.len() > 2
-            && fields[2]
-                .parse::<u32>()
-                .is_ok_and(|uid| (1000..60000).contains(&uid))
-        {
-            forbidden.push(format!("/{}/", fields[0]));
-        }
-    }
-    for needle in &forbidden {
-        assert!(
-            !rest.contains(needle.as_str()),
-            "mountinfo names {needle}:\n{rest}"
-        );
-    }
-    other_watch.finish(other).await;
-    watch.finish(t).await;
 }
 
 /// 39. "Another tenant's workspace, skills, PII tokens (HTTP mode) → unreachable and
@@ -190,88 +187,88 @@ async fn case_38_mountinfo_reveals_no_host_paths_beyond_the_workspace() {
 /// same separation, plus sessions and bearer tokens) are tested in `tests/tenants.rs`.
 #[tokio::test]
 async fn case_39_another_instances_workspace_skills_and_tokens_are_out_of_reach() {
-    let a = TestApp::start().await;
-    let a_watch = HostWatch::for_app(&a);
-    let b = TestApp::start().await;
-    let b_watch = HostWatch::for_app(&b);
-    let a_client = mcp_client(a.app.clone()).await;
-    let b_client = mcp_client(b.app.clone()).await;
-    let marker = token("case39");
-    let (err, v) = call_tool(
-        &b_client,
-        "write_workspace_file",
-        json!({"filename": format!("{marker}.txt"), "content": "tenant b"}),
-    )
-    .await;
-    assert!(!err, "{v}");
-    let (err, v) = call_tool(
-        &b_client,
-        "save_skill",
-        json!({"name": "tenant_b_only", "code": "def tenant_b_only():\n    return 'b'\n"}),
-    )
-    .await;
-    assert!(!err, "{v}");
-    std::fs::write(a.workspace().join("mine.txt"), "tenant a").unwrap();
+    watched(async |a, _| {
+        watched(async |b, b_watch| {
+            let a_client = mcp_client(a.app.clone()).await;
+            let b_client = mcp_client(b.app.clone()).await;
+            let marker = token("case39");
+            let (err, v) = call_tool(
+                &b_client,
+                "write_workspace_file",
+                json!({"filename": format!("{marker}.txt"), "content": "tenant b"}),
+            )
+            .await;
+            assert!(!err, "{v}");
+            let (err, v) = call_tool(
+                &b_client,
+                "save_skill",
+                json!({"name": "tenant_b_only", "code": "def tenant_b_only():\n    return 'b'\n"}),
+            )
+            .await;
+            assert!(!err, "{v}");
+            std::fs::write(a.workspace().join("mine.txt"), "tenant a").unwrap();
 
-    let look = include_str!("probes/case_39_other_instance.py");
-    let b_paths = [
-        b.workspace().canonicalize().unwrap(),
-        b.app.skills_dir.canonicalize().unwrap(),
-        b_watch.root().to_path_buf(),
-    ];
-    let v = verdict(&a, look, json!({"marker": marker, "paths": b_paths})).await;
-    assert!(
-        v["paths"].as_object().unwrap().values().all(|e| e == false),
-        "{v}"
-    );
-    assert_eq!(
-        v["found"],
-        json!(["/workspace/mine.txt"]),
-        "only its own file: {v}"
-    );
-    assert_eq!(v["skill_file"], false);
-    assert!(
-        !v["skills"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("tenant_b_only")),
-        "{v}"
-    );
-    assert!(v["load"].as_str().unwrap().contains("not found"), "{v}");
-    assert_eq!(v["mounts"], json!([]), "{v}");
-    // The positive control: B's sandbox sees B's skill.
-    let v = verdict(
-        &b,
-        "result = __import__('os').path.exists('/skills/tenant_b_only.py')",
-        json!({}),
-    )
-    .await;
-    assert_eq!(v, true);
+            let look = include_str!("probes/case_39_other_instance.py");
+            let b_paths = [
+                b.workspace().canonicalize().unwrap(),
+                b.app.skills_dir.canonicalize().unwrap(),
+                b_watch.root().to_path_buf(),
+            ];
+            let v = verdict(a, look, json!({"marker": marker, "paths": b_paths})).await;
+            assert!(
+                v["paths"].as_object().unwrap().values().all(|e| e == false),
+                "{v}"
+            );
+            assert_eq!(
+                v["found"],
+                json!(["/workspace/mine.txt"]),
+                "only its own file: {v}"
+            );
+            assert_eq!(v["skill_file"], false);
+            assert!(
+                !v["skills"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&json!("tenant_b_only")),
+                "{v}"
+            );
+            assert!(v["load"].as_str().unwrap().contains("not found"), "{v}");
+            assert_eq!(v["mounts"], json!([]), "{v}");
+            // The positive control: B's sandbox sees B's skill.
+            let v = verdict(
+                b,
+                "result = __import__('os').path.exists('/skills/tenant_b_only.py')",
+                json!({}),
+            )
+            .await;
+            assert_eq!(v, true);
 
-    // PII tokens: the same value gets different tokens on each server, and neither resolves the
-    // other's.
-    let value = "ann.lee@example.com";
-    let mint = |client| async move {
-        let (err, v) = call_tool(client, "sanitize_pii", json!({ "text": value })).await;
-        assert!(!err, "{v}");
-        v["sanitized_text"].as_str().unwrap().to_string()
-    };
-    let (a_token, b_token) = (mint(&a_client).await, mint(&b_client).await);
-    assert!(a_token.starts_with("[EMAIL_") && b_token.starts_with("[EMAIL_"));
-    assert_ne!(a_token, b_token, "tokens are keyed per server");
-    for (client, own, foreign) in [
-        (&a_client, &a_token, &b_token),
-        (&b_client, &b_token, &a_token),
-    ] {
-        let (_, v) = call_tool(client, "restore_pii", json!({ "text": foreign })).await;
-        assert_eq!(v["restored_text"], foreign.as_str(), "{v}");
-        assert_eq!(v["restored"], 0);
-        assert_eq!(v["unknown"], 1);
-        let (_, v) = call_tool(client, "restore_pii", json!({ "text": own })).await;
-        assert_eq!(v["restored_text"], value, "the positive control");
-    }
-    a_client.cancel().await.unwrap();
-    b_client.cancel().await.unwrap();
-    b_watch.finish(b).await;
-    a_watch.finish(a).await;
+            // PII tokens: the same value gets different tokens on each server, and neither resolves the
+            // other's.
+            let value = "ann.lee@example.com";
+            let mint = |client| async move {
+                let (err, v) = call_tool(client, "sanitize_pii", json!({ "text": value })).await;
+                assert!(!err, "{v}");
+                v["sanitized_text"].as_str().unwrap().to_string()
+            };
+            let (a_token, b_token) = (mint(&a_client).await, mint(&b_client).await);
+            assert!(a_token.starts_with("[EMAIL_") && b_token.starts_with("[EMAIL_"));
+            assert_ne!(a_token, b_token, "tokens are keyed per server");
+            for (client, own, foreign) in [
+                (&a_client, &a_token, &b_token),
+                (&b_client, &b_token, &a_token),
+            ] {
+                let (_, v) = call_tool(client, "restore_pii", json!({ "text": foreign })).await;
+                assert_eq!(v["restored_text"], foreign.as_str(), "{v}");
+                assert_eq!(v["restored"], 0);
+                assert_eq!(v["unknown"], 1);
+                let (_, v) = call_tool(client, "restore_pii", json!({ "text": own })).await;
+                assert_eq!(v["restored_text"], value, "the positive control");
+            }
+            a_client.cancel().await.unwrap();
+            b_client.cancel().await.unwrap();
+        })
+        .await;
+    })
+    .await;
 }

@@ -4,6 +4,8 @@
 //! [`HostWatch`] before it runs (canaries outside the workspace, a snapshot of the test's
 //! directory) and finishes with it: canaries unchanged, nothing created or changed outside the
 //! workspace and skills directories, the server still running `print(1)`, no container left.
+//! [`harness::watched`] does both around a case's own steps; case 36, which starts the server
+//! binary itself, takes its watch by hand.
 //!
 //! Sandbox code reports a JSON verdict (its `result`); the assertions are on the parsed values.
 //! That code is in `probes/`, a file per case (named by its number) plus the preludes some cases

@@ -5,9 +5,7 @@
 
 use serde_json::json;
 
-use crate::common::TestApp;
-use crate::common::host_watch::HostWatch;
-use crate::harness::verdict;
+use crate::harness::{verdict, watched};
 
 /// The errno names that mean "no route from here": what every outside address must get.
 const UNREACHABLE: [&str; 2] = ["ENETUNREACH", "EHOSTUNREACH"];
@@ -19,27 +17,27 @@ const PROBE: &str = include_str!("probes/net_probe.py");
 /// 12. "DNS lookup → fails."
 #[tokio::test]
 async fn case_12_dns_lookups_fail() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let code = format!("{PROBE}{}", include_str!("probes/case_12_dns.py"));
-    let v = verdict(
-        &t,
-        &code,
-        json!({"public_resolvers": {"google_dns": ["8.8.8.8", 53], "cloudflare_dns": ["1.1.1.1", 53]}}),
-    )
+    watched(async |t, _| {
+        let code = format!("{PROBE}{}", include_str!("probes/case_12_dns.py"));
+        let v = verdict(
+            t,
+            &code,
+            json!({"public_resolvers": {"google_dns": ["8.8.8.8", 53], "cloudflare_dns": ["1.1.1.1", 53]}}),
+        )
+        .await;
+        for name in ["public", "google", "metadata"] {
+            assert_eq!(v[name], "gaierror", "{name}: {v}");
+        }
+        let resolvers = v["resolvers"].as_object().unwrap();
+        assert!(resolvers.len() >= 4, "{v}");
+        for (label, outcome) in resolvers {
+            assert!(
+                UNREACHABLE.contains(&outcome.as_str().unwrap()),
+                "{label}: {outcome}"
+            );
+        }
+    })
     .await;
-    for name in ["public", "google", "metadata"] {
-        assert_eq!(v[name], "gaierror", "{name}: {v}");
-    }
-    let resolvers = v["resolvers"].as_object().unwrap();
-    assert!(resolvers.len() >= 4, "{v}");
-    for (label, outcome) in resolvers {
-        assert!(
-            UNREACHABLE.contains(&outcome.as_str().unwrap()),
-            "{label}: {outcome}"
-        );
-    }
-    watch.finish(t).await;
 }
 
 /// The engine's default bridge gateway: the IPAM gateway of the `bridge` network, or the first
@@ -79,105 +77,105 @@ fn host_address() -> Option<String> {
 ///     169.254.169.254 → unreachable."
 #[tokio::test]
 async fn case_13_public_addresses_the_bridge_gateway_and_the_metadata_service_are_unreachable() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let gateway = bridge_gateway().await;
-    let mut targets = json!({
-        "public_web": ["1.1.1.1", 443],
-        "public_dns": ["8.8.8.8", 53],
-        "gateway_engine_api": [gateway, 2375],
-        "gateway_ssh": [gateway, 22],
-        "metadata": ["169.254.169.254", 80],
-        "private_net": ["10.0.0.1", 80],
-    });
-    if let Some(host) = host_address() {
-        targets["host_ssh"] = json!([host, 22]);
-        targets["host_engine_api"] = json!([host, 2375]);
-    }
-    let code = format!(
-        "{PROBE}{}",
-        r#"
+    watched(async |t, _| {
+        let gateway = bridge_gateway().await;
+        let mut targets = json!({
+            "public_web": ["1.1.1.1", 443],
+            "public_dns": ["8.8.8.8", 53],
+            "gateway_engine_api": [gateway, 2375],
+            "gateway_ssh": [gateway, 22],
+            "metadata": ["169.254.169.254", 80],
+            "private_net": ["10.0.0.1", 80],
+        });
+        if let Some(host) = host_address() {
+            targets["host_ssh"] = json!([host, 22]);
+            targets["host_engine_api"] = json!([host, 2375]);
+        }
+        let code = format!(
+            "{PROBE}{}",
+            r#"
 out = {"targets": probe(targets)}
 out["interfaces"] = sorted(n for _, n in socket.if_nameindex())
 out["routes"] = open("/proc/net/route").read().splitlines()[1:]
 result = out
 "#
-    );
-    let v = verdict(&t, &code, json!({ "targets": targets })).await;
-    let outcomes = v["targets"].as_object().unwrap();
-    assert_eq!(outcomes.len(), 2 * targets.as_object().unwrap().len());
-    for (label, outcome) in outcomes {
-        assert!(
-            UNREACHABLE.contains(&outcome.as_str().unwrap()),
-            "{label} ({gateway} is the gateway): {outcome}"
         );
-    }
-    assert_eq!(v["interfaces"], json!(["lo"]));
-    assert_eq!(v["routes"], json!([]), "no route leaves the container");
-    watch.finish(t).await;
+        let v = verdict(t, &code, json!({ "targets": targets })).await;
+        let outcomes = v["targets"].as_object().unwrap();
+        assert_eq!(outcomes.len(), 2 * targets.as_object().unwrap().len());
+        for (label, outcome) in outcomes {
+            assert!(
+                UNREACHABLE.contains(&outcome.as_str().unwrap()),
+                "{label} ({gateway} is the gateway): {outcome}"
+            );
+        }
+        assert_eq!(v["interfaces"], json!(["lo"]));
+        assert_eq!(v["routes"], json!([]), "no route leaves the container");
+    })
+    .await;
 }
 
 /// 14. "IPv6 to anything but ::1 → unreachable."
 #[tokio::test]
 async fn case_14_ipv6_reaches_nothing_but_loopback() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let gateway = bridge_gateway().await;
-    let code = format!(
-        "{PROBE}{}",
-        r#"
+    watched(async |t, _| {
+        let gateway = bridge_gateway().await;
+        let code = format!(
+            "{PROBE}{}",
+            r#"
 out = {"targets": probe(targets, socket.AF_INET6)}
 out["addresses"] = sorted(l.split()[0] for l in open("/proc/net/if_inet6").read().splitlines())
 result = out
 "#
-    );
-    let v = verdict(
-        &t,
-        &code,
-        json!({"targets": {
-            "public_cloudflare": ["2606:4700:4700::1111", 53],
-            "public_google": ["2001:4860:4860::8888", 443],
-            "mapped_gateway": [format!("::ffff:{gateway}"), 2375],
-            "mapped_metadata": ["::ffff:169.254.169.254", 80],
-            "metadata_v6": ["fd00:ec2::254", 80],
-            "unique_local": ["fd00::1", 80],
-            "link_local": ["fe80::1%lo", 80],
-            "multicast": ["ff02::1", 80],
-        }}),
-    )
-    .await;
-    let outcomes = v["targets"].as_object().unwrap();
-    assert_eq!(outcomes.len(), 16);
-    for (label, outcome) in outcomes {
-        assert!(
-            ["ENETUNREACH", "EHOSTUNREACH", "EADDRNOTAVAIL", "EINVAL"]
-                .contains(&outcome.as_str().unwrap()),
-            "{label}: {outcome}"
         );
-    }
-    // The only IPv6 address the sandbox may hold is ::1 (none, when the engine disables IPv6).
-    for address in v["addresses"].as_array().unwrap() {
-        assert_eq!(address, "00000000000000000000000000000001", "{v}");
-    }
-    watch.finish(t).await;
+        let v = verdict(
+            t,
+            &code,
+            json!({"targets": {
+                "public_cloudflare": ["2606:4700:4700::1111", 53],
+                "public_google": ["2001:4860:4860::8888", 443],
+                "mapped_gateway": [format!("::ffff:{gateway}"), 2375],
+                "mapped_metadata": ["::ffff:169.254.169.254", 80],
+                "metadata_v6": ["fd00:ec2::254", 80],
+                "unique_local": ["fd00::1", 80],
+                "link_local": ["fe80::1%lo", 80],
+                "multicast": ["ff02::1", 80],
+            }}),
+        )
+        .await;
+        let outcomes = v["targets"].as_object().unwrap();
+        assert_eq!(outcomes.len(), 16);
+        for (label, outcome) in outcomes {
+            assert!(
+                ["ENETUNREACH", "EHOSTUNREACH", "EADDRNOTAVAIL", "EINVAL"]
+                    .contains(&outcome.as_str().unwrap()),
+                "{label}: {outcome}"
+            );
+        }
+        // The only IPv6 address the sandbox may hold is ::1 (none, when the engine disables IPv6).
+        for address in v["addresses"].as_array().unwrap() {
+            assert_eq!(address, "00000000000000000000000000000001", "{v}");
+        }
+    })
+    .await;
 }
 
 /// 15. "raw / AF_PACKET sockets → EPERM."
 #[tokio::test]
 async fn case_15_raw_and_packet_sockets_are_refused() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let v = verdict(&t, include_str!("probes/case_15_raw_sockets.py"), json!({})).await;
-    let outcomes = v.as_object().unwrap();
-    assert_eq!(outcomes.len(), 8);
-    for (label, outcome) in outcomes {
-        assert!(
-            ["EPERM", "EACCES", "EAFNOSUPPORT"].contains(&outcome.as_str().unwrap()),
-            "{label}: {outcome}"
-        );
-    }
-    assert_eq!(v["packet_raw"], "EPERM", "{v}");
-    watch.finish(t).await;
+    watched(async |t, _| {
+        let v = verdict(t, include_str!("probes/case_15_raw_sockets.py"), json!({})).await;
+        let outcomes = v.as_object().unwrap();
+        assert_eq!(outcomes.len(), 8);
+        for (label, outcome) in outcomes {
+            assert!(
+                ["EPERM", "EACCES", "EAFNOSUPPORT"].contains(&outcome.as_str().unwrap()),
+                "{label}: {outcome}"
+            );
+        }
+        assert_eq!(v["packet_raw"], "EPERM", "{v}");
+    })
+    .await;
 }
 
 /// 16. "`/var/run/docker.sock`, containerd's socket → absent."
@@ -186,38 +184,38 @@ async fn case_15_raw_and_packet_sockets_are_refused() {
 /// engine socket among the unix sockets its network namespace can see.
 #[tokio::test]
 async fn case_16_engine_sockets_are_absent() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let v = verdict(
-        &t,
-        include_str!("probes/case_16_engine_sockets.py"),
-        json!({}),
-    )
+    watched(async |t, _| {
+        let v = verdict(
+            t,
+            include_str!("probes/case_16_engine_sockets.py"),
+            json!({}),
+        )
+        .await;
+        assert_eq!(v["present"], json!([]), "{v}");
+        assert_eq!(v["socket_files"], json!([]), "{v}");
+        assert_eq!(v["engine_unix_sockets"], json!([]), "{v}");
+    })
     .await;
-    assert_eq!(v["present"], json!([]), "{v}");
-    assert_eq!(v["socket_files"], json!([]), "{v}");
-    assert_eq!(v["engine_unix_sockets"], json!([]), "{v}");
-    watch.finish(t).await;
 }
 
 /// 17. "Netlink changes to links or routes → EPERM."
 #[tokio::test]
 async fn case_17_netlink_changes_to_links_addresses_and_routes_are_refused() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let v = verdict(&t, include_str!("probes/case_17_netlink.py"), json!({})).await;
-    for change in [
-        "set_lo_down",
-        "new_dummy_link",
-        "new_veth_link",
-        "new_address",
-        "new_default_route",
-        "delete_lo_address",
-    ] {
-        assert_eq!(v[change], "EPERM", "{change}: {v}");
-    }
-    assert_eq!(v["interfaces"], json!(["lo"]));
-    assert_eq!(v["lo_up"], true);
-    assert_eq!(v["routes"], json!([]));
-    watch.finish(t).await;
+    watched(async |t, _| {
+        let v = verdict(t, include_str!("probes/case_17_netlink.py"), json!({})).await;
+        for change in [
+            "set_lo_down",
+            "new_dummy_link",
+            "new_veth_link",
+            "new_address",
+            "new_default_route",
+            "delete_lo_address",
+        ] {
+            assert_eq!(v[change], "EPERM", "{change}: {v}");
+        }
+        assert_eq!(v["interfaces"], json!(["lo"]));
+        assert_eq!(v["lo_up"], true);
+        assert_eq!(v["routes"], json!([]));
+    })
+    .await;
 }

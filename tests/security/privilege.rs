@@ -5,9 +5,8 @@
 
 use serde_json::{Value, json};
 
-use crate::common::host_watch::HostWatch;
-use crate::common::{self, TestApp};
-use crate::harness::verdict;
+use crate::common;
+use crate::harness::{verdict, watched};
 
 /// Errno names that mean a system call was refused (seccomp's EPERM; ENOSYS where the kernel or
 /// a user-space kernel such as gVisor does not offer the call at all).
@@ -39,91 +38,93 @@ fn assert_all_refused(v: &Value, expected: usize) {
 /// container's host config as the server created it.
 #[tokio::test]
 async fn case_28_the_sandbox_posture() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let v = verdict(&t, include_str!("probes/case_28_posture.py"), json!({})).await;
-    for cap in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
-        assert_eq!(v[cap], "0000000000000000", "{cap}: {v}");
-    }
-    assert_eq!(v["NoNewPrivs"], "1");
-    assert_eq!(v["Seccomp"], "2");
-    assert_ne!(v["Seccomp_filters"], "0");
-    for ids in ["uids", "gids", "groups"] {
-        let ids = v[ids].as_array().unwrap();
-        assert!(!ids.is_empty() && ids.iter().all(|id| id != 0), "{v}");
-    }
-    assert!(
-        v["root_opts"].as_array().unwrap().contains(&json!("ro")),
-        "{v}"
-    );
-    assert_eq!(v["writable_host_mounts"], json!(["/workspace"]), "{v}");
-    for point in v["writable_points"].as_array().unwrap() {
+    watched(async |t, _| {
+        let v = verdict(t, include_str!("probes/case_28_posture.py"), json!({})).await;
+        for cap in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+            assert_eq!(v[cap], "0000000000000000", "{cap}: {v}");
+        }
+        assert_eq!(v["NoNewPrivs"], "1");
+        assert_eq!(v["Seccomp"], "2");
+        assert_ne!(v["Seccomp_filters"], "0");
+        for ids in ["uids", "gids", "groups"] {
+            let ids = v[ids].as_array().unwrap();
+            assert!(!ids.is_empty() && ids.iter().all(|id| id != 0), "{v}");
+        }
         assert!(
-            ["/workspace", "/tmp", "/dev/shm", "/dev/mqueue"].contains(&point.as_str().unwrap()),
-            "the sandbox can write {point}"
-        );
-    }
-    assert_eq!(v["tmp"]["fstype"], "tmpfs");
-    for opt in ["nosuid", "nodev", "noexec"] {
-        assert!(
-            v["tmp"]["opts"].as_array().unwrap().contains(&json!(opt)),
+            v["root_opts"].as_array().unwrap().contains(&json!("ro")),
             "{v}"
         );
-    }
-    let masked = v["masked"].as_object().unwrap();
-    for (path, state) in masked {
+        assert_eq!(v["writable_host_mounts"], json!(["/workspace"]), "{v}");
+        for point in v["writable_points"].as_array().unwrap() {
+            assert!(
+                ["/workspace", "/tmp", "/dev/shm", "/dev/mqueue"]
+                    .contains(&point.as_str().unwrap()),
+                "the sandbox can write {point}"
+            );
+        }
+        assert_eq!(v["tmp"]["fstype"], "tmpfs");
+        for opt in ["nosuid", "nodev", "noexec"] {
+            assert!(
+                v["tmp"]["opts"].as_array().unwrap().contains(&json!(opt)),
+                "{v}"
+            );
+        }
+        let masked = v["masked"].as_object().unwrap();
+        for (path, state) in masked {
+            assert!(
+                ["absent", "null_device", "empty_dir", "EACCES", "EPERM"]
+                    .contains(&state.as_str().unwrap()),
+                "{path} is not masked: {state}"
+            );
+        }
         assert!(
-            ["absent", "null_device", "empty_dir", "EACCES", "EPERM"]
-                .contains(&state.as_str().unwrap()),
-            "{path} is not masked: {state}"
+            masked.values().any(|s| s == "null_device")
+                && masked.values().any(|s| s == "empty_dir"),
+            "some masked path exists on every kernel: {v}"
         );
-    }
-    assert!(
-        masked.values().any(|s| s == "null_device") && masked.values().any(|s| s == "empty_dir"),
-        "some masked path exists on every kernel: {v}"
-    );
-    for (path, state) in v["read_only"].as_object().unwrap() {
-        assert!(state == "ro" || state == "absent", "{path}: {state}");
-    }
-    assert_eq!(v["read_only"]["/proc/sys"], "ro");
+        for (path, state) in v["read_only"].as_object().unwrap() {
+            assert!(state == "ro" || state == "absent", "{path}: {state}");
+        }
+        assert_eq!(v["read_only"]["/proc/sys"], "ro");
 
-    // The engine's view of a container the server made (the pooled one).
-    let inspected = common::inspect_pooled(&t.app).await;
-    let config = inspected.config.unwrap();
-    assert_ne!(
-        config.user.as_deref().unwrap_or(""),
-        "",
-        "a non-root user is set"
-    );
-    assert!(!config.user.unwrap().starts_with("0:"));
-    let host = inspected.host_config.unwrap();
-    assert_eq!(host.privileged, Some(false));
-    assert_eq!(host.readonly_rootfs, Some(true));
-    assert_eq!(host.network_mode.as_deref(), Some("none"));
-    assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
-    assert!(host.cap_add.unwrap_or_default().is_empty());
-    let security = host.security_opt.unwrap_or_default();
-    assert!(
-        security
-            .iter()
-            .any(|s| s == "no-new-privileges=true" || s == "no-new-privileges")
-    );
-    assert!(security.iter().any(|s| s.starts_with("seccomp=")));
-    assert!(
-        !security.iter().any(|s| s.contains("unconfined")),
-        "{security:?}"
-    );
-    assert!(host.pids_limit.unwrap_or(0) > 0);
-    assert_eq!(
-        host.memory, host.memory_swap,
-        "no swap beyond the memory limit"
-    );
-    assert!(host.devices.unwrap_or_default().is_empty());
-    assert!(
-        host.binds.unwrap_or_default().is_empty(),
-        "mounts only, no binds"
-    );
-    watch.finish(t).await;
+        // The engine's view of a container the server made (the pooled one).
+        let inspected = common::inspect_pooled(&t.app).await;
+        let config = inspected.config.unwrap();
+        assert_ne!(
+            config.user.as_deref().unwrap_or(""),
+            "",
+            "a non-root user is set"
+        );
+        assert!(!config.user.unwrap().starts_with("0:"));
+        let host = inspected.host_config.unwrap();
+        assert_eq!(host.privileged, Some(false));
+        assert_eq!(host.readonly_rootfs, Some(true));
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        assert!(host.cap_add.unwrap_or_default().is_empty());
+        let security = host.security_opt.unwrap_or_default();
+        assert!(
+            security
+                .iter()
+                .any(|s| s == "no-new-privileges=true" || s == "no-new-privileges")
+        );
+        assert!(security.iter().any(|s| s.starts_with("seccomp=")));
+        assert!(
+            !security.iter().any(|s| s.contains("unconfined")),
+            "{security:?}"
+        );
+        assert!(host.pids_limit.unwrap_or(0) > 0);
+        assert_eq!(
+            host.memory, host.memory_swap,
+            "no swap beyond the memory limit"
+        );
+        assert!(host.devices.unwrap_or_default().is_empty());
+        assert!(
+            host.binds.unwrap_or_default().is_empty(),
+            "mounts only, no binds"
+        );
+    })
+    .await;
 }
 
 /// 29. "setuid binaries, `su`, a `chmod u+s` file → no escalation."
@@ -140,141 +141,142 @@ async fn case_28_the_sandbox_posture() {
 /// finds no setuid/setgid file. Ordinary modes (0o755, 0o600, sticky) still work.
 #[tokio::test]
 async fn case_29_setuid_programs_su_and_chmod_u_s_do_not_escalate() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let code = format!("{SYSCALLS}{}", include_str!("probes/case_29_setuid.py"));
-    let v = verdict(&t, &code, json!({})).await;
-    let (uid, gid) = (v["me"][0].as_u64().unwrap(), v["me"][1].as_u64().unwrap());
-    assert_ne!(uid, 0);
-    assert!(
-        v["setuid_root_files"].as_array().unwrap().len() >= 3,
-        "the image has setuid-root programs to try: {v}"
-    );
-    for (name, probe) in v["probes"].as_object().unwrap() {
-        let creds = probe["creds"].as_array().unwrap();
-        assert!(!creds.is_empty(), "{name} was never seen running: {probe}");
-        for c in creds {
-            assert_eq!(
-                c,
-                &json!([uid, uid, uid, uid, gid, gid, gid, gid]),
-                "{name}: {probe}"
-            );
-        }
-    }
-    assert!(
-        !v["probes"]["su"]["output"]
-            .as_str()
-            .unwrap()
-            .contains("\n0\n")
-    );
-    // Every way of asking for S_ISUID/S_ISGID is refused with EPERM, which Python raises as
-    // PermissionError; tarfile reports the refused chmod as an ExtractError (and only when
-    // errorlevel > 1, otherwise it leaves the member without the bits).
-    for (what, outcome) in v["refused"].as_object().unwrap() {
-        let expected = match what.as_str() {
-            "tarfile errorlevel 2" => "ExtractError could not change mode",
-            _ => "PermissionError EPERM",
-        };
-        assert_eq!(outcome, expected, "{what}: {v}");
-    }
-    // fchmodat2 has the same rule as fchmodat where runc's libseccomp knows it (this machine's
-    // does), and is ENOSYS (glibc then falls back to fchmodat) where it does not.
-    let raw = &v["raw"];
-    assert!(
-        raw["fchmodat2 4755"] == "EPERM"
-            || (raw["fchmodat2 4755"] == "ENOSYS" && raw["fchmodat2 0644"] == "ENOSYS"),
-        "{raw}"
-    );
-    assert!(
-        ["returned 0", "ENOSYS"].contains(&raw["fchmodat2 0644"].as_str().unwrap()),
-        "{raw}"
-    );
-    assert_eq!(raw["openat2"], "ENOSYS", "so callers fall back to openat");
-    for (what, outcome) in v["commands"].as_object().unwrap() {
-        assert_ne!(outcome["rc"], 0, "{what}: {outcome}");
+    watched(async |t, _| {
+        let code = format!("{SYSCALLS}{}", include_str!("probes/case_29_setuid.py"));
+        let v = verdict(t, &code, json!({})).await;
+        let (uid, gid) = (v["me"][0].as_u64().unwrap(), v["me"][1].as_u64().unwrap());
+        assert_ne!(uid, 0);
         assert!(
-            outcome["err"]
-                .as_str()
-                .unwrap()
-                .contains("Operation not permitted"),
-            "{what}: {outcome}"
+            v["setuid_root_files"].as_array().unwrap().len() >= 3,
+            "the image has setuid-root programs to try: {v}"
         );
-    }
-    for (what, outcome) in v["allowed"].as_object().unwrap() {
-        assert_eq!(outcome, "ok", "{what}: {v}");
-    }
-    let modes = v["modes"].as_object().unwrap();
-    for name in [
-        "./myid",
-        "./untarred/tar-suid",
-        "./untarred/tar-sgid",
-        "./su-copy",
-        "./shared",
-        "./created",
-    ] {
-        assert!(modes.contains_key(name), "{name} was not made: {modes:?}");
-    }
-    assert_eq!(modes["./myid"], "0o755");
-    assert_eq!(
-        modes["./shared"], "0o1777",
-        "the sticky bit is still allowed"
-    );
-    for gone in [
-        "./created-suid",
-        "./created-sgid",
-        "./mknod-suid",
-        "./mknod-sgid",
-    ] {
-        assert!(!modes.contains_key(gone), "{gone} was created: {modes:?}");
-    }
-    for (name, mode) in modes {
-        let mode = u32::from_str_radix(mode.as_str().unwrap().trim_start_matches("0o"), 8).unwrap();
-        assert_eq!(mode & 0o6000, 0, "{name} is setuid/setgid inside: {mode:o}");
-    }
-    assert_eq!(v["myid_euid"], uid.to_string());
-    assert_eq!(
-        v["become_root"],
-        json!({"setuid": 1, "setresuid": 1, "setgid": 1, "setgroups": 1}),
-        "EPERM for each"
-    );
-    // On the host: what the sandbox wrote is the sandbox user's, and nothing in the workspace is
-    // setuid or setgid, so no other host user can run a program as the workspace's owner.
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let host = std::fs::metadata(t.workspace().join("myid")).unwrap();
-    assert_eq!(u64::from(host.uid()), uid);
-    assert_ne!(host.uid(), 0);
-    let mut seen = 0;
-    let mut pending = vec![t.workspace()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let entry = entry.unwrap();
-            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
-            seen += 1;
-            assert_eq!(
-                meta.permissions().mode() & 0o6000,
-                0,
-                "{} is setuid/setgid on the host: {:o}",
-                entry.path().display(),
-                meta.permissions().mode()
-            );
-            if meta.is_dir() {
-                pending.push(entry.path());
+        for (name, probe) in v["probes"].as_object().unwrap() {
+            let creds = probe["creds"].as_array().unwrap();
+            assert!(!creds.is_empty(), "{name} was never seen running: {probe}");
+            for c in creds {
+                assert_eq!(
+                    c,
+                    &json!([uid, uid, uid, uid, gid, gid, gid, gid]),
+                    "{name}: {probe}"
+                );
             }
         }
-    }
-    assert!(seen >= 10, "the host walk saw the sandbox's files ({seen})");
-    watch.finish(t).await;
+        assert!(
+            !v["probes"]["su"]["output"]
+                .as_str()
+                .unwrap()
+                .contains("\n0\n")
+        );
+        // Every way of asking for S_ISUID/S_ISGID is refused with EPERM, which Python raises as
+        // PermissionError; tarfile reports the refused chmod as an ExtractError (and only when
+        // errorlevel > 1, otherwise it leaves the member without the bits).
+        for (what, outcome) in v["refused"].as_object().unwrap() {
+            let expected = match what.as_str() {
+                "tarfile errorlevel 2" => "ExtractError could not change mode",
+                _ => "PermissionError EPERM",
+            };
+            assert_eq!(outcome, expected, "{what}: {v}");
+        }
+        // fchmodat2 has the same rule as fchmodat where runc's libseccomp knows it (this machine's
+        // does), and is ENOSYS (glibc then falls back to fchmodat) where it does not.
+        let raw = &v["raw"];
+        assert!(
+            raw["fchmodat2 4755"] == "EPERM"
+                || (raw["fchmodat2 4755"] == "ENOSYS" && raw["fchmodat2 0644"] == "ENOSYS"),
+            "{raw}"
+        );
+        assert!(
+            ["returned 0", "ENOSYS"].contains(&raw["fchmodat2 0644"].as_str().unwrap()),
+            "{raw}"
+        );
+        assert_eq!(raw["openat2"], "ENOSYS", "so callers fall back to openat");
+        for (what, outcome) in v["commands"].as_object().unwrap() {
+            assert_ne!(outcome["rc"], 0, "{what}: {outcome}");
+            assert!(
+                outcome["err"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Operation not permitted"),
+                "{what}: {outcome}"
+            );
+        }
+        for (what, outcome) in v["allowed"].as_object().unwrap() {
+            assert_eq!(outcome, "ok", "{what}: {v}");
+        }
+        let modes = v["modes"].as_object().unwrap();
+        for name in [
+            "./myid",
+            "./untarred/tar-suid",
+            "./untarred/tar-sgid",
+            "./su-copy",
+            "./shared",
+            "./created",
+        ] {
+            assert!(modes.contains_key(name), "{name} was not made: {modes:?}");
+        }
+        assert_eq!(modes["./myid"], "0o755");
+        assert_eq!(
+            modes["./shared"], "0o1777",
+            "the sticky bit is still allowed"
+        );
+        for gone in [
+            "./created-suid",
+            "./created-sgid",
+            "./mknod-suid",
+            "./mknod-sgid",
+        ] {
+            assert!(!modes.contains_key(gone), "{gone} was created: {modes:?}");
+        }
+        for (name, mode) in modes {
+            let mode =
+                u32::from_str_radix(mode.as_str().unwrap().trim_start_matches("0o"), 8).unwrap();
+            assert_eq!(mode & 0o6000, 0, "{name} is setuid/setgid inside: {mode:o}");
+        }
+        assert_eq!(v["myid_euid"], uid.to_string());
+        assert_eq!(
+            v["become_root"],
+            json!({"setuid": 1, "setresuid": 1, "setgid": 1, "setgroups": 1}),
+            "EPERM for each"
+        );
+        // On the host: what the sandbox wrote is the sandbox user's, and nothing in the workspace is
+        // setuid or setgid, so no other host user can run a program as the workspace's owner.
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let host = std::fs::metadata(t.workspace().join("myid")).unwrap();
+        assert_eq!(u64::from(host.uid()), uid);
+        assert_ne!(host.uid(), 0);
+        let mut seen = 0;
+        let mut pending = vec![t.workspace()];
+        while let Some(dir) = pending.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let entry = entry.unwrap();
+                let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+                seen += 1;
+                assert_eq!(
+                    meta.permissions().mode() & 0o6000,
+                    0,
+                    "{} is setuid/setgid on the host: {:o}",
+                    entry.path().display(),
+                    meta.permissions().mode()
+                );
+                if meta.is_dir() {
+                    pending.push(entry.path());
+                }
+            }
+        }
+        assert!(seen >= 10, "the host walk saw the sandbox's files ({seen})");
+    })
+    .await;
 }
 
 /// 30. "mount, unshare, setns, pivot_root → EPERM."
 #[tokio::test]
 async fn case_30_mount_unshare_setns_and_pivot_root_are_refused() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let code = format!("{SYSCALLS}{}", include_str!("probes/case_30_namespaces.py"));
-    let v = verdict(&t, &code, json!({})).await;
-    assert_all_refused(&v, 18);
-    watch.finish(t).await;
+    watched(async |t, _| {
+        let code = format!("{SYSCALLS}{}", include_str!("probes/case_30_namespaces.py"));
+        let v = verdict(t, &code, json!({})).await;
+        assert_all_refused(&v, 18);
+    })
+    .await;
 }
 
 /// 31. "ptrace, `/proc/1/mem`, process_vm_readv of anything outside → denied."
@@ -285,98 +287,98 @@ async fn case_30_mount_unshare_setns_and_pivot_root_are_refused() {
 /// recorded in the verdict, and when it does, PID 1 must be that init.
 #[tokio::test]
 async fn case_31_ptrace_and_process_vm_access_are_refused_and_only_the_container_is_in_sight() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let code = format!("{SYSCALLS}{}", include_str!("probes/case_31_ptrace.py"));
-    let v = verdict(&t, &code, json!({"host_pid": std::process::id()})).await;
-    assert_all_refused(&v["calls"], 7);
-    let procs = v["procs"].as_object().unwrap();
-    assert!(procs.len() >= 3 && procs.len() < 16, "{v}");
-    for (pid, cmdline) in procs {
-        let cmdline = cmdline.as_str().unwrap();
+    watched(async |t, _| {
+        let code = format!("{SYSCALLS}{}", include_str!("probes/case_31_ptrace.py"));
+        let v = verdict(t, &code, json!({"host_pid": std::process::id()})).await;
+        assert_all_refused(&v["calls"], 7);
+        let procs = v["procs"].as_object().unwrap();
+        assert!(procs.len() >= 3 && procs.len() < 16, "{v}");
+        for (pid, cmdline) in procs {
+            let cmdline = cmdline.as_str().unwrap();
+            assert!(
+                cmdline.contains("docker-init") || cmdline.contains("/opt/sandbox/harness.py"),
+                "/proc/{pid} is not the container's: {cmdline}"
+            );
+        }
+        let test_binary = std::env::current_exe().unwrap();
+        let test_name = test_binary.file_name().unwrap().to_str().unwrap();
         assert!(
-            cmdline.contains("docker-init") || cmdline.contains("/opt/sandbox/harness.py"),
-            "/proc/{pid} is not the container's: {cmdline}"
+            !v["host_process"].as_str().unwrap_or("").contains(test_name),
+            "the host's test process is visible: {v}"
         );
-    }
-    let test_binary = std::env::current_exe().unwrap();
-    let test_name = test_binary.file_name().unwrap().to_str().unwrap();
-    assert!(
-        !v["host_process"].as_str().unwrap_or("").contains(test_name),
-        "the host's test process is visible: {v}"
-    );
-    // PID 1 is the container's init (docker-init): what /proc/1/mem opens, if anything.
-    assert!(
-        v["init_exe"].as_str().unwrap().ends_with("docker-init"),
-        "{v}"
-    );
-    assert!(
-        ["readable", "EACCES", "EPERM", "EIO"].contains(&v["proc1_mem"].as_str().unwrap()),
-        "{v}"
-    );
-    watch.finish(t).await;
+        // PID 1 is the container's init (docker-init): what /proc/1/mem opens, if anything.
+        assert!(
+            v["init_exe"].as_str().unwrap().ends_with("docker-init"),
+            "{v}"
+        );
+        assert!(
+            ["readable", "EACCES", "EPERM", "EIO"].contains(&v["proc1_mem"].as_str().unwrap()),
+            "{v}"
+        );
+    })
+    .await;
 }
 
 /// 32. "keyctl/add_key → EPERM."
 #[tokio::test]
 async fn case_32_keyctl_and_add_key_are_refused() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let code = format!("{SYSCALLS}{}", include_str!("probes/case_32_keyctl.py"));
-    let v = verdict(&t, &code, json!({})).await;
-    assert_all_refused(&v, 6);
-    watch.finish(t).await;
+    watched(async |t, _| {
+        let code = format!("{SYSCALLS}{}", include_str!("probes/case_32_keyctl.py"));
+        let v = verdict(t, &code, json!({})).await;
+        assert_all_refused(&v, 6);
+    })
+    .await;
 }
 
 /// 33. "Writes to `/proc/sys`, `/proc/sysrq-trigger`, `/sys/fs/cgroup` → denied."
 #[tokio::test]
 async fn case_33_writes_to_proc_sys_sysrq_and_cgroups_are_denied() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let core_pattern = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
-    let v = verdict(
-        &t,
-        include_str!("probes/case_33_kernel_writes.py"),
-        json!({}),
-    )
-    .await;
-    let attempts = v.as_object().unwrap();
-    let existing = attempts.values().filter(|s| *s != "absent").count();
-    assert!(existing >= 8, "too few targets exist here: {v}");
-    assert!(attempts.keys().any(|k| k.contains("cgroup")), "{v}");
-    for (path, outcome) in attempts {
-        assert!(
-            ["absent", "EROFS", "EACCES", "EPERM"].contains(&outcome.as_str().unwrap()),
-            "{path}: {outcome}"
+    watched(async |t, _| {
+        let core_pattern = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
+        let v = verdict(
+            t,
+            include_str!("probes/case_33_kernel_writes.py"),
+            json!({}),
+        )
+        .await;
+        let attempts = v.as_object().unwrap();
+        let existing = attempts.values().filter(|s| *s != "absent").count();
+        assert!(existing >= 8, "too few targets exist here: {v}");
+        assert!(attempts.keys().any(|k| k.contains("cgroup")), "{v}");
+        for (path, outcome) in attempts {
+            assert!(
+                ["absent", "EROFS", "EACCES", "EPERM"].contains(&outcome.as_str().unwrap()),
+                "{path}: {outcome}"
+            );
+        }
+        assert_eq!(v["/proc/sys/kernel/core_pattern"], "EROFS", "{v}");
+        assert_eq!(
+            std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(),
+            core_pattern,
+            "the host's core_pattern"
         );
-    }
-    assert_eq!(v["/proc/sys/kernel/core_pattern"], "EROFS", "{v}");
-    assert_eq!(
-        std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(),
-        core_pattern,
-        "the host's core_pattern"
-    );
-    watch.finish(t).await;
+    })
+    .await;
 }
 
 /// 34. "io_uring_setup, bpf, perf_event_open, userfaultfd, init_module → EPERM (io_uring needs our
 ///     own seccomp profile on Docker < 25)."
 #[tokio::test]
 async fn case_34_io_uring_bpf_perf_userfaultfd_and_module_loading_are_refused() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let code = format!(
-        "{SYSCALLS}{}",
-        include_str!("probes/case_34_kernel_facilities.py")
-    );
-    let v = verdict(&t, &code, json!({})).await;
-    let expected = if std::env::consts::ARCH == "x86_64" {
-        16
-    } else {
-        14
-    };
-    assert_all_refused(&v, expected);
-    watch.finish(t).await;
+    watched(async |t, _| {
+        let code = format!(
+            "{SYSCALLS}{}",
+            include_str!("probes/case_34_kernel_facilities.py")
+        );
+        let v = verdict(t, &code, json!({})).await;
+        let expected = if std::env::consts::ARCH == "x86_64" {
+            16
+        } else {
+            14
+        };
+        assert_all_refused(&v, expected);
+    })
+    .await;
 }
 
 /// 35. "`/proc/kcore`, `/proc/keys` → masked."
@@ -385,18 +387,18 @@ async fn case_34_io_uring_bpf_perf_userfaultfd_and_module_loading_are_refused() 
 /// read-only tmpfs) mounted over it: never the kernel's own contents.
 #[tokio::test]
 async fn case_35_proc_kcore_and_proc_keys_are_masked() {
-    let t = TestApp::start().await;
-    let watch = HostWatch::for_app(&t);
-    let v = verdict(&t, include_str!("probes/case_35_masked_proc.py"), json!({})).await;
-    for path in ["/proc/kcore", "/proc/keys"] {
-        let state = &v[path]["state"];
-        assert!(state == "absent" || state == "null_device", "{path}: {v}");
-        if state == "null_device" {
-            assert_eq!(v[path]["bytes"], 0, "{path}: {v}");
+    watched(async |t, _| {
+        let v = verdict(t, include_str!("probes/case_35_masked_proc.py"), json!({})).await;
+        for path in ["/proc/kcore", "/proc/keys"] {
+            let state = &v[path]["state"];
+            assert!(state == "absent" || state == "null_device", "{path}: {v}");
+            if state == "null_device" {
+                assert_eq!(v[path]["bytes"], 0, "{path}: {v}");
+            }
         }
-    }
-    for path in ["/proc/timer_list", "/proc/sched_debug"] {
-        assert_ne!(v[path]["state"], "kernel", "{path}: {v}");
-    }
-    watch.finish(t).await;
+        for path in ["/proc/timer_list", "/proc/sched_debug"] {
+            assert_ne!(v[path]["state"], "kernel", "{path}: {v}");
+        }
+    })
+    .await;
 }
