@@ -1,11 +1,11 @@
-//! The adversarial suite: every case of the security catalogue
-//! (`../shared/design/security-cases.md`), each attempted against the real engine and checked
-//! for its safe outcome inside the sandbox and on the host. Every case takes a
-//! [`HostWatch`] before it runs (canaries outside the workspace, a snapshot of the test's
-//! directory) and finishes with it: canaries unchanged, nothing created or changed outside the
-//! workspace and skills directories, the server still running `print(1)`, no container left.
-//! [`harness::watched`] does both around a case's own steps; case 36, which starts the server
-//! binary itself, takes its watch by hand.
+//! The adversarial suite: every case of the security catalogue (the list below; each test's doc
+//! quotes its case and the safe outcome it requires), each attempted against the real engine and
+//! checked for that outcome inside the sandbox and on the host. Every case takes a
+//! [`HostWatch`](common::host_watch::HostWatch) before it runs (canaries outside the workspace,
+//! a snapshot of the test's directory) and finishes with it: canaries unchanged, nothing created
+//! or changed outside the workspace and skills directories, the server still running `print(1)`,
+//! no container left. [`harness::watched`] does both around a case's own steps; case 36, which
+//! starts the server binary itself, takes its watch by hand.
 //!
 //! Sandbox code reports a JSON verdict (its `result`); the assertions are on the parsed values.
 //! That code is in `probes/`, a file per case (named by its number) plus the preludes some cases
