@@ -1,4 +1,4 @@
-//! Docker engines of a test's own, for the fault tests (tests/faults.rs):
+//! Docker engines of a test's own, for the fault tests (tests/faults/):
 //!
 //! * [`PrivateEngine`]: a second `dockerd` on a socket in a temp directory, with its own data
 //!   root, exec root (so its own managed containerd), no bridge and no iptables rules, in a

@@ -75,8 +75,8 @@
 //! - 45 [`server_input::case_45_output_shaped_like_frames_or_json_rpc_is_carried_as_data`]
 //! - 46 [`server_input::case_46_out_of_range_limits_are_clamped_and_the_response_says_so`]
 //! - 47 [`server_input::case_47_a_burst_beyond_the_queue_gets_a_clear_busy_error`]
-//! - 48 `tests/faults.rs` (the engine stops mid-execution)
-//! - 49 `tests/faults.rs` (the server is SIGKILLed mid-execution)
+//! - 48 `tests/faults/engine_stopped.rs` (the engine stops mid-execution)
+//! - 49 `tests/faults/server_killed.rs` (the server is SIGKILLed mid-execution)
 
 #[path = "../common/mod.rs"]
 mod common;

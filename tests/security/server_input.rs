@@ -583,5 +583,5 @@ async fn case_47_a_burst_beyond_the_queue_gets_a_clear_busy_error() {
 
 // 48. "The engine stops mid-execution → clear error; the server recovers when it is back,
 //     without a restart." and 49. "The server is SIGKILLed mid-execution → its containers are
-//     removed at the next start; no partial files.": tests/faults.rs covers both, on an engine
-//     of its own.
+//     removed at the next start; no partial files.": tests/faults/engine_stopped.rs and
+//     tests/faults/server_killed.rs cover them, on an engine of its own.
