@@ -1,9 +1,10 @@
 //! The self-hosted stack as an administrator runs it: `compose.yaml` built and brought up with
 //! Docker Compose against the real engine (Docker-out-of-Docker, the data directory on the
-//! host), two tenants whose agents run the original project's README examples side by side
-//! with the official MCP Python SDK over authenticated streamable HTTP, neither seeing the
-//! other's files or skills, and both tenants' data still there (and still apart) after the
-//! server container is restarted and after it is recreated.
+//! host), two tenants whose agents run the original examples
+//! (`tests/python/original_examples.py`) side by side with the official MCP Python SDK over
+//! authenticated streamable HTTP, neither seeing the other's files or skills, and both tenants'
+//! data still there (and still apart) after the server container is restarted and after it is
+//! recreated.
 //!
 //! The server image carries the binary these tests were built with, on the base the sandbox
 //! image was built on (the pinned one, or the offline base without a registry).

@@ -1,7 +1,7 @@
-//! `execute_code` behaviour through the library, against the real engine: the original's
-//! globals and fields, exceptions, the channel to the server, cancellation, the pool and the
-//! runtime flag. Bad input, clamped limits, busy and frame-shaped output are catalogue cases in
-//! `tests/security/server_input.rs`.
+//! `execute_code` behaviour through the library, against the real engine: the globals and fields
+//! of the Python server this one replaces, exceptions, the channel to the server, cancellation,
+//! the pool and the runtime flag. Bad input, clamped limits, busy and frame-shaped output are
+//! catalogue cases in `tests/security/server_input.rs`.
 
 mod common;
 
@@ -103,7 +103,7 @@ result = out
 #[tokio::test]
 async fn full_python_not_a_builtins_list() {
     let t = TestApp::start().await;
-    // The original's builtins list refused these; here the container is the boundary.
+    // The Python server's builtins list refused these; here the container is the boundary.
     let o = t
         .run(
             r#"

@@ -31,7 +31,8 @@ async fn stdio_binary_lists_tools_and_runs_code() {
     let tools = client.list_all_tools().await.unwrap();
     let mut names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
     names.sort();
-    // The original project's 13 tools, plus delete_workspace_file and delete_skill.
+    // The 13 tools of the Python server this one replaces, plus delete_workspace_file and
+    // delete_skill.
     assert_eq!(
         names,
         [

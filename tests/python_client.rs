@@ -1,5 +1,6 @@
-//! The official MCP Python SDK (`mcp` from PyPI) as an out-of-tree client: it runs the original
-//! project's README examples against the real binary over stdio and streamable HTTP.
+//! The official MCP Python SDK (`mcp` from PyPI) as an out-of-tree client: it runs the README
+//! examples of the Python server this one replaces (the original examples,
+//! `tests/python/original_examples.py`) against the real binary over stdio and streamable HTTP.
 //! The interpreter is `$CEM_TEST_PYTHON` (CI points it at a venv with `mcp` installed), else
 //! `python3`.
 

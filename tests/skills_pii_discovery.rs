@@ -114,7 +114,7 @@ async fn skills_through_tools_and_from_sandbox_code() {
     let t = TestApp::start().await;
     let client = mcp_client(t.app.clone()).await;
 
-    // The shipped skill, the original's example: exec(load_skill(...)) and an import.
+    // The shipped skill, the Python server's example: exec(load_skill(...)) and an import.
     let (err, v) = call_tool(
         &client,
         "execute_code",

@@ -1,6 +1,6 @@
-//! The workspace tools through MCP: the round trip with the original's fields, and the
-//! ownership of a root-owned workspace. The attacks on them (traversal names, planted links,
-//! FIFOs, the quota) are catalogue cases in `tests/security/filesystem.rs`.
+//! The workspace tools through MCP: the round trip with the fields of the Python server this one
+//! replaces, and the ownership of a root-owned workspace. The attacks on them (traversal names,
+//! planted links, FIFOs, the quota) are catalogue cases in `tests/security/filesystem.rs`.
 
 mod common;
 
