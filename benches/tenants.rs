@@ -20,8 +20,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use code_execution_mcp::config::{Config, Secret, Transport};
-use code_execution_mcp::serve::{Access, http_access, serve_http};
 use code_execution_mcp::stats::percentile;
+use code_execution_mcp::transport::{Access, http_access, serve_http};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -45,7 +45,7 @@ fn config(dir: &Path) -> Config {
     c
 }
 
-type Served = tokio::task::JoinHandle<Result<(), code_execution_mcp::serve::ServeError>>;
+type Served = tokio::task::JoinHandle<Result<(), code_execution_mcp::transport::ServeError>>;
 
 /// A server on a free loopback port: its URL, what stops it, and its task.
 async fn start(access: Access) -> (String, tokio::sync::oneshot::Sender<()>, Served) {

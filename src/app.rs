@@ -165,10 +165,10 @@ impl TenantDirs {
     }
 
     /// Tenant `name`'s directories under `--data-dir` (the name is allowlisted by
-    /// [`crate::auth::valid_tenant_name`]).
+    /// [`crate::transport::auth::valid_tenant_name`]).
     pub fn tenant(config: &Config, name: &str) -> Self {
         assert!(
-            crate::auth::valid_tenant_name(name),
+            crate::transport::auth::valid_tenant_name(name),
             "tenant names are checked"
         );
         let root = config.data_dir().join("tenants").join(name);

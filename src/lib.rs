@@ -5,23 +5,18 @@
 //! the pieces are assembled and `sandbox::Sandbox::run` for the one entry point of execution.
 
 pub mod app;
-pub mod auth;
 pub mod calls;
 pub mod config;
 pub mod discovery;
 pub mod doctor;
 pub mod host_paths;
-pub mod http_input;
-pub mod jsonrpc_input;
 pub mod limits;
 pub mod mcp;
 pub mod pii;
 pub mod privacy;
 pub mod progress;
 pub mod sandbox;
-pub mod serve;
 pub mod skills;
 pub mod stats;
-pub mod stdio_transport;
-pub mod tenants;
+pub mod transport;
 pub mod workspace;

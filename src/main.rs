@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use code_execution_mcp::app::App;
 use code_execution_mcp::config::{Config, Transport};
 use code_execution_mcp::sandbox::{Engine, image};
-use code_execution_mcp::{doctor, serve};
+use code_execution_mcp::{doctor, transport as serve};
 
 #[derive(Parser)]
 #[command(

@@ -198,8 +198,8 @@ async fn streamable_http_serves_the_same_tools() {
 #[tokio::test]
 async fn http_refuses_non_loopback_addresses_without_authentication() {
     let t = TestApp::start().await;
-    let err = code_execution_mcp::serve::serve_http(
-        code_execution_mcp::serve::Access::Open(t.app.clone()),
+    let err = code_execution_mcp::transport::serve_http(
+        code_execution_mcp::transport::Access::Open(t.app.clone()),
         "0.0.0.0:0".parse().unwrap(),
         async {},
         None,
@@ -216,7 +216,7 @@ async fn http_refuses_non_loopback_addresses_without_authentication() {
     let mut config = common::config_in(dir.path());
     config.transport = code_execution_mcp::config::Transport::Http;
     config.listen = "0.0.0.0:8080".parse().unwrap();
-    let Err(err) = code_execution_mcp::serve::http_access(config).await else {
+    let Err(err) = code_execution_mcp::transport::http_access(config).await else {
         panic!("a non-loopback address without tokens was accepted");
     };
     assert!(err.to_string().contains("loopback"), "{err}");

@@ -32,7 +32,7 @@ fn case(body: impl Into<String>, code: i64, id: Value) -> Case {
 }
 
 /// One more byte than the server reads in one message.
-const OVER_LIMIT: usize = code_execution_mcp::jsonrpc_input::MAX_MESSAGE_BYTES + 1;
+const OVER_LIMIT: usize = code_execution_mcp::transport::jsonrpc_input::MAX_MESSAGE_BYTES + 1;
 
 fn malformed() -> Vec<Case> {
     let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));

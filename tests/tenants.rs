@@ -298,7 +298,7 @@ async fn a_tenant_at_its_limit_does_not_block_another() {
 #[tokio::test]
 async fn with_tokens_the_server_listens_beyond_loopback() {
     let dir = tempfile::tempdir().unwrap();
-    let access = code_execution_mcp::serve::http_access(tenant_config(dir.path()))
+    let access = code_execution_mcp::transport::http_access(tenant_config(dir.path()))
         .await
         .expect("the server starts");
     let server = HttpServer::serve_on(access, "0.0.0.0:0".parse().unwrap()).await;
@@ -333,7 +333,7 @@ impl TenantServer {
         let dir = tempfile::tempdir().unwrap();
         let mut c = tenant_config(dir.path());
         adjust(&mut c);
-        let access = code_execution_mcp::serve::http_access(c)
+        let access = code_execution_mcp::transport::http_access(c)
             .await
             .expect("the server starts (is the image built?)");
         let http = HttpServer::serve(access).await;

@@ -400,27 +400,27 @@ pub struct HttpServer {
     /// The address it bound.
     pub addr: std::net::SocketAddr,
     stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), code_execution_mcp::serve::ServeError>>,
+    task: tokio::task::JoinHandle<Result<(), code_execution_mcp::transport::ServeError>>,
 }
 
 impl HttpServer {
     pub async fn start(app: Arc<App>) -> Self {
-        Self::serve(code_execution_mcp::serve::Access::Open(app)).await
+        Self::serve(code_execution_mcp::transport::Access::Open(app)).await
     }
 
     /// `serve_http` for `access` (e.g. tenants with tokens) on a free loopback port.
-    pub async fn serve(access: code_execution_mcp::serve::Access) -> Self {
+    pub async fn serve(access: code_execution_mcp::transport::Access) -> Self {
         Self::serve_on(access, "127.0.0.1:0".parse().unwrap()).await
     }
 
     /// `serve_http` for `access` on `listen`; `url` names the loopback address of its port.
     pub async fn serve_on(
-        access: code_execution_mcp::serve::Access,
+        access: code_execution_mcp::transport::Access,
         listen: std::net::SocketAddr,
     ) -> Self {
         let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(code_execution_mcp::serve::serve_http(
+        let task = tokio::spawn(code_execution_mcp::transport::serve_http(
             access,
             listen,
             async move {

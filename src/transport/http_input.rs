@@ -1,6 +1,6 @@
 //! Checks every JSON body POSTed to `/mcp` before rmcp's streamable HTTP service sees it: a
 //! body over [`MAX_MESSAGE_BYTES`] gets 413, and a body that is not one well-formed JSON-RPC
-//! message gets 400 with the JSON-RPC error [`crate::jsonrpc_input`] gives it (rmcp itself
+//! message gets 400 with the JSON-RPC error [`crate::transport::jsonrpc_input`] gives it (rmcp itself
 //! answers such bodies with a bare 415 and a line of text). Everything else passes unchanged.
 
 use axum::body::{Body, to_bytes};
@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use rmcp::model::{ErrorCode, JsonRpcError, JsonRpcMessage};
 use rmcp::service::TxJsonRpcMessage;
 
-use crate::jsonrpc_input::{MAX_MESSAGE_BYTES, Parsed, classify, error, too_large};
+use crate::transport::jsonrpc_input::{MAX_MESSAGE_BYTES, Parsed, classify, error, too_large};
 
 /// Axum middleware: see the module docs.
 pub async fn check_body(request: Request, next: Next) -> Response {

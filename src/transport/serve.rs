@@ -1,6 +1,6 @@
 //! The two transports over the shared [`CodeExecutionServer`]: stdio (what desktop clients
 //! launch) and streamable HTTP at `/mcp`. HTTP with bearer tokens serves tenants (see
-//! [`crate::tenants`]); without tokens it serves one application on loopback addresses only. Both stop on SIGINT/SIGTERM (or the
+//! [`crate::transport::tenants`]); without tokens it serves one application on loopback addresses only. Both stop on SIGINT/SIGTERM (or the
 //! end of stdin) and then shut the sandbox down, which removes every container this server
 //! started.
 
@@ -18,11 +18,11 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, Shared};
-use crate::auth::{AuthFailure, TokenTable};
 use crate::config::Config;
 use crate::mcp::CodeExecutionServer;
 use crate::sandbox::Engine;
-use crate::tenants::{TenantError, Tenants};
+use crate::transport::auth::{AuthFailure, TokenTable};
+use crate::transport::tenants::{TenantError, Tenants};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -38,7 +38,7 @@ pub enum ServeError {
     )]
     NotLoopback(SocketAddr),
     #[error("bearer tokens: {0}")]
-    Tokens(#[from] crate::auth::TokenError),
+    Tokens(#[from] crate::transport::auth::TokenError),
     #[error("cannot start: {0}")]
     Start(crate::app::StartError),
     #[error("unhealthy: {0}")]
@@ -64,7 +64,7 @@ pub async fn serve_stdio(
 ) -> Result<(), ServeError> {
     let server = CodeExecutionServer::new(app.clone());
     let running = server
-        .serve(crate::stdio_transport::stdio())
+        .serve(crate::transport::stdio_transport::stdio())
         .await
         .map_err(|e| ServeError::Stdio(e.to_string()))?;
     let cancel = running.cancellation_token();
@@ -134,7 +134,7 @@ fn mcp_config(config: &Config, ct: &CancellationToken) -> StreamableHttpServerCo
         .with_cancellation_token(ct.child_token())
         // The same message bound as stdio (rmcp's own default, 4 MiB, would refuse a 10 MiB
         // file).
-        .with_max_request_body_bytes(crate::jsonrpc_input::MAX_MESSAGE_BYTES);
+        .with_max_request_body_bytes(crate::transport::jsonrpc_input::MAX_MESSAGE_BYTES);
     c = if config.allowed_hosts.iter().any(|h| h.trim() == "*") {
         c.disable_allowed_hosts()
     } else {
@@ -203,7 +203,9 @@ pub async fn serve_http(
         .route(
             "/mcp",
             axum::routing::any(mcp_endpoint)
-                .layer(axum::middleware::from_fn(crate::http_input::check_body))
+                .layer(axum::middleware::from_fn(
+                    crate::transport::http_input::check_body,
+                ))
                 .layer(axum::middleware::from_fn_with_state(
                     state.clone(),
                     authenticate,

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 use crate::app::{App, Shared, StartError, TenantDirs};
-use crate::auth::{AuthFailure, TokenTable};
+use crate::transport::auth::{AuthFailure, TokenTable};
 
 /// Why a request found no tenant to serve it.
 #[derive(Debug, thiserror::Error)]

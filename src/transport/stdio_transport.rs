@@ -2,7 +2,7 @@
 //! line a client sends. rmcp's own stdio transport drops a line it cannot parse without a word,
 //! so a client that sent a truncated or oversized request would wait forever; here each line is
 //! read with a hard size bound (the rest of an oversized line is skipped) and classified by
-//! [`crate::jsonrpc_input`], which answers what is malformed.
+//! [`crate::transport::jsonrpc_input`], which answers what is malformed.
 //!
 //! rmcp polls [`Transport::receive`] inside a `select!` and drops it whenever something else is
 //! ready, so receiving is cancel-safe: a partly read line and an error answer not yet queued
@@ -16,7 +16,7 @@ use rmcp::transport::Transport;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::jsonrpc_input::{MAX_MESSAGE_BYTES, Parsed, classify, too_large};
+use crate::transport::jsonrpc_input::{MAX_MESSAGE_BYTES, Parsed, classify, too_large};
 
 /// Messages waiting for the writer task; senders wait when it is full.
 const OUTPUT_QUEUE: usize = 64;
