@@ -4,13 +4,46 @@
 //! ([`crate::mcp`]) do not know which transport carries them.
 
 pub mod auth;
+mod http;
 pub mod http_input;
 pub mod jsonrpc_input;
-mod serve;
-pub mod stdio_transport;
+pub mod stdio;
 pub mod tenants;
 
-pub use serve::{
-    Access, McpService, ServeError, http_access, probe_health, serve_http, serve_stdio,
-    shutdown_signal,
-};
+use std::net::SocketAddr;
+
+pub use http::{Access, McpService, http_access, probe_health, serve_http};
+pub use stdio::serve_stdio;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("MCP session over stdio failed: {0}")]
+    Stdio(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing to serve HTTP on {0} without authentication: configure bearer tokens (--tokens-file or CEM_TOKENS) to listen on other addresses, or listen on a loopback address such as 127.0.0.1:8080"
+    )]
+    NotLoopback(SocketAddr),
+    #[error("bearer tokens: {0}")]
+    Tokens(#[from] crate::transport::auth::TokenError),
+    #[error("cannot start: {0}")]
+    Start(crate::app::StartError),
+    #[error("unhealthy: {0}")]
+    Health(String),
+    #[error("HTTP server failed: {0}")]
+    Http(std::io::Error),
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

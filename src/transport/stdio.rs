@@ -1,4 +1,4 @@
-//! The stdio transport: newline-delimited JSON-RPC on stdin/stdout, with an answer for every
+//! The stdio transport ([`serve_stdio`]): newline-delimited JSON-RPC on stdin/stdout, with an answer for every
 //! line a client sends. rmcp's own stdio transport drops a line it cannot parse without a word,
 //! so a client that sent a truncated or oversized request would wait forever; here each line is
 //! read with a hard size bound (the rest of an oversized line is skipped) and classified by
@@ -9,14 +9,39 @@
 //! live in the transport, not in the future. One writer task owns stdout, so messages never
 //! interleave and a dropped future never leaves half a message behind.
 
-use rmcp::RoleServer;
+use std::future::Future;
+use std::sync::Arc;
+
 use rmcp::model::JsonRpcMessage;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
+use rmcp::{RoleServer, ServiceExt};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::app::App;
+use crate::mcp::CodeExecutionServer;
+use crate::transport::ServeError;
 use crate::transport::jsonrpc_input::{MAX_MESSAGE_BYTES, Parsed, classify, too_large};
+
+/// Serves MCP on stdin/stdout until the client closes stdin or `shutdown` resolves.
+pub async fn serve_stdio(
+    app: Arc<App>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let server = CodeExecutionServer::new(app.clone());
+    let running = server
+        .serve(stdio())
+        .await
+        .map_err(|e| ServeError::Stdio(e.to_string()))?;
+    let cancel = running.cancellation_token();
+    let result = tokio::select! {
+        r = running.waiting() => r.map(|_| ()).map_err(|e| ServeError::Stdio(e.to_string())),
+        _ = shutdown => { cancel.cancel(); Ok(()) }
+    };
+    app.shutdown().await;
+    result
+}
 
 /// Messages waiting for the writer task; senders wait when it is full.
 const OUTPUT_QUEUE: usize = 64;

@@ -1,7 +1,7 @@
-//! The two transports over the shared [`CodeExecutionServer`]: stdio (what desktop clients
-//! launch) and streamable HTTP at `/mcp`. HTTP with bearer tokens serves tenants (see
-//! [`crate::transport::tenants`]); without tokens it serves one application on loopback addresses only. Both stop on SIGINT/SIGTERM (or the
-//! end of stdin) and then shut the sandbox down, which removes every container this server
+//! Streamable HTTP at `/mcp` over the shared [`CodeExecutionServer`], plus `/health`. With
+//! bearer tokens it serves tenants (see [`crate::transport::tenants`]); without tokens it
+//! serves one application on loopback addresses only. It stops when its shutdown future
+//! resolves and then shuts the sandboxes down, which removes every container this server
 //! started.
 
 use std::future::Future;
@@ -12,7 +12,6 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -21,60 +20,9 @@ use crate::app::{App, Shared};
 use crate::config::Config;
 use crate::mcp::CodeExecutionServer;
 use crate::sandbox::Engine;
+use crate::transport::ServeError;
 use crate::transport::auth::{AuthFailure, TokenTable};
 use crate::transport::tenants::{TenantError, Tenants};
-
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    #[error("MCP session over stdio failed: {0}")]
-    Stdio(String),
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error(
-        "refusing to serve HTTP on {0} without authentication: configure bearer tokens (--tokens-file or CEM_TOKENS) to listen on other addresses, or listen on a loopback address such as 127.0.0.1:8080"
-    )]
-    NotLoopback(SocketAddr),
-    #[error("bearer tokens: {0}")]
-    Tokens(#[from] crate::transport::auth::TokenError),
-    #[error("cannot start: {0}")]
-    Start(crate::app::StartError),
-    #[error("unhealthy: {0}")]
-    Health(String),
-    #[error("HTTP server failed: {0}")]
-    Http(std::io::Error),
-}
-
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-}
-
-/// Serves MCP on stdin/stdout until the client closes stdin or `shutdown` resolves.
-pub async fn serve_stdio(
-    app: Arc<App>,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), ServeError> {
-    let server = CodeExecutionServer::new(app.clone());
-    let running = server
-        .serve(crate::transport::stdio_transport::stdio())
-        .await
-        .map_err(|e| ServeError::Stdio(e.to_string()))?;
-    let cancel = running.cancellation_token();
-    let result = tokio::select! {
-        r = running.waiting() => r.map(|_| ()).map_err(|e| ServeError::Stdio(e.to_string())),
-        _ = shutdown => { cancel.cancel(); Ok(()) }
-    };
-    app.shutdown().await;
-    result
-}
 
 /// Who the HTTP endpoint serves.
 pub enum Access {
