@@ -52,7 +52,7 @@ use code_execution_mcp::config::Config;
 use code_execution_mcp::sandbox::Backend;
 use code_execution_mcp::sandbox::Engine;
 use code_execution_mcp::sandbox::spec::{LABEL_MANAGED, LABEL_OWNER};
-use code_execution_mcp::stats::percentile;
+use code_execution_mcp::sandbox::stats::percentile;
 use futures::future::join_all;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;

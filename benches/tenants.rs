@@ -20,7 +20,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use code_execution_mcp::config::{Config, Secret, Transport};
-use code_execution_mcp::stats::percentile;
+use code_execution_mcp::sandbox::stats::percentile;
 use code_execution_mcp::transport::{Access, http_access, serve_http};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;

@@ -8,19 +8,19 @@ use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 
-use crate::calls::ServerCalls;
 use crate::config::{Config, PiiOutput, SANDBOX_UID, shipped_dir};
 use crate::discovery::Discovery;
+use crate::execute_request::{self, ExecLimits, InputError};
 use crate::host_paths::{HostPathError, HostPaths};
-use crate::limits::{self, ExecLimits, InputError};
 use crate::pii::PiiEngine;
 use crate::sandbox::image::{self, ImageError};
+use crate::sandbox::stats::Stats;
 use crate::sandbox::{
     Engine, EngineError, EngineInfo, HarnessLimits, Job, Outcome, Sandbox, SandboxError,
     SandboxSettings, reaper,
 };
+use crate::sandbox_calls::ServerCalls;
 use crate::skills::{SkillError, SkillLimits, SkillStore};
-use crate::stats::Stats;
 use crate::workspace::quota::{self, QuotaMode};
 use crate::workspace::{Workspace, WorkspaceError, WorkspaceLimits};
 
@@ -365,11 +365,11 @@ impl App {
         cancel: tokio_util::sync::CancellationToken,
         tap: Option<Arc<dyn crate::sandbox::OutputTap>>,
     ) -> Result<(Outcome, ExecLimits), ExecuteError> {
-        limits::check_code(&code, self.config.max_code_bytes)?;
-        limits::check_context_vars(context_vars.as_ref())?;
+        execute_request::check_code(&code, self.config.max_code_bytes)?;
+        execute_request::check_context_vars(context_vars.as_ref())?;
         let context_vars = context_vars.unwrap_or(serde_json::Value::Null);
-        limits::check_job_size(&code, &context_vars)?;
-        let limits = limits::clamp(timeout_seconds, memory_mb, &self.config)?;
+        execute_request::check_job_size(&code, &context_vars)?;
+        let limits = execute_request::clamp(timeout_seconds, memory_mb, &self.config)?;
         self.check_soft_quota().await?;
         let job = Job {
             code,

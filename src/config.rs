@@ -275,13 +275,13 @@ impl Config {
                 self.default_timeout_secs, self.max_timeout_secs
             ));
         }
-        if self.default_memory_mb < crate::limits::MIN_MEMORY_MB
+        if self.default_memory_mb < crate::execute_request::MIN_MEMORY_MB
             || self.default_memory_mb > self.max_memory_mb
         {
             return Err(format!(
                 "--default-memory-mb {} must be between {} and --max-memory-mb {}",
                 self.default_memory_mb,
-                crate::limits::MIN_MEMORY_MB,
+                crate::execute_request::MIN_MEMORY_MB,
                 self.max_memory_mb
             ));
         }

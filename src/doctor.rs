@@ -8,10 +8,10 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::sandbox::image;
 use crate::sandbox::spec::LABEL_MANAGED;
+use crate::sandbox::stats::Stats;
 use crate::sandbox::{
     Backend, BuiltinCalls, Engine, HarnessLimits, Job, Sandbox, SandboxSettings, Status,
 };
-use crate::stats::Stats;
 
 /// One check's verdict.
 #[derive(Debug)]

@@ -5,18 +5,17 @@
 //! the pieces are assembled and `sandbox::Sandbox::run` for the one entry point of execution.
 
 pub mod app;
-pub mod calls;
 pub mod config;
 pub mod discovery;
 pub mod doctor;
+pub mod execute_request;
 pub mod host_paths;
-pub mod limits;
 pub mod mcp;
 pub mod pii;
 pub mod privacy;
 pub mod progress;
 pub mod sandbox;
+pub mod sandbox_calls;
 pub mod skills;
-pub mod stats;
 pub mod transport;
 pub mod workspace;

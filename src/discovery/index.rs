@@ -19,7 +19,7 @@
 use super::catalog::ToolEntry;
 use super::fields::{FIELD_COUNT, field_texts};
 use super::hash::FastMap;
-use super::rank::Bm25;
+use super::rank::{Bm25, Posting};
 use super::{stem, text};
 
 const K1: f32 = 1.2;
@@ -66,13 +66,6 @@ impl Vocabulary {
         self.df.push(0);
         id
     }
-}
-
-/// A tool containing a term, with the term's BM25F contribution for that tool.
-#[derive(Debug, Clone, Copy)]
-pub struct Posting {
-    pub doc: u32,
-    pub impact: f32,
 }
 
 /// The vocabulary and the BM25F ranker over its postings.

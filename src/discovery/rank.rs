@@ -9,7 +9,12 @@
 //! (`Σ 1 / (60 + rank)`), which needs no calibration between the rankers' score scales.
 //! [`Bm25`] is the ranker shipped today.
 
-use super::index::Posting;
+/// A tool containing a term, with the term's BM25F contribution for that tool.
+#[derive(Debug, Clone, Copy)]
+pub struct Posting {
+    pub doc: u32,
+    pub impact: f32,
+}
 
 /// One analysed query term: a vocabulary id and how much it counts (1 for a word the query
 /// contains, less for synonyms and typo corrections).

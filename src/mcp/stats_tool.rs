@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{CodeExecutionServer, text_error};
-use crate::stats::StatsSnapshot;
+use crate::sandbox::stats::StatsSnapshot;
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct WorkspaceStats {

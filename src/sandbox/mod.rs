@@ -20,6 +20,7 @@ pub mod output;
 pub mod pool;
 pub mod reaper;
 pub mod spec;
+pub mod stats;
 #[cfg(test)]
 mod tests;
 mod watch;
@@ -40,7 +41,7 @@ pub use execution::{Job, Outcome, Status};
 pub use output::OutputTap;
 use spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, SandboxSpec};
 
-use crate::stats::Stats;
+use stats::Stats;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {

@@ -35,7 +35,7 @@ async fn case_40_a_100_mb_code_string_is_refused_before_the_engine() {
                 matches!(
                     err,
                     code_execution_mcp::app::ExecuteError::Input(
-                        code_execution_mcp::limits::InputError::CodeTooLarge { .. }
+                        code_execution_mcp::execute_request::InputError::CodeTooLarge { .. }
                     )
                 ),
                 "{err}"

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::channel::{BuiltinCalls, HarnessLimits};
 use super::{Job, Outcome, Sandbox, SandboxError, SandboxSettings, Status};
-use crate::stats::Stats;
+use crate::sandbox::stats::Stats;
 use fake::{FakeEngine, Step};
 
 const MB: i64 = 1024 * 1024;

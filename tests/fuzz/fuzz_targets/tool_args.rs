@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use code_execution_mcp::config::Config;
 use code_execution_mcp::discovery::{MAX_LIMIT, Registry};
-use code_execution_mcp::limits::{self, InputError, MIN_MEMORY_MB, MIN_TIMEOUT_SECS};
+use code_execution_mcp::execute_request::{self, InputError, MIN_MEMORY_MB, MIN_TIMEOUT_SECS};
 use code_execution_mcp::mcp::args::{
     DefinitionArgs, ExecuteCodeArgs, FileArgs, ListArgs, SaveSkillArgs, SearchArgs, SkillNameArgs,
     TextArgs, WriteArgs,

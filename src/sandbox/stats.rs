@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::Status;
+use super::Status;
 
 /// Latency samples kept for the percentiles.
 pub const LATENCY_WINDOW: usize = 1024;
