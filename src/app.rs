@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::{Config, PiiOutput, SANDBOX_UID, shipped_dir};
 use crate::discovery::Discovery;
-use crate::execute_request::{self, ExecLimits, InputError};
+use crate::execute_request::{self, ExecLimits, ExecuteRequest, InputError};
 use crate::host_paths::{HostPathError, HostPaths};
 use crate::pii::PiiEngine;
 use crate::sandbox::image::{self, ImageError};
@@ -353,23 +353,27 @@ impl App {
         })
     }
 
-    /// Checks and clamps the request, then runs it in a fresh container. With a `tap`, each
+    /// Checks and clamps the request, then runs it in a fresh container. With a tap, each
     /// output chunk is also offered to it as it arrives (for progress reports; see
     /// [`crate::progress`]).
     pub async fn execute(
         &self,
-        code: String,
-        context_vars: Option<serde_json::Value>,
-        timeout_seconds: Option<f64>,
-        memory_mb: Option<f64>,
+        request: ExecuteRequest,
         cancel: tokio_util::sync::CancellationToken,
-        tap: Option<Arc<dyn crate::sandbox::OutputTap>>,
     ) -> Result<(Outcome, ExecLimits), ExecuteError> {
+        let ExecuteRequest {
+            code,
+            context_vars,
+            timeout_seconds,
+            memory_mb,
+            tap,
+        } = request;
         execute_request::check_code(&code, self.config.max_code_bytes)?;
         execute_request::check_context_vars(context_vars.as_ref())?;
         let context_vars = context_vars.unwrap_or(serde_json::Value::Null);
         execute_request::check_job_size(&code, &context_vars)?;
-        let limits = execute_request::clamp(timeout_seconds, memory_mb, &self.config)?;
+        let limits =
+            execute_request::clamp(timeout_seconds, memory_mb, &self.config.execute_bounds())?;
         self.check_soft_quota().await?;
         let job = Job {
             code,

@@ -259,6 +259,16 @@ impl Config {
         Duration::from_secs(self.start_timeout_secs)
     }
 
+    /// The bounds `execute_code` requests are clamped to.
+    pub fn execute_bounds(&self) -> crate::execute_request::Bounds {
+        crate::execute_request::Bounds {
+            default_timeout_secs: self.default_timeout_secs,
+            max_timeout_secs: self.max_timeout_secs,
+            default_memory_mb: self.default_memory_mb,
+            max_memory_mb: self.max_memory_mb,
+        }
+    }
+
     /// Checks the flags against each other; the message says which flag to change.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(runtime) = &self.runtime {

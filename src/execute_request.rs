@@ -1,12 +1,44 @@
-//! Turns the caller's `execute_code` arguments into checked limits: code size and text checks,
-//! and timeout/memory requests clamped to the configured bounds. Clamping is reported back, so
-//! a model that asked for 10 000 seconds learns it got 300.
+//! An `execute_code` request ([`ExecuteRequest`]) and the checks that turn it into limits: code
+//! size and text checks, and timeout/memory requests clamped to the configured [`Bounds`].
+//! Clamping is reported back, so a model that asked for 10 000 seconds learns it got 300.
 //!
-//! Pure logic, no I/O: unit-tested here, used by the MCP layer before anything reaches Docker.
+//! Pure logic, no I/O: unit-tested here, used before anything reaches the engine.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::Config;
+use crate::sandbox::OutputTap;
+
+/// One `execute_code` request as the caller sent it, before any check.
+#[derive(Debug, Default)]
+pub struct ExecuteRequest {
+    pub code: String,
+    pub context_vars: Option<serde_json::Value>,
+    pub timeout_seconds: Option<f64>,
+    pub memory_mb: Option<f64>,
+    /// Offered each output chunk as it arrives (for progress reports).
+    pub tap: Option<Arc<dyn OutputTap>>,
+}
+
+impl ExecuteRequest {
+    /// A request for `code` with every other argument left to the defaults.
+    pub fn code(code: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// The configured bounds a request's timeout and memory are clamped to (from the
+/// `--default-*` and `--max-*` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub default_timeout_secs: u64,
+    pub max_timeout_secs: u64,
+    pub default_memory_mb: u64,
+    pub max_memory_mb: u64,
+}
 
 /// Below this the interpreter itself does not start reliably.
 pub const MIN_MEMORY_MB: u64 = 32;
@@ -121,13 +153,13 @@ pub fn check_job_size(code: &str, context_vars: &serde_json::Value) -> Result<()
 pub fn clamp(
     timeout_seconds: Option<f64>,
     memory_mb: Option<f64>,
-    config: &Config,
+    bounds: &Bounds,
 ) -> Result<ExecLimits, InputError> {
     let mut adjustments = Vec::new();
 
-    let max_t = config.max_timeout_secs as f64;
+    let max_t = bounds.max_timeout_secs as f64;
     let timeout = match timeout_seconds {
-        None => config.default_timeout_secs as f64,
+        None => bounds.default_timeout_secs as f64,
         Some(t) if !t.is_finite() => {
             return Err(InputError::NotFinite {
                 name: "timeout_seconds",
@@ -149,10 +181,10 @@ pub fn clamp(
         Some(t) => t,
     };
 
-    let max_m = config.max_memory_mb as f64;
+    let max_m = bounds.max_memory_mb as f64;
     let min_m = MIN_MEMORY_MB as f64;
     let memory_mb = match memory_mb {
-        None => config.default_memory_mb as f64,
+        None => bounds.default_memory_mb as f64,
         Some(m) if !m.is_finite() => {
             return Err(InputError::NotFinite {
                 name: "memory_mb",
@@ -182,6 +214,7 @@ pub fn clamp(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     #[test]
     fn code_checks() {
@@ -231,7 +264,7 @@ mod tests {
 
     #[test]
     fn defaults_apply_without_adjustment() {
-        let c = Config::defaults();
+        let c = Config::defaults().execute_bounds();
         let l = clamp(None, None, &c).unwrap();
         assert_eq!(l.timeout, Duration::from_secs(30));
         assert_eq!(l.memory_bytes, 500 * 1024 * 1024);
@@ -240,7 +273,7 @@ mod tests {
 
     #[test]
     fn out_of_range_requests_are_clamped_and_reported() {
-        let c = Config::defaults();
+        let c = Config::defaults().execute_bounds();
         let l = clamp(Some(-1.0), Some(0.0), &c).unwrap();
         assert_eq!(l.timeout, Duration::from_secs(1));
         assert_eq!(l.memory_bytes, 32 * 1024 * 1024);
@@ -255,7 +288,7 @@ mod tests {
 
     #[test]
     fn non_finite_requests_are_refused() {
-        let c = Config::defaults();
+        let c = Config::defaults().execute_bounds();
         assert!(clamp(Some(f64::NAN), None, &c).is_err());
         assert!(clamp(None, Some(f64::INFINITY), &c).is_err());
     }

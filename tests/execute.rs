@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 
+use code_execution_mcp::execute_request::ExecuteRequest;
 use code_execution_mcp::sandbox::Status;
 use common::{TestApp, assert_ok, stdout, wait_for_full_pool};
 use serde_json::json;
@@ -205,12 +206,8 @@ async fn cancellation_kills_the_container() {
     let token = cancel.clone();
     let run = tokio::spawn(async move {
         app.execute(
-            "import time\nprint('sleeping')\ntime.sleep(60)".into(),
-            None,
-            None,
-            None,
+            ExecuteRequest::code("import time\nprint('sleeping')\ntime.sleep(60)"),
             token,
-            None,
         )
         .await
     });

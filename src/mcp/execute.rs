@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{CodeExecutionServer, structured_error, text_error};
+use crate::execute_request::ExecuteRequest;
 use crate::progress::{self, LatestLine, Progress};
 use crate::sandbox::Status;
 use std::sync::Arc;
@@ -83,14 +84,14 @@ impl CodeExecutionServer {
         let context = args.context_vars.map(Value::Object);
         let token = ctx.meta.get_progress_token();
         let (tap, latest) = LatestLine::new();
-        let run = self.app.execute(
-            args.code,
-            context,
-            args.timeout_seconds,
-            args.memory_mb,
-            ctx.ct.clone(),
-            token.is_some().then(|| Arc::new(tap) as _),
-        );
+        let request = ExecuteRequest {
+            code: args.code,
+            context_vars: context,
+            timeout_seconds: args.timeout_seconds,
+            memory_mb: args.memory_mb,
+            tap: token.is_some().then(|| Arc::new(tap) as _),
+        };
+        let run = self.app.execute(request, ctx.ct.clone());
         let ran = match token {
             None => run.await,
             Some(token) => {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use code_execution_mcp::app::App;
 use code_execution_mcp::config::Config;
+use code_execution_mcp::execute_request::ExecuteRequest;
 use code_execution_mcp::sandbox::backend::Labelled;
 use code_execution_mcp::sandbox::spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER};
 use code_execution_mcp::sandbox::{Backend, Engine, Outcome};
@@ -76,12 +77,14 @@ impl TestApp {
     ) -> Outcome {
         self.app
             .execute(
-                code.into(),
-                context,
-                timeout,
-                memory_mb,
+                ExecuteRequest {
+                    code: code.into(),
+                    context_vars: context,
+                    timeout_seconds: timeout,
+                    memory_mb,
+                    ..Default::default()
+                },
                 Default::default(),
-                None,
             )
             .await
             .unwrap_or_else(|e| panic!("execution could not run: {e}"))

@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use code_execution_mcp::execute_request::ExecuteRequest;
 use serde_json::json;
 
 use crate::common::{self, assert_ok, call_tool, mcp_client};
@@ -207,12 +208,14 @@ async fn case_03_a_directory_swapped_for_a_symlink_mid_call_never_leads_outside(
         let outside = watch.canary_dir();
         let flipping = tokio::spawn(async move {
             app.execute(
-                flipper.into(),
-                Some(json!({ "outside": outside })),
-                Some(120.0),
-                None,
+                ExecuteRequest {
+                    code: flipper.into(),
+                    context_vars: Some(json!({ "outside": outside })),
+                    timeout_seconds: Some(120.0),
+                    memory_mb: None,
+                    ..Default::default()
+                },
                 Default::default(),
-                None,
             )
             .await
         });
@@ -582,14 +585,7 @@ async fn case_10_filling_the_workspace_past_its_quota_gets_enospc_or_a_quota_err
             assert_eq!(o.result, "wrote 40 MiB", "soft mode has no kernel limit");
             let err = t
                 .app
-                .execute(
-                    "print(1)".into(),
-                    None,
-                    None,
-                    None,
-                    Default::default(),
-                    None,
-                )
+                .execute(ExecuteRequest::code("print(1)"), Default::default())
                 .await
                 .expect_err("an execution while over the quota");
             assert!(err.to_string().contains("workspace is full"), "{err}");

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use code_execution_mcp::execute_request::ExecuteRequest;
 use serde_json::{Value, json};
 
 use crate::common::host_watch::HostWatch;
@@ -84,12 +85,14 @@ async fn case_37_a_canary_in_tmp_is_gone_next_time_and_invisible_to_concurrent_e
         let first_ctx = ctx.clone();
         let first = tokio::spawn(async move {
             app.execute(
-                writer.into(),
-                Some(first_ctx),
-                Some(120.0),
-                None,
+                ExecuteRequest {
+                    code: writer.into(),
+                    context_vars: Some(first_ctx),
+                    timeout_seconds: Some(120.0),
+                    memory_mb: None,
+                    ..Default::default()
+                },
                 Default::default(),
-                None,
             )
             .await
         });

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use code_execution_mcp::execute_request::ExecuteRequest;
 use code_execution_mcp::sandbox::Backend;
 use serde_json::{Value, json};
 
@@ -28,7 +29,7 @@ async fn case_40_a_100_mb_code_string_is_refused_before_the_engine() {
             let big = format!("x = 1\n{}", "#".repeat(100 * 1024 * 1024));
             let err = t
                 .app
-                .execute(big.clone(), None, None, None, Default::default(), None)
+                .execute(ExecuteRequest::code(big.clone()), Default::default())
                 .await
                 .expect_err("100 MB of code");
             assert!(
@@ -114,7 +115,16 @@ async fn case_41_nul_and_invalid_utf8_in_code_get_clear_errors() {
         async |t, _| {
             let run = |code: &str, ctx: Option<Value>| {
                 t.app
-                    .execute(code.to_string(), ctx, None, None, Default::default(), None)
+                    .execute(
+                        ExecuteRequest {
+                            code: code.to_string(),
+                            context_vars: ctx,
+                            timeout_seconds: None,
+                            memory_mb: None,
+                            ..Default::default()
+                        },
+                        Default::default(),
+                    )
             };
             for (code, ctx, needle) in [
                 ("print(1)\0", None, "NUL character at byte 8"),
@@ -495,12 +505,14 @@ async fn case_46_out_of_range_limits_are_clamped_and_the_response_says_so() {
             let err = t
                 .app
                 .execute(
-                    "x = 1".into(),
-                    None,
-                    timeout,
-                    memory,
+                    ExecuteRequest {
+                        code: "x = 1".into(),
+                        context_vars: None,
+                        timeout_seconds: timeout,
+                        memory_mb: memory,
+                        ..Default::default()
+                    },
                     Default::default(),
-                    None,
                 )
                 .await
                 .expect_err("a non-finite limit");
