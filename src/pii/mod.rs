@@ -7,7 +7,7 @@
 //! within a server) and hand tokens back; [`PiiEngine::restore`] (the `restore_pii` tool and
 //! `detokenize_pii(text)` in the sandbox) turns them into values again on the trusted side.
 //!
-//! - Detection (`detect.rs`): email, phone (NANP and `+` international), SSN, credit card (Luhn +
+//! - Detection (`detect/`): email, phone (NANP and `+` international), SSN, credit card (Luhn +
 //!   issuer ranges), IPv4/IPv6, API keys and secrets (AWS, GitHub, Slack, OpenAI-style, Stripe,
 //!   Google, JWT, private-key blocks, `key=value`, `Bearer` and URL-password secrets), IBAN
 //!   (mod-97). One multi-pattern regex pass (linear time, no backtracking) plus validators; the
