@@ -355,7 +355,7 @@ impl App {
 
     /// Checks and clamps the request, then runs it in a fresh container. With a tap, each
     /// output chunk is also offered to it as it arrives (for progress reports; see
-    /// [`crate::progress`]).
+    /// `progress`).
     pub async fn execute(
         &self,
         request: ExecuteRequest,

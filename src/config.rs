@@ -420,10 +420,7 @@ mod tests {
         c.validate().unwrap();
         assert_eq!(c.default_timeout_secs, 30);
         assert_eq!(c.default_memory_mb, 500);
-        assert_eq!(
-            c.start_timeout(),
-            crate::sandbox::execution::DEFAULT_START_LIMIT
-        );
+        assert_eq!(c.start_timeout(), crate::sandbox::DEFAULT_START_LIMIT);
         assert_eq!(c.transport, Transport::Stdio);
         assert_eq!(c.pii_output, PiiOutput::Tokenize, "privacy by default");
         assert_eq!(c.workspace_quota_bytes(), 1 << 30);

@@ -164,7 +164,7 @@ async fn memory_enforced(engine: Engine, image: String) -> Check {
         pool_size: 0,
         pool_memory_bytes: 0,
         image_id: String::new(),
-        start_limit: crate::sandbox::execution::DEFAULT_START_LIMIT,
+        start_limit: crate::sandbox::DEFAULT_START_LIMIT,
     };
     let sandbox = Sandbox::new(
         Arc::new(engine),

@@ -1,21 +1,42 @@
 //! code-execution-mcp: an MCP server whose `execute_code` runs agent-written Python in a fresh,
-//! locked-down Docker container per execution, with path-safe workspace tools around it.
+//! locked-down Docker container per execution, with tool discovery, skills, PII tokenization and
+//! path-safe workspace tools around it, in-process.
 //!
-//! The library holds all logic; `main.rs` only parses the command line. See `app::App` for how
-//! the pieces are assembled and `sandbox::Sandbox::run` for the one entry point of execution.
+//! The library holds all logic; `main.rs` only parses the command line. ARCHITECTURE.md draws
+//! the layers; dependencies point down the list below, never back up.
+//!
+//! # Layout
+//!
+//! - [`transport`]: how clients reach the server — stdio, streamable HTTP (tenants, `/health`),
+//!   and the JSON-RPC input checks both share.
+//! - [`mcp`]: the thirteen tools, a thin layer of argument shapes and responses over [`app`].
+//! - [`app`]: the assembled server ([`app::App`], one per tenant, over [`app::Shared`]): start
+//!   order, `execute` (checks, sandbox run, redaction), shutdown.
+//! - [`execute_request`]: an `execute_code` request, its checks and the clamping of its limits.
+//! - [`sandbox`]: one fresh container per execution — the engine seam ([`sandbox::Backend`]),
+//!   its Docker implementation, the execution state machine, the pool, the reaper, the image.
+//! - [`discovery`]: the tool catalog and its ranked search.
+//! - [`skills`]: the saved-skill store.
+//! - [`workspace`]: path-safe file operations under the workspace root, and its quota.
+//! - [`pii`]: detection and reversible tokenization of personal data; [`privacy`] applies it
+//!   to what the tools show the model.
+//! - [`config`]: the command line and environment; [`doctor`]: the engine and host checks.
+//! - Internal: `sandbox_calls` (what sandbox code may call on the server), `progress`
+//!   (progress notifications of long executions), `host_paths` (paths as the engine sees them
+//!   when the server runs in a container).
 
 pub mod app;
 pub mod config;
 pub mod discovery;
 pub mod doctor;
 pub mod execute_request;
-pub mod host_paths;
+mod host_paths;
 pub mod mcp;
 pub mod pii;
 pub mod privacy;
-pub mod progress;
+mod progress;
 pub mod sandbox;
-pub mod sandbox_calls;
+mod sandbox_calls;
 pub mod skills;
 pub mod transport;
 pub mod workspace;

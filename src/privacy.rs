@@ -68,8 +68,8 @@ mod tests {
 
     #[test]
     fn every_model_visible_field_is_tokenized() {
+        use crate::sandbox::BoundedText;
         use crate::sandbox::Status;
-        use crate::sandbox::output::BoundedText;
         let pii = PiiEngine::new([7; 32], 100);
         let mut stdout = BoundedText::new(1000);
         stdout.push("mail ann@example.com\n");

@@ -1,7 +1,7 @@
 //! The sandbox: `Sandbox::run(Job) -> Outcome` is the one entry point. Each run gets a fresh,
 //! hardened container ([`spec`]) that is removed afterwards on every path; concurrency is
 //! bounded by a semaphore with a bounded wait queue; shutdown cancels what runs and waits for
-//! the removals; containers a crashed server left behind are reaped at start ([`reaper`]).
+//! the removals; containers a crashed server left behind are reaped at start (`reaper`).
 //!
 //! The engine may stop, restart or stall under a running server. Every engine call an
 //! execution makes is bounded (the start by `--start-timeout-secs`, the code by its timeout,
@@ -13,12 +13,12 @@
 pub mod backend;
 pub mod channel;
 pub mod docker;
-pub mod events;
-pub mod execution;
+mod events;
+mod execution;
 pub mod image;
-pub mod output;
-pub mod pool;
-pub mod reaper;
+mod output;
+mod pool;
+pub(crate) mod reaper;
 pub mod spec;
 pub mod stats;
 #[cfg(test)]
@@ -37,10 +37,9 @@ use tokio_util::task::TaskTracker;
 pub use backend::Backend;
 pub use channel::{BuiltinCalls, CallHandler, HarnessLimits};
 pub use docker::{Engine, EngineError, EngineInfo};
-pub use execution::{Job, Outcome, Status};
-pub use output::OutputTap;
+pub use execution::{DEFAULT_START_LIMIT, Job, Outcome, Status};
+pub use output::{BoundedText, OutputTap};
 use spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, SandboxSpec};
-
 use stats::Stats;
 
 #[derive(Debug, thiserror::Error)]
@@ -410,7 +409,7 @@ impl Sandbox {
 
     /// Stops accepting work, kills what runs, and waits until every container this instance
     /// created is removed (then removes any stragglers by label). Bounded: an engine that does
-    /// not answer within [`SHUTDOWN_LIMIT`] (and [`SWEEP_LIMIT`]) leaves what remains to the
+    /// not answer within `SHUTDOWN_LIMIT` (and `SWEEP_LIMIT`) leaves what remains to the
     /// next start's reaper.
     pub async fn shutdown(&self) {
         let deadline = tokio::time::Instant::now() + SHUTDOWN_LIMIT;

@@ -11,11 +11,11 @@ use super::{Sandbox, pool};
 
 impl Sandbox {
     /// Follows the engine's events for as long as the server runs (a broken stream is
-    /// reopened, and counted in [`events::EngineBreaks`]): `oom` events of this instance's
-    /// containers (see [`events`]), and image events, so that when the sandbox image's tag
+    /// reopened, and counted in `EngineBreaks`): `oom` events of this instance's
+    /// containers (see `events.rs`), and image events, so that when the sandbox image's tag
     /// moves to another image the pool is rebuilt from the new one (cold starts use the tag, so
     /// they follow by themselves). Also retries failed pool starts (see
-    /// [`Sandbox::keep_pool_filled`]).
+    /// `keep_pool_filled`).
     pub fn watch_engine(self: &Arc<Self>) {
         let sandbox = self.clone();
         self.cleanup.spawn(async move {

@@ -1,8 +1,8 @@
 //! The Docker Engine API (through bollard): connect (negotiating the API version, since the
 //! engines we meet speak 1.41), the container verbs of the [`super::backend::Backend`] seam
-//! ([`container`]), image builds and pulls ([`image`]), and the engine facts `doctor`, the
+//! (`container.rs`), image builds and pulls (`image.rs`), and the engine facts `doctor`, the
 //! health check and the host-path translation ask for (here). Errors are turned into messages
-//! that tell the user what to do ([`error`]).
+//! that tell the user what to do (`error.rs`).
 //!
 //! Only this module talks to bollard; the rest of the server goes through [`Engine`]'s methods
 //! and the [`super::backend::Backend`] trait.
