@@ -34,6 +34,7 @@ mod host_paths;
 pub mod mcp;
 pub mod pii;
 pub mod privacy;
+mod process;
 mod progress;
 pub mod sandbox;
 mod sandbox_calls;

@@ -611,7 +611,7 @@ impl Workspace {
                 return Flow::Next;
             };
             let stale = match parse_temp_writer(rest) {
-                Some((pid, started)) => crate::sandbox::reaper::process_is_gone(pid, started),
+                Some((pid, started)) => crate::process::process_is_gone(pid, started),
                 None => rfs::statat(e.dir, e.name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
                     let mtime = std::time::UNIX_EPOCH
                         + std::time::Duration::from_secs(st.st_mtime.max(0) as u64);
@@ -1269,7 +1269,7 @@ fn temp_name() -> String {
         let pid = std::process::id();
         (
             pid,
-            crate::sandbox::reaper::process_start_time(pid).unwrap_or(0),
+            crate::process::process_start_time(pid).unwrap_or(0),
         )
     });
     format!("{TEMP_PREFIX}{pid}-{started}-{:016x}", random_u64())
@@ -1944,7 +1944,7 @@ mod tests {
         let name = temp_name();
         let (pid, started) = parse_temp_writer(name.strip_prefix(TEMP_PREFIX).unwrap()).unwrap();
         assert_eq!(pid, std::process::id());
-        assert!(!crate::sandbox::reaper::process_is_gone(pid, started));
+        assert!(!crate::process::process_is_gone(pid, started));
         for junk in [
             "",
             "1-2",

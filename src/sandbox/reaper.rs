@@ -6,6 +6,7 @@
 use super::backend::{Backend, Labelled};
 use super::docker::EngineError;
 use super::spec::{LABEL_MANAGED, LABEL_OWNER};
+use crate::process::{hostname, process_is_gone, process_start_time};
 
 /// This process as an owner label: `hostname:pid:starttime` (starttime from /proc guards
 /// against pid reuse).
@@ -17,21 +18,6 @@ pub fn current_owner() -> String {
         pid,
         process_start_time(pid).unwrap_or(0)
     )
-}
-
-fn hostname() -> String {
-    rustix::system::uname()
-        .nodename()
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// Field 22 of /proc/PID/stat: the process's start time in clock ticks since boot.
-pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces and parentheses: skip past its last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// Whether the owner label names a process on this host that is no longer running.
@@ -47,12 +33,6 @@ pub fn owner_is_dead(owner: &str) -> bool {
         return false;
     };
     process_is_gone(pid, start)
-}
-
-/// Whether process `pid` of this host, started at `start` (clock ticks since boot), no longer
-/// runs (a reused pid has another start time).
-pub(crate) fn process_is_gone(pid: u32, start: u64) -> bool {
-    process_start_time(pid) != Some(start)
 }
 
 /// Removes the managed containers whose owner process on this host has died. Returns how many.
