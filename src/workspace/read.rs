@@ -1,0 +1,67 @@
+//! Reading a file: regular files only, opened without blocking (a FIFO never blocks), refused
+//! from `fstat` when over the size cap, and read to at most cap + 1 bytes, so a file that grows
+//! after the `fstat` cannot get past the cap either.
+
+use std::io::Read;
+use std::os::fd::AsFd;
+
+use rustix::fs::{self as rfs, FileType, Mode, OFlags};
+
+use super::error::{Result, WorkspaceError, kind_name};
+use super::path::{ctx, show};
+use super::{FileContent, Workspace, validate_relative_path};
+
+impl Workspace {
+    /// Reads a regular file of at most `max_file_bytes`.
+    pub fn read_file(&self, rel: &str) -> Result<FileContent> {
+        let comps = validate_relative_path(rel, self.limits.max_path_len)?;
+        let fd = self
+            .open_beneath(
+                self.root.as_fd(),
+                &comps,
+                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
+                Mode::empty(),
+            )
+            .map_err(|e| self.open_error(e, &comps, "open"))?;
+        let st = rfs::fstat(&fd).map_err(|e| WorkspaceError::io(ctx("stat", &comps), e))?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => {}
+            FileType::Directory => {
+                return Err(WorkspaceError::IsDirectory {
+                    path: show(&comps),
+                    hint: "list_workspace_files shows the files inside it",
+                });
+            }
+            other => {
+                return Err(WorkspaceError::NotRegularFile {
+                    path: show(&comps),
+                    kind: kind_name(other),
+                });
+            }
+        }
+        let cap = self.limits.max_file_bytes;
+        let size = u64::try_from(st.st_size).unwrap_or(0);
+        if size > cap {
+            return Err(WorkspaceError::TooLarge {
+                path: show(&comps),
+                size,
+                limit: cap,
+            });
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
+        // cap + 1 bytes at most: a file that grew after the fstat is still caught.
+        std::fs::File::from(fd)
+            .take(cap.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| WorkspaceError::io(ctx("read", &comps), e))?;
+        let read = bytes.len() as u64;
+        if read > cap {
+            return Err(WorkspaceError::TooLarge {
+                path: show(&comps),
+                size: read,
+                limit: cap,
+            });
+        }
+        Ok(FileContent { bytes, size: read })
+    }
+}
