@@ -23,7 +23,9 @@
 //! - [`config`]: the command line and environment; [`doctor`]: the engine and host checks.
 //! - Internal: `sandbox_calls` (what sandbox code may call on the server), `progress`
 //!   (progress notifications of long executions), `host_paths` (paths as the engine sees them
-//!   when the server runs in a container).
+//!   when the server runs in a container), `safe_fs` (the file primitives the workspace and the
+//!   skills store share: atomic writes, temp files, bounded reads, never following a link),
+//!   `process` (a process's start time and liveness, for owner labels and temp files).
 
 pub mod app;
 pub mod config;
@@ -36,6 +38,7 @@ pub mod pii;
 pub mod privacy;
 mod process;
 mod progress;
+mod safe_fs;
 pub mod sandbox;
 mod sandbox_calls;
 pub mod skills;

@@ -1,10 +1,9 @@
 //! What a workspace tool can go wrong with, and how it is worded: [`WorkspaceError`], whose
-//! every message says what to do next, with the helpers that name a file type, recognise a full
-//! disk and print a size for those messages. Kept apart so the operations read as operations.
+//! every message says what to do next, with the helpers that recognise a full disk and print a
+//! size for those messages. Kept apart so the operations read as operations.
 
 use std::fmt;
 
-use rustix::fs::FileType;
 use rustix::io::Errno;
 
 use super::Workspace;
@@ -74,19 +73,6 @@ impl Workspace {
         WorkspaceError::Full {
             quota_bytes: self.limits.quota_bytes,
         }
-    }
-}
-
-pub(super) fn kind_name(ft: FileType) -> &'static str {
-    match ft {
-        FileType::RegularFile => "regular file",
-        FileType::Directory => "directory",
-        FileType::Symlink => "symlink",
-        FileType::Fifo => "fifo",
-        FileType::Socket => "socket",
-        FileType::CharacterDevice => "character device",
-        FileType::BlockDevice => "block device",
-        _ => "unknown type",
     }
 }
 

@@ -2,7 +2,7 @@
 //! root), and the owner new files and directories get when the server runs as root. The rule is a
 //! pure function, kept apart from the `fchown` calls that act on it.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::AsFd;
 use std::path::Path;
 
 use rustix::fs::{self as rfs, Gid, Mode, OFlags, Uid};
@@ -134,7 +134,7 @@ fn non_root_gid(uid: u32, gid: u32) -> u32 {
     }
 }
 
-pub(super) fn chown_fd(fd: &OwnedFd, user: SandboxUser) -> std::result::Result<(), Errno> {
+pub(super) fn chown_fd(fd: impl AsFd, user: SandboxUser) -> std::result::Result<(), Errno> {
     rfs::fchown(
         fd,
         Some(Uid::from_raw(user.uid)),

@@ -2,14 +2,14 @@
 //! from `fstat` when over the size cap, and read to at most cap + 1 bytes, so a file that grows
 //! after the `fstat` cannot get past the cap either.
 
-use std::io::Read;
 use std::os::fd::AsFd;
 
 use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 
-use super::error::{Result, WorkspaceError, kind_name};
+use super::error::{Result, WorkspaceError};
 use super::path::{ctx, show};
 use super::{FileContent, Workspace, validate_relative_path};
+use crate::safe_fs::{self, kind_name};
 
 impl Workspace {
     /// Reads a regular file of at most `max_file_bytes`.
@@ -48,11 +48,9 @@ impl Workspace {
                 limit: cap,
             });
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
         // cap + 1 bytes at most: a file that grew after the fstat is still caught.
-        std::fs::File::from(fd)
-            .take(cap.saturating_add(1))
-            .read_to_end(&mut bytes)
+        let capacity = usize::try_from(size).unwrap_or(0).saturating_add(1);
+        let bytes = safe_fs::read_bounded(std::fs::File::from(fd), cap, capacity)
             .map_err(|e| WorkspaceError::io(ctx("read", &comps), e))?;
         let read = bytes.len() as u64;
         if read > cap {

@@ -9,8 +9,9 @@ use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 use super::Workspace;
-use super::error::{Result, WorkspaceError, is_no_space, kind_name};
+use super::error::{Result, WorkspaceError, is_no_space};
 use super::path::{ctx, show};
+use crate::safe_fs::kind_name;
 
 /// How paths are resolved beneath the root fd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,14 +2,12 @@
 //! (`.cem-tmp-<pid>-<start time>-<random>`), so that the ones a killed server left behind are told
 //! apart from a live writer's and removed at the next start.
 
-use std::hash::{BuildHasher, RandomState};
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use rustix::fs::{self as rfs, AtFlags, FileType};
 
 use super::error::{Result, WorkspaceError};
 use super::walk::{Flow, walk};
 use super::{TEMP_PREFIX, USAGE_MAX_DEPTH, USAGE_MAX_ENTRIES, Workspace};
+use crate::safe_fs;
 
 /// Temp files whose writer cannot be told from their name (an older naming) are removed once
 /// they are this old.
@@ -67,12 +65,13 @@ impl Workspace {
 /// `.cem-tmp-<pid>-<start time>-<random>`: the writer's identity, so that its leftovers can be
 /// recognised once it is gone (see [`Workspace::remove_stale_temps`]).
 pub(super) fn temp_name() -> String {
-    static WRITER: std::sync::OnceLock<(u32, u64)> = std::sync::OnceLock::new();
-    let (pid, started) = *WRITER.get_or_init(|| {
+    static WRITER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let prefix = WRITER.get_or_init(|| {
         let pid = std::process::id();
-        (pid, crate::process::process_start_time(pid).unwrap_or(0))
+        let started = crate::process::process_start_time(pid).unwrap_or(0);
+        format!("{TEMP_PREFIX}{pid}-{started}-")
     });
-    format!("{TEMP_PREFIX}{pid}-{started}-{:016x}", random_u64())
+    safe_fs::temp_name(prefix)
 }
 
 /// The writer's pid and start time from what follows [`TEMP_PREFIX`] in a temp file's name.
@@ -82,16 +81,4 @@ pub(super) fn parse_temp_writer(rest: &str) -> Option<(u32, u64)> {
     let started = parts.next()?.parse().ok()?;
     let random = parts.next()?;
     (random.len() == 16 && random.bytes().all(|b| b.is_ascii_hexdigit())).then_some((pid, started))
-}
-
-/// Unpredictable enough for temp names (O_EXCL makes collisions harmless): std's per-process
-/// random hash keys over a counter and the time.
-fn random_u64() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    RandomState::new().hash_one((n, t, std::process::id()))
 }

@@ -1,10 +1,10 @@
-//! The operations that change files. [`Workspace::write_file`] writes a fresh `O_CREAT | O_EXCL`
-//! temp file, `fsync`s it and renames it over the name, creating missing parents one `mkdirat` at
-//! a time; [`Workspace::delete_file`] unlinks a name, never a directory. Neither ever modifies an
-//! existing inode, so a planted link or a hard link to another file is replaced, not followed.
+//! The operations that change files. [`Workspace::write_file`] creates missing parents one
+//! `mkdirat` at a time, then writes a fresh `O_CREAT | O_EXCL` temp file, `fsync`s it and renames
+//! it over the name ([`safe_fs::write_atomic`]); [`Workspace::delete_file`] unlinks a name, never
+//! a directory. Neither ever modifies an existing inode, so a planted link or a hard link to
+//! another file is replaced, not followed.
 
-use std::io::Write;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -14,6 +14,7 @@ use super::owner::chown_fd;
 use super::path::{ctx, show};
 use super::temp::temp_name;
 use super::{DIR_MODE, FILE_MODE, SandboxUser, Workspace, validate_relative_path};
+use crate::safe_fs::{self, AtomicWriteError};
 
 impl Workspace {
     /// Writes `content` to `rel` atomically (temp file + `renameat`), creating missing parent
@@ -51,13 +52,33 @@ impl Workspace {
             });
         }
 
-        let (tmp_name, tmp_fd) = self.create_temp(dir.as_fd(), &comps)?;
-        let result = self.fill_and_rename(&dir, &tmp_name, tmp_fd, name, content, owner, &comps);
-        if let Err(e) = result {
-            // Best effort: the temp name is ours (O_EXCL), nothing else is lost if it is gone.
-            let _ = rfs::unlinkat(&dir, tmp_name.as_str(), AtFlags::empty());
-            return Err(e);
-        }
+        let written = safe_fs::write_atomic(
+            dir.as_fd(),
+            name,
+            content,
+            Mode::from_raw_mode(FILE_MODE),
+            temp_name,
+            |fd| match owner {
+                Some(owner) => chown_fd(fd, owner),
+                None => Ok(()),
+            },
+        );
+        written.map_err(|e| match e {
+            AtomicWriteError::CreateTemp(e) if is_no_space(Some(e.raw_os_error())) => self.full(),
+            AtomicWriteError::CreateTemp(e) => {
+                WorkspaceError::io(ctx("create a temp file for", &comps), e)
+            }
+            AtomicWriteError::Write(e) if is_no_space(e.raw_os_error()) => self.full(),
+            AtomicWriteError::Write(e) => WorkspaceError::io(ctx("write", &comps), e),
+            AtomicWriteError::Rename(Errno::ISDIR | Errno::NOTEMPTY | Errno::EXIST) => {
+                WorkspaceError::IsDirectory {
+                    path: show(&comps),
+                    hint: "choose a file name, not a directory",
+                }
+            }
+            AtomicWriteError::Rename(e) if is_no_space(Some(e.raw_os_error())) => self.full(),
+            AtomicWriteError::Rename(e) => WorkspaceError::io(ctx("rename into place", &comps), e),
+        })?;
         // Durability of the rename; not worth failing the write over.
         if let Ok(d) = rfs::openat(
             &dir,
@@ -65,49 +86,9 @@ impl Workspace {
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
-            let _ = rfs::fsync(&d);
+            let _ = safe_fs::sync_dir(d.as_fd());
         }
         Ok(len)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn fill_and_rename(
-        &self,
-        dir: &OwnedFd,
-        tmp_name: &str,
-        tmp_fd: OwnedFd,
-        name: &str,
-        content: &[u8],
-        owner: Option<SandboxUser>,
-        comps: &[&str],
-    ) -> Result<()> {
-        let write_err = |e: std::io::Error| -> WorkspaceError {
-            if is_no_space(e.raw_os_error()) {
-                self.full()
-            } else {
-                WorkspaceError::io(ctx("write", comps), e)
-            }
-        };
-        rfs::fchmod(&tmp_fd, Mode::from_raw_mode(FILE_MODE)).map_err(|e| write_err(e.into()))?;
-        if let Some(owner) = owner {
-            chown_fd(&tmp_fd, owner).map_err(|e| write_err(e.into()))?;
-        }
-        let mut file = std::fs::File::from(tmp_fd);
-        file.write_all(content).map_err(write_err)?;
-        file.sync_all().map_err(write_err)?;
-        drop(file);
-        #[cfg(test)]
-        if FAIL_BEFORE_RENAME.with(|f| f.get()) {
-            return Err(WorkspaceError::io("injected failure", Errno::IO));
-        }
-        rfs::renameat(dir, tmp_name, dir, name).map_err(|e| match e {
-            Errno::ISDIR | Errno::NOTEMPTY | Errno::EXIST => WorkspaceError::IsDirectory {
-                path: show(comps),
-                hint: "choose a file name, not a directory",
-            },
-            e if is_no_space(Some(e.raw_os_error())) => self.full(),
-            e => WorkspaceError::io(ctx("rename into place", comps), e),
-        })
     }
 
     /// Removes a file, symlink, FIFO or socket (never a directory); a symlink is removed itself.
@@ -173,31 +154,4 @@ impl Workspace {
         }
         Ok(cur)
     }
-
-    fn create_temp(&self, dir: BorrowedFd<'_>, comps: &[&str]) -> Result<(String, OwnedFd)> {
-        for _ in 0..16 {
-            let name = temp_name();
-            match rfs::openat(
-                dir,
-                name.as_str(),
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::from_raw_mode(FILE_MODE),
-            ) {
-                Ok(fd) => return Ok((name, fd)),
-                Err(Errno::EXIST) => continue,
-                Err(e) if is_no_space(Some(e.raw_os_error())) => return Err(self.full()),
-                Err(e) => return Err(WorkspaceError::io(ctx("create a temp file for", comps), e)),
-            }
-        }
-        Err(WorkspaceError::io(
-            ctx("create a temp file for", comps),
-            Errno::EXIST,
-        ))
-    }
-}
-
-#[cfg(test)]
-thread_local! {
-    /// Test hook: make `write_file` fail after the temp file is written, before the rename.
-    pub(super) static FAIL_BEFORE_RENAME: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }

@@ -2,8 +2,8 @@
 //! their temp files, ownership of what the server writes.
 
 use super::*;
+use crate::safe_fs::FAIL_BEFORE_RENAME;
 use crate::workspace::temp::{parse_temp_writer, temp_name};
-use crate::workspace::write::FAIL_BEFORE_RENAME;
 use rustix::fs::FileType;
 
 // ----- special files -----
