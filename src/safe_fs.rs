@@ -141,6 +141,20 @@ pub(crate) fn kind_name(ft: FileType) -> &'static str {
     }
 }
 
+/// A file type as a sentence names it ("is a FIFO", "is of an unknown kind").
+pub(crate) fn kind_phrase(ft: FileType) -> &'static str {
+    match ft {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a directory",
+        FileType::Symlink => "a symbolic link",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        _ => "of an unknown kind",
+    }
+}
+
 #[cfg(test)]
 thread_local! {
     /// Test hook: make `write_atomic` fail after the temp file is written, before the rename.

@@ -6,10 +6,7 @@
 //! apart so that the safety of the store's file access can be reviewed in one place.
 
 use std::ffi::CStr;
-use std::hash::{BuildHasher, RandomState};
-use std::io::{Read, Write};
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
 use rustix::fs::{self as rfs, AtFlags, Dir, FileType, Mode, OFlags};
@@ -18,29 +15,14 @@ use rustix::io::Errno;
 use super::error::{Result, SkillError};
 use super::store::SkillStore;
 use super::{DIR_MODE, FILE_MODE, STALE_TEMP_SECS, TEMP_PREFIX};
+use crate::safe_fs::{self, AtomicWriteError};
 
-pub(super) fn kind_name(ft: FileType) -> &'static str {
-    match ft {
-        FileType::RegularFile => "a regular file",
-        FileType::Directory => "a directory",
-        FileType::Symlink => "a symbolic link",
-        FileType::Fifo => "a FIFO",
-        FileType::Socket => "a socket",
-        FileType::CharacterDevice => "a character device",
-        FileType::BlockDevice => "a block device",
-        _ => "of an unknown kind",
-    }
-}
+pub(super) use crate::safe_fs::kind_phrase as kind_name;
 
 pub(super) fn mtime_of(st: &rfs::Stat) -> DateTime<Utc> {
     #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
     let (secs, nsec) = (st.st_mtime as i64, st.st_mtime_nsec as u32);
     DateTime::from_timestamp(secs, nsec / 1000 * 1000).unwrap_or_default()
-}
-
-fn random_u64() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    RandomState::new().hash_one((COUNTER.fetch_add(1, Ordering::Relaxed), std::process::id()))
 }
 
 impl SkillStore {
@@ -131,7 +113,7 @@ impl SkillStore {
     }
 
     /// Writes `data` to `file` in `dir` through a fresh `O_EXCL` temp file, `fsync` and
-    /// `renameat`. The caller syncs the directory.
+    /// `renameat` ([`safe_fs::write_atomic`]). The caller syncs the directory.
     pub(super) fn write_atomic(
         &self,
         dir: BorrowedFd<'_>,
@@ -139,26 +121,19 @@ impl SkillStore {
         data: &[u8],
         path: &str,
     ) -> Result<()> {
-        let (tmp, fd) = create_temp(dir, path)?;
-        let written = (|| -> std::io::Result<()> {
-            rfs::fchmod(&fd, Mode::from_raw_mode(FILE_MODE))?;
-            let mut f = std::fs::File::from(fd);
-            f.write_all(data)?;
-            f.sync_all()?;
-            rfs::renameat(dir, tmp.as_str(), dir, file)?;
-            Ok(())
-        })();
-        written.map_err(|e| {
-            let _ = rfs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
-            SkillError::io(format!("cannot write {path}"), e)
+        let mode = Mode::from_raw_mode(FILE_MODE);
+        let temp = || safe_fs::temp_name(TEMP_PREFIX);
+        safe_fs::write_atomic(dir, file, data, mode, temp, |_| Ok(())).map_err(|e| match e {
+            AtomicWriteError::CreateTemp(e) => {
+                SkillError::io(format!("cannot create a temp file for {path}"), e)
+            }
+            AtomicWriteError::Write(e) => SkillError::io(format!("cannot write {path}"), e),
+            AtomicWriteError::Rename(e) => SkillError::io(format!("cannot write {path}"), e),
         })
     }
 
     pub(super) fn sync_dir(&self, dir: BorrowedFd<'_>, path: &str) -> Result<()> {
-        match rfs::fsync(dir) {
-            Ok(()) | Err(Errno::INVAL) => Ok(()), // some filesystems cannot sync directories
-            Err(e) => Err(SkillError::io(format!("cannot sync {path}"), e)),
-        }
+        safe_fs::sync_dir(dir).map_err(|e| SkillError::io(format!("cannot sync {path}"), e))
     }
 
     /// Removes temp files left by a crash (older than an hour, so a writer in another process is
@@ -213,34 +188,10 @@ pub(super) fn check_code<'a>(bytes: &'a [u8], limit: u64, what: &str) -> Result<
     Ok(text)
 }
 
-/// Reads at most `limit + 1` bytes, so a caller can tell "over the limit" without reading it all.
+/// Reads at most `limit + 1` bytes ([`safe_fs::read_bounded`]), so a caller can tell "over the
+/// limit" without reading it all.
 pub(super) fn read_bounded(f: std::fs::File, limit: u64, path: &str) -> Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    f.take(limit.saturating_add(1))
-        .read_to_end(&mut buf)
-        .map_err(|e| SkillError::io(format!("cannot read {path}"), e))?;
-    Ok(buf)
-}
-
-fn create_temp(dir: BorrowedFd<'_>, path: &str) -> Result<(String, OwnedFd)> {
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    for _ in 0..16 {
-        let tmp = format!("{TEMP_PREFIX}{:016x}", random_u64());
-        match rfs::openat(dir, tmp.as_str(), flags, Mode::from_raw_mode(FILE_MODE)) {
-            Ok(fd) => return Ok((tmp, fd)),
-            Err(Errno::EXIST) => continue,
-            Err(e) => {
-                return Err(SkillError::io(
-                    format!("cannot create a temp file for {path}"),
-                    e,
-                ));
-            }
-        }
-    }
-    Err(SkillError::io(
-        format!("cannot create a temp file for {path}"),
-        Errno::EXIST,
-    ))
+    safe_fs::read_bounded(f, limit, 0).map_err(|e| SkillError::io(format!("cannot read {path}"), e))
 }
 
 /// Removes directory `name` in `parent` and the non-directory entries in it, following nothing.
