@@ -90,8 +90,7 @@ async fn deadline_after_an_oom_kill_is_memory_limit() {
     // The kernel killed the code first (the engine records it), while the run was overdue.
     let rig = Rig::cold(vec![Step::Hang]);
     let engine = rig.engine.clone();
-    let sandbox = rig.sandbox.clone();
-    let run = tokio::spawn(async move { sandbox.run(job(2), CancellationToken::new()).await });
+    let run = rig.spawn_run(job(2), CancellationToken::new());
     engine.until_live(1).await;
     // Record the OOM kill as the engine would: the kill below keeps the first exit state.
     let name = engine.created()[0].clone();
@@ -135,8 +134,7 @@ async fn deadline_whose_kill_the_engine_never_answers_says_so() {
 async fn cancellation_while_running_kills_and_reports_cancelled() {
     let rig = Rig::cold(vec![Step::Hang]);
     let cancel = CancellationToken::new();
-    let (sandbox, token) = (rig.sandbox.clone(), cancel.clone());
-    let run = tokio::spawn(async move { sandbox.run(job(60), token).await });
+    let run = rig.spawn_run(job(60), cancel.clone());
     rig.engine.until_live(1).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     cancel.cancel();
@@ -155,8 +153,7 @@ async fn cancellation_while_the_container_starts_reports_cancelled() {
     let rig = Rig::cold(vec![ok(json!(null))]);
     rig.engine.stall_create.store(true, Ordering::SeqCst);
     let cancel = CancellationToken::new();
-    let (sandbox, token) = (rig.sandbox.clone(), cancel.clone());
-    let run = tokio::spawn(async move { sandbox.run(job(60), token).await });
+    let run = rig.spawn_run(job(60), cancel.clone());
     tokio::time::sleep(Duration::from_secs(1)).await;
     cancel.cancel();
     let outcome = run.await.unwrap().unwrap();

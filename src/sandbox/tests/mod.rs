@@ -73,6 +73,25 @@ impl Rig {
         Self::new(script, settings(0, 2))
     }
 
+    /// A sandbox whose pool of `size` is full.
+    async fn pooled(script: Vec<Step>, size: usize) -> Self {
+        let rig = Self::new(script, settings(size, 2));
+        rig.sandbox.refill();
+        rig.engine.until_live(size).await;
+        settle().await;
+        rig
+    }
+
+    /// Runs `job` in a task of its own, cancelled by `cancel`.
+    fn spawn_run(
+        &self,
+        job: Job,
+        cancel: CancellationToken,
+    ) -> tokio::task::JoinHandle<Result<Outcome, SandboxError>> {
+        let sandbox = self.sandbox.clone();
+        tokio::spawn(async move { sandbox.run(job, cancel).await })
+    }
+
     async fn run(&self, timeout_secs: u64) -> Result<Outcome, SandboxError> {
         self.sandbox
             .run(job(timeout_secs), CancellationToken::new())

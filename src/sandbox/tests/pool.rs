@@ -11,10 +11,7 @@ use crate::sandbox::backend::EngineEvent;
 
 #[tokio::test(start_paused = true)]
 async fn the_pool_fills_and_a_pooled_run_takes_one_then_refills() {
-    let rig = Rig::new(vec![ok(json!(1))], settings(2, 2));
-    rig.sandbox.refill();
-    rig.engine.until_live(2).await;
-    settle().await;
+    let rig = Rig::pooled(vec![ok(json!(1))], 2).await;
     assert_eq!(rig.sandbox.pool_ready(), 2);
     let outcome = rig.run(10).await.unwrap();
     assert_eq!(outcome.status, Status::Ok);
@@ -55,10 +52,7 @@ async fn failed_pool_starts_are_retried_with_backoff_until_the_pool_fills() {
 
 #[tokio::test(start_paused = true)]
 async fn a_pooled_container_that_ended_while_waiting_is_discarded() {
-    let rig = Rig::new(vec![ok(json!(1))], settings(1, 2));
-    rig.sandbox.refill();
-    rig.engine.until_live(1).await;
-    settle().await;
+    let rig = Rig::pooled(vec![ok(json!(1))], 1).await;
     let stale = rig.engine.created()[0].clone();
     crate::sandbox::Backend::kill(&rig.engine, &stale)
         .await
@@ -73,10 +67,7 @@ async fn a_pooled_container_that_ended_while_waiting_is_discarded() {
 
 #[tokio::test(start_paused = true)]
 async fn another_memory_limit_updates_a_pooled_container() {
-    let rig = Rig::new(vec![ok(json!(1))], settings(1, 2));
-    rig.sandbox.refill();
-    rig.engine.until_live(1).await;
-    settle().await;
+    let rig = Rig::pooled(vec![ok(json!(1))], 1).await;
     let mut job = job(10);
     job.memory_bytes = 512 * MB;
     let outcome = rig
@@ -92,11 +83,8 @@ async fn another_memory_limit_updates_a_pooled_container() {
 
 #[tokio::test(start_paused = true)]
 async fn a_refused_memory_update_runs_cold() {
-    let rig = Rig::new(vec![ok(json!(1))], settings(1, 2));
+    let rig = Rig::pooled(vec![ok(json!(1))], 1).await;
     rig.engine.fail_updates.store(true, Ordering::SeqCst);
-    rig.sandbox.refill();
-    rig.engine.until_live(1).await;
-    settle().await;
     let mut job = job(10);
     job.memory_bytes = 512 * MB;
     let outcome = rig
@@ -133,8 +121,7 @@ async fn a_full_queue_is_busy() {
     let mut settings = settings(0, 1);
     settings.max_queue = 0;
     let rig = Rig::new(vec![Step::Hang], settings);
-    let sandbox = rig.sandbox.clone();
-    let running = tokio::spawn(async move { sandbox.run(job(60), CancellationToken::new()).await });
+    let running = rig.spawn_run(job(60), CancellationToken::new());
     rig.engine.until_live(1).await;
     let error = rig.run(60).await.unwrap_err();
     assert!(
@@ -156,12 +143,10 @@ async fn a_full_queue_is_busy() {
 #[tokio::test(start_paused = true)]
 async fn cancellation_while_queued_is_cancelled_before_start() {
     let rig = Rig::new(vec![Step::Hang], settings(0, 1));
-    let sandbox = rig.sandbox.clone();
-    let running = tokio::spawn(async move { sandbox.run(job(60), CancellationToken::new()).await });
+    let running = rig.spawn_run(job(60), CancellationToken::new());
     rig.engine.until_live(1).await;
     let cancel = CancellationToken::new();
-    let (sandbox, token) = (rig.sandbox.clone(), cancel.clone());
-    let queued = tokio::spawn(async move { sandbox.run(job(60), token).await });
+    let queued = rig.spawn_run(job(60), cancel.clone());
     tokio::time::sleep(Duration::from_secs(1)).await;
     cancel.cancel();
     let outcome = queued.await.unwrap().unwrap();
@@ -183,12 +168,8 @@ async fn cancellation_while_queued_is_cancelled_before_start() {
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_cancels_runs_drains_the_pool_and_refuses_new_runs() {
-    let rig = Rig::new(vec![Step::Hang], settings(2, 2));
-    rig.sandbox.refill();
-    rig.engine.until_live(2).await;
-    settle().await;
-    let sandbox = rig.sandbox.clone();
-    let running = tokio::spawn(async move { sandbox.run(job(60), CancellationToken::new()).await });
+    let rig = Rig::pooled(vec![Step::Hang], 2).await;
+    let running = rig.spawn_run(job(60), CancellationToken::new());
     tokio::time::sleep(Duration::from_secs(1)).await;
     rig.sandbox.shutdown().await;
     assert_eq!(running.await.unwrap().unwrap().status, Status::Cancelled);
