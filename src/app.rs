@@ -148,6 +148,20 @@ impl Shared {
     }
 }
 
+/// Longest tenant name.
+pub(crate) const MAX_TENANT_CHARS: usize = 32;
+
+/// Whether `name` may name a tenant (it becomes a directory name): 1 to 32 of lowercase ASCII
+/// letters, digits, `_` and `-`, starting with a letter or digit.
+pub fn valid_tenant_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_TENANT_CHARS
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        && name.as_bytes()[0].is_ascii_alphanumeric()
+}
+
 /// One tenant's directories.
 #[derive(Debug, Clone)]
 pub struct TenantDirs {
@@ -165,12 +179,9 @@ impl TenantDirs {
     }
 
     /// Tenant `name`'s directories under `--data-dir` (the name is allowlisted by
-    /// [`crate::transport::auth::valid_tenant_name`]).
+    /// [`valid_tenant_name`]).
     pub fn tenant(config: &Config, name: &str) -> Self {
-        assert!(
-            crate::transport::auth::valid_tenant_name(name),
-            "tenant names are checked"
-        );
+        assert!(valid_tenant_name(name), "tenant names are checked");
         let root = config.data_dir().join("tenants").join(name);
         Self {
             workspace: root.join("workspace"),

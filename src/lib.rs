@@ -9,7 +9,8 @@
 //!
 //! - [`transport`]: how clients reach the server — stdio, streamable HTTP (tenants, `/health`),
 //!   and the JSON-RPC input checks both share.
-//! - [`mcp`]: the thirteen tools, a thin layer of argument shapes and responses over [`app`].
+//! - [`mcp`]: the tools (the original's thirteen names and two more), a thin layer of
+//!   argument shapes and responses over [`app`].
 //! - [`app`]: the assembled server ([`app::App`], one per tenant, over [`app::Shared`]): start
 //!   order, `execute` (checks, sandbox run, redaction), shutdown.
 //! - [`execute_request`]: an `execute_code` request, its checks and the clamping of its limits.

@@ -12,11 +12,12 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::app::{MAX_TENANT_CHARS, valid_tenant_name};
+
 /// Shortest token accepted: 32 characters of the allowed set carry well over 128 bits when
 /// generated randomly (e.g. `openssl rand -hex 32` gives 64).
 pub const MIN_TOKEN_CHARS: usize = 32;
 const MAX_TOKEN_CHARS: usize = 512;
-const MAX_TENANT_CHARS: usize = 32;
 /// A tokens file larger than this is not a tokens file.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
@@ -136,17 +137,6 @@ impl TokenTable {
         let set: BTreeSet<&str> = self.entries.iter().map(|(_, t)| t.as_str()).collect();
         set.into_iter().collect()
     }
-}
-
-/// Whether `name` may name a tenant (it becomes a directory name): 1 to 32 of lowercase ASCII
-/// letters, digits, `_` and `-`, starting with a letter or digit.
-pub fn valid_tenant_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_TENANT_CHARS
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-        && name.as_bytes()[0].is_ascii_alphanumeric()
 }
 
 /// Characters a token may hold: those of hex, base64 and base64url.
