@@ -65,12 +65,18 @@ fn is_latin_letter(c: char) -> bool {
         || (0x300..=0x36F).contains(&u)
 }
 
+/// Longest stretch before a candidate searched for the `://` of its URL. Generous on purpose:
+/// tokens are longer than the values they replace, so with a window near the URL's length the
+/// same text, sanitized, would put the `://` out of reach and find an email it did not find
+/// before (the URL's password).
+const USERINFO_LOOKBACK: usize = 4096;
+
 /// `scheme://user:password@host`: the part before `@` is a password, not an email's local part.
 fn in_url_userinfo(hay: &[u8], s: usize) -> bool {
     if before(hay, s, 1) != Some(b':') {
         return false;
     }
-    let from = s.saturating_sub(256);
+    let from = s.saturating_sub(USERINFO_LOOKBACK);
     let seg = &hay[from..s - 1];
     let seg = match seg
         .iter()
@@ -145,8 +151,9 @@ pub(super) fn validate_intl(hay: &[u8], s: usize, e: usize) -> Option<(usize, us
         return None;
     }
     // The regex takes every digit group it can; drop trailing groups while there are more than
-    // 15 digits or the last group is glued to what follows: `+44 20 7946 0958 415-555-0132`
-    // (another number), `+44 20 7946 0958 after 3:15` (a time).
+    // 15 digits, the last group is glued to what follows, or a `)` closes nothing:
+    // `+44 20 7946 0958 415-555-0132` (another number), `+44 20 7946 0958 after 3:15` (a time),
+    // `+86 138 015) 555 138 0013` (a number, a stray parenthesis, another number).
     let mut e = e;
     loop {
         // Drop an unbalanced trailing `)` and a trailing separator.
@@ -169,7 +176,9 @@ pub(super) fn validate_intl(hay: &[u8], s: usize, e: usize) -> Option<(usize, us
             Some(b) => is_word(b),
             None => false,
         };
-        if n <= 15 && !glued {
+        let open = m.iter().filter(|&&b| b == b'(').count();
+        let close = m.iter().filter(|&&b| b == b')').count();
+        if n <= 15 && !glued && close <= open {
             break;
         }
         let cut = m.iter().rposition(|b| matches!(b, b' ' | b'.' | b'-'))?;

@@ -109,6 +109,11 @@ fn phones() {
         found("+44 20 7946 0958 415-555-0132"),
         vec![(Phone, "+44 20 7946 0958"), (Phone, "415-555-0132")]
     );
+    // A `)` that closes nothing ends the number before it; the digits after it are another.
+    assert_eq!(
+        found("tel: +86 138 015) 555 138 0013 8000"),
+        vec![(Phone, "+86 138 015"), (Phone, "555 138 0013")]
+    );
     assert_none(&[
         "order 4829104823", // ten bare digits without a phone word
         "ts=1705312245",    // epoch seconds
