@@ -61,7 +61,6 @@ struct Container {
     exit: Option<ExitState>,
     kill: CancellationToken,
     stopped: CancellationToken,
-    started: bool,
 }
 
 #[derive(Default)]
@@ -275,7 +274,6 @@ impl Backend for std::sync::Arc<FakeEngine> {
                 exit: None,
                 kill: CancellationToken::new(),
                 stopped: CancellationToken::new(),
-                started: false,
             },
         );
         Ok(())
@@ -309,10 +307,13 @@ impl Backend for std::sync::Arc<FakeEngine> {
     }
 
     async fn start(&self, name: &str) -> Result<(), EngineError> {
-        if let Some(c) = self.state().containers.get_mut(name) {
-            c.started = true;
+        if self.state().containers.contains_key(name) {
+            return Ok(());
         }
-        Ok(())
+        Err(EngineError::Api {
+            action: "start a sandbox container",
+            message: format!("no such container: {name}"),
+        })
     }
 
     async fn kill(&self, name: &str) -> Result<(), EngineError> {
