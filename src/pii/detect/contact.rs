@@ -72,6 +72,7 @@ fn is_latin_letter(c: char) -> bool {
 const USERINFO_LOOKBACK: usize = 4096;
 
 /// `scheme://user:password@host`: the part before `@` is a password, not an email's local part.
+/// Also after `]//`, where a token took the scheme's colon.
 fn in_url_userinfo(hay: &[u8], s: usize) -> bool {
     if before(hay, s, 1) != Some(b':') {
         return false;
@@ -85,7 +86,9 @@ fn in_url_userinfo(hay: &[u8], s: usize) -> bool {
         Some(i) => &seg[i + 1..],
         None => seg,
     };
-    seg.windows(3).any(|w| w == b"://")
+    // `]//`: a token ends where the scheme's colon was (an IPv6 value such as `fe24::` takes
+    // it), so the sanitized text must still read as a URL.
+    seg.windows(3).any(|w| w == b"://" || w == b"]//")
 }
 
 const PHONE_CONTEXT: &[ContextWord] = &[

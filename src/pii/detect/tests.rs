@@ -518,6 +518,19 @@ fn overlaps_resolve_to_the_most_specific_or_covering_match() {
         found("https://admin:[API_KEY_868ee805]@db.example.com:5432/prod"),
         vec![]
     );
+    // A token that took the scheme's colon (an IPv6 value ending in `::`) still marks a URL:
+    // the password after it is no email (found by fuzzing: sanitized, the `://` was gone).
+    let original = "fe80::1 ff:fe24:://ann@examplce.om3cP:rtseassw0rd@ftp.example.orG/x";
+    assert_eq!(
+        found(original),
+        vec![(IpAddress, "fe80::1"), (IpAddress, "ff:fe24::")]
+    );
+    assert_eq!(
+        found(
+            "[IP_ADDRESS_adc280ad] [IP_ADDRESS_d6d6be8f]//ann@examplce.om3cP:rtseassw0rd@ftp.example.orG/x"
+        ),
+        vec![]
+    );
 }
 
 #[test]
