@@ -1,7 +1,8 @@
 //! What the server learns from the engine's event stream. Docker 20.10 handles a container's
 //! exit and the kernel's OOM notice separately; when the exit is handled first the engine
 //! records `OOMKilled: false` for good, though the `oom` event still arrives (measured: up to
-//! ~600 ms after `die`, for about 1 memory kill in 40 under load). [`OomEvents`] keeps the names
+//! ~600 ms after `die`, for about 1 memory kill in 40 under load; more than 1 s once, on 2 cores
+//! kept 100% busy by the soak test). [`OomEvents`] keeps the names
 //! of this server's containers that had one, so an execution that ended with SIGKILL's exit
 //! code can wait briefly for it before it calls the end a crash instead of a memory kill.
 //!

@@ -20,8 +20,9 @@ const SIGKILL_EXIT: i64 = 137;
 /// Exit code of a process ended by SIGTERM (what the engine sends when it shuts down).
 const SIGTERM_EXIT: i64 = 143;
 /// How long an execution that ended with [`SIGKILL_EXIT`] waits for the engine's late `oom`
-/// event (see [`crate::sandbox::events`]).
-const OOM_EVENT_WAIT: Duration = Duration::from_secs(1);
+/// event (see [`crate::sandbox::events`]). Only a SIGKILL that was no memory kill waits it out
+/// in full; a memory kill returns as soon as its event arrives.
+const OOM_EVENT_WAIT: Duration = Duration::from_secs(5);
 /// How long an execution whose container was stopped by a signal waits for the engine's event
 /// stream to break, the sign that the engine itself went away (see
 /// [`crate::sandbox::events::EngineBreaks`]).
