@@ -11,6 +11,7 @@ use tokio::sync::Semaphore;
 use crate::config::{Config, PiiOutput, SANDBOX_UID, shipped_dir};
 use crate::discovery::Discovery;
 use crate::execute_request::{self, ExecLimits, ExecuteRequest, InputError};
+use crate::gateway::{Gateway, GatewayView, ToolCallRecord, ToolSession, UpstreamsError};
 use crate::host_paths::{HostPathError, HostPaths};
 use crate::pii::PiiEngine;
 use crate::sandbox::image::{self, ImageError};
@@ -52,6 +53,15 @@ pub enum StartError {
     #[error("PII engine: {0}")]
     Pii(String),
     #[error(transparent)]
+    Upstreams(#[from] UpstreamsError),
+    #[error(
+        "tools package directory {path}: {source}. The server writes the generated `servers` package for sandboxes there (under --data-dir)"
+    )]
+    ToolsPackage {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
     HostPath(HostPathError),
 }
 
@@ -64,6 +74,19 @@ pub enum ExecuteError {
     Sandbox(#[from] SandboxError),
     #[error("{0}")]
     Workspace(WorkspaceError),
+    #[error(
+        "cannot prepare the `servers` package for this execution: {0}. Check that the data directory is writable"
+    )]
+    ToolsPackage(std::io::Error),
+}
+
+/// What one execution gave: its outcome, the limits it ran under, and the upstream tool calls
+/// its code made.
+#[derive(Debug)]
+pub struct Executed {
+    pub outcome: Outcome,
+    pub limits: ExecLimits,
+    pub tool_calls: Vec<ToolCallRecord>,
 }
 
 /// One tenant's server (the only one over stdio): its own workspace, skills, PII vault, stats
@@ -80,6 +103,8 @@ pub struct App {
     pub pii: Arc<PiiEngine>,
     pub sandbox: Arc<Sandbox>,
     pub stats: Arc<Stats>,
+    /// This tenant's upstream MCP servers (`--upstreams`), their tools and package.
+    pub gateway: Option<Arc<GatewayView>>,
 }
 
 /// What every tenant of a server shares: the engine, the sandbox image, the tool catalog, the
@@ -95,6 +120,8 @@ pub struct Shared {
     /// Executions running at once in the whole server (`--max-concurrency`).
     pub slots: Arc<Semaphore>,
     pub host_paths: HostPaths,
+    /// The upstream MCP servers of `--upstreams`, connecting in the background.
+    pub gateway: Option<Arc<Gateway>>,
 }
 
 impl Shared {
@@ -134,7 +161,21 @@ impl Shared {
                     message: e.to_string(),
                 })?,
             );
+        let gateway = match &config.upstreams {
+            None => None,
+            Some(path) => {
+                let upstreams = crate::gateway::config::read(path)?;
+                check_upstream_tenants(&upstreams).map_err(StartError::Config)?;
+                tracing::info!(
+                    upstreams = upstreams.len(),
+                    file = %path.display(),
+                    "connecting to upstream MCP servers"
+                );
+                Some(Gateway::start(upstreams, config.upstream_limits()))
+            }
+        };
         Ok(Arc::new(Self {
+            gateway,
             slots: Arc::new(Semaphore::new(config.max_concurrency)),
             config,
             engine,
@@ -145,6 +186,15 @@ impl Shared {
             discovery,
             host_paths,
         }))
+    }
+}
+
+impl Shared {
+    /// Stops what every tenant shares: the upstream connections (stdio upstreams are killed).
+    pub async fn shutdown(&self) {
+        if let Some(gateway) = &self.gateway {
+            gateway.shutdown().await;
+        }
     }
 }
 
@@ -162,11 +212,29 @@ pub fn valid_tenant_name(name: &str) -> bool {
         && name.as_bytes()[0].is_ascii_alphanumeric()
 }
 
+/// Every tenant an upstream names must be a valid tenant name (it is matched against the
+/// tokens file's tenants, which are checked by the same rule).
+fn check_upstream_tenants(upstreams: &[crate::gateway::UpstreamConfig]) -> Result<(), String> {
+    for u in upstreams {
+        for t in u.tenants.iter().flatten() {
+            if !valid_tenant_name(t) {
+                return Err(format!(
+                    "upstream `{}` in the upstreams file: {t:?} is not a tenant name (1 to {MAX_TENANT_CHARS} lowercase letters, digits, '_' or '-')",
+                    u.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// One tenant's directories.
 #[derive(Debug, Clone)]
 pub struct TenantDirs {
     pub workspace: PathBuf,
     pub skills: PathBuf,
+    /// Where the generated `servers` package is written (mounted read-only in sandboxes).
+    pub servers: PathBuf,
 }
 
 impl TenantDirs {
@@ -175,6 +243,7 @@ impl TenantDirs {
         Self {
             workspace: config.workspace_dir(),
             skills: config.skills_dir(),
+            servers: config.data_dir().join("servers"),
         }
     }
 
@@ -186,6 +255,7 @@ impl TenantDirs {
         Self {
             workspace: root.join("workspace"),
             skills: root.join("skills"),
+            servers: root.join("servers"),
         }
     }
 }
@@ -211,6 +281,7 @@ impl App {
         let TenantDirs {
             workspace: workspace_path,
             skills: skills_dir,
+            servers: servers_dir,
         } = dirs;
         if let Some(name) = tenant {
             tracing::info!("opening tenant {name}: {}", workspace_path.display());
@@ -309,6 +380,17 @@ impl App {
         );
         let calls = Arc::new(ServerCalls::new(skills.clone(), pii.clone()));
 
+        let gateway =
+            match &shared.gateway {
+                None => None,
+                Some(g) => Some(g.view(tenant, &servers_dir).map_err(|source| {
+                    StartError::ToolsPackage {
+                        path: servers_dir.clone(),
+                        source,
+                    }
+                })?),
+            };
+
         let stats = Arc::new(Stats::new());
         let for_engine = |path: &PathBuf| {
             let canonical = path.canonicalize().unwrap_or(path.clone());
@@ -321,6 +403,10 @@ impl App {
             image: shared.image.clone(),
             workspace: for_engine(&workspace_path)?,
             skills: Some(for_engine(&skills_dir)?),
+            servers: match &gateway {
+                Some(view) => Some(for_engine(&view.tree_root().to_path_buf())?),
+                None => None,
+            },
             uid: user.uid,
             gid: user.gid,
             pids_limit: config.pids_limit,
@@ -361,6 +447,7 @@ impl App {
             pii,
             sandbox,
             stats,
+            gateway,
         })
     }
 
@@ -371,13 +458,14 @@ impl App {
         &self,
         request: ExecuteRequest,
         cancel: tokio_util::sync::CancellationToken,
-    ) -> Result<(Outcome, ExecLimits), ExecuteError> {
+    ) -> Result<Executed, ExecuteError> {
         let ExecuteRequest {
             code,
             context_vars,
             timeout_seconds,
             memory_mb,
             tap,
+            confirm,
         } = request;
         execute_request::check_code(&code, self.config.max_code_bytes)?;
         execute_request::check_context_vars(context_vars.as_ref())?;
@@ -386,14 +474,44 @@ impl App {
         let limits =
             execute_request::clamp(timeout_seconds, memory_mb, &self.config.execute_bounds())?;
         self.check_soft_quota().await?;
+        let session = match &self.gateway {
+            None => None,
+            Some(view) => {
+                view.first_connections().await;
+                let view = view.clone();
+                let limits = self.config.call_limits();
+                let pii = (self.config.pii_output == PiiOutput::Tokenize).then(|| self.pii.clone());
+                let session = tokio::task::spawn_blocking(move || {
+                    ToolSession::new(view, limits, confirm, pii)
+                })
+                .await
+                .expect("package generation does not panic")
+                .map_err(ExecuteError::ToolsPackage)?;
+                Some(Arc::new(session))
+            }
+        };
         let job = Job {
             code,
             context_vars,
             timeout: limits.timeout,
             memory_bytes: limits.memory_bytes,
             tap,
+            servers: session
+                .as_ref()
+                .and_then(|s| s.tree_version().map(str::to_string)),
+            calls: session.as_ref().map(|s| {
+                Arc::new(
+                    ServerCalls::new(self.skills.clone(), self.pii.clone()).with_tools(s.clone()),
+                ) as Arc<dyn crate::sandbox::CallHandler>
+            }),
         };
-        let mut outcome = self.sandbox.run(job, cancel).await?;
+        let ran = self.sandbox.run(job, cancel).await;
+        let tool_calls = session.as_ref().map(|s| s.records()).unwrap_or_default();
+        if let Some(view) = &self.gateway {
+            drop(session);
+            view.collect_unused();
+        }
+        let mut outcome = ran?;
         if let Some(error) = outcome.error.as_mut()
             && mentions_no_space(error)
         {
@@ -408,7 +526,11 @@ impl App {
             .await
             .expect("redaction does not panic");
         }
-        Ok((outcome, limits))
+        Ok(Executed {
+            outcome,
+            limits,
+            tool_calls,
+        })
     }
 
     /// What to do when code ran out of space: which limits apply and how to free space.
@@ -470,6 +592,13 @@ impl App {
     pub async fn shutdown(&self) {
         self.sandbox.shutdown().await;
     }
+
+    /// Shuts this tenant's sandbox down, then what every tenant shares (for the single
+    /// tenant of stdio and of HTTP without tokens).
+    pub async fn shutdown_all(&self) {
+        self.shutdown().await;
+        self.shared.shutdown().await;
+    }
 }
 
 /// Creates `dir` and its missing parents with mode 0700, and makes `dir` and its parent (the
@@ -505,5 +634,22 @@ mod tests {
         ));
         assert!(!mentions_no_space("[Errno 2] No such file or directory"));
         assert!(!mentions_no_space("division by zero"));
+    }
+
+    #[test]
+    fn upstream_tenants_follow_the_tenant_name_rule() {
+        let file = |tenants: &str| {
+            crate::gateway::config::parse(
+                &format!(r#"{{"mcpServers": {{"a": {{"command": "x", "tenants": {tenants}}}}}}}"#),
+                &|_| None,
+            )
+            .unwrap()
+        };
+        assert!(check_upstream_tenants(&file(r#"["sales", "ops-2"]"#)).is_ok());
+        let e = check_upstream_tenants(&file(r#"["../x"]"#)).unwrap_err();
+        assert!(
+            e.contains("upstream `a`") && e.contains("not a tenant name"),
+            "{e}"
+        );
     }
 }

@@ -149,6 +149,7 @@ async fn memory_enforced(engine: Engine, image: String) -> Check {
         image,
         workspace: dir.clone(),
         skills: None,
+        servers: None,
         uid: crate::config::SANDBOX_UID,
         gid: crate::config::SANDBOX_UID,
         pids_limit: 64,
@@ -178,6 +179,8 @@ async fn memory_enforced(engine: Engine, image: String) -> Check {
         timeout: Duration::from_secs(30),
         memory_bytes: 64 << 20,
         tap: None,
+        calls: None,
+        servers: None,
     };
     let outcome = sandbox.run(job, Default::default()).await;
     sandbox.shutdown().await;

@@ -7,10 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::gateway::Confirm;
 use crate::sandbox::OutputTap;
 
 /// One `execute_code` request as the caller sent it, before any check.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct ExecuteRequest {
     pub code: String,
     pub context_vars: Option<serde_json::Value>,
@@ -18,6 +19,21 @@ pub struct ExecuteRequest {
     pub memory_mb: Option<f64>,
     /// Offered each output chunk as it arrives (for progress reports).
     pub tap: Option<Arc<dyn OutputTap>>,
+    /// Asks the user before an upstream call whose policy is `confirm` (MCP elicitation);
+    /// `None`: such calls are refused.
+    pub confirm: Option<Arc<dyn Confirm>>,
+}
+
+impl std::fmt::Debug for ExecuteRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecuteRequest")
+            .field("code_bytes", &self.code.len())
+            .field("timeout_seconds", &self.timeout_seconds)
+            .field("memory_mb", &self.memory_mb)
+            .field("tap", &self.tap.is_some())
+            .field("confirm", &self.confirm.is_some())
+            .finish()
+    }
 }
 
 impl ExecuteRequest {
@@ -137,6 +153,7 @@ pub fn check_job_size(code: &str, context_vars: &serde_json::Value) -> Result<()
             max_output_bytes: 0,
             max_result_bytes: 0,
         },
+        servers: None,
     }
     .to_line()
     .len();

@@ -1,6 +1,7 @@
 //! code-execution-mcp: an MCP server whose `execute_code` runs agent-written Python in a fresh,
 //! locked-down Docker container per execution, with tool discovery, skills, PII tokenization and
-//! path-safe workspace tools around it, in-process.
+//! path-safe workspace tools around it, in-process, and a gateway through which that code calls
+//! the user's own MCP servers.
 //!
 //! The library holds all logic; `main.rs` only parses the command line. ARCHITECTURE.md draws
 //! the layers; dependencies point down the list below, never back up.
@@ -14,6 +15,8 @@
 //! - [`app`]: the assembled server ([`app::App`], one per tenant, over [`app::Shared`]): start
 //!   order, `execute` (checks, sandbox run, redaction), shutdown.
 //! - [`execute_request`]: an `execute_code` request, its checks and the clamping of its limits.
+//! - [`gateway`]: the user's own MCP servers ("upstreams") as Python functions in the sandbox —
+//!   connections, the generated `servers` package, one execution's calls, policy.
 //! - [`sandbox`]: one fresh container per execution — the engine seam ([`sandbox::Backend`]),
 //!   its Docker implementation, the execution state machine, the pool, the reaper, the image.
 //! - [`discovery`]: the tool catalog and its ranked search.
@@ -33,6 +36,7 @@ pub mod config;
 pub mod discovery;
 pub mod doctor;
 pub mod execute_request;
+pub mod gateway;
 mod host_paths;
 pub mod mcp;
 pub mod pii;
@@ -45,3 +49,10 @@ mod sandbox_calls;
 pub mod skills;
 pub mod transport;
 pub mod workspace;
+
+/// Installs the TLS crypto provider (rustls with ring) that HTTPS clients of this process use:
+/// the clients of HTTPS upstreams, and any other reqwest client. Without one, building a client
+/// panics. Idempotent; `gateway::Gateway::start` calls it.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -1,7 +1,9 @@
 //! The server side of the channel's `call` frames: what sandbox code reaches through
-//! `save_skill`, `load_skill`, `list_skills`, `tokenize_pii` and `detokenize_pii`. Each call is
-//! validated exactly as the matching MCP tool validates it (the same library functions), so the
-//! channel gives code nothing it could not get through a tool.
+//! `save_skill`, `load_skill`, `list_skills`, `tokenize_pii` and `detokenize_pii`, and through
+//! `call_tool` (every function of the generated `servers` package) the upstream MCP servers
+//! of this tenant. Each call is validated exactly as the matching MCP tool validates it (the
+//! same library functions), so the channel gives code nothing it could not get through a
+//! tool; upstream calls go through the execution's [`ToolSession`], which holds its limits.
 
 use std::sync::Arc;
 
@@ -10,6 +12,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::gateway::ToolSession;
 use crate::pii::PiiEngine;
 use crate::privacy::check_restore_budget;
 use crate::sandbox::{BuiltinCalls, CallHandler};
@@ -19,12 +22,31 @@ use crate::skills::SkillStore;
 pub struct ServerCalls {
     skills: Arc<SkillStore>,
     pii: Arc<PiiEngine>,
+    tools: Option<Arc<ToolSession>>,
 }
 
 impl ServerCalls {
     pub fn new(skills: Arc<SkillStore>, pii: Arc<PiiEngine>) -> Self {
-        Self { skills, pii }
+        Self {
+            skills,
+            pii,
+            tools: None,
+        }
     }
+
+    /// The same calls, plus `call_tool` through one execution's session.
+    pub fn with_tools(mut self, session: Arc<ToolSession>) -> Self {
+        self.tools = Some(session);
+        self
+    }
+}
+
+#[derive(Deserialize)]
+struct CallTool {
+    server: String,
+    tool: String,
+    #[serde(default)]
+    arguments: Value,
 }
 
 #[derive(Deserialize)]
@@ -116,6 +138,18 @@ impl CallHandler for ServerCalls {
                     })
                     .await?;
                     Ok(json!(restored.text))
+                }
+                "call_tool" => {
+                    let p: CallTool =
+                        params(method, args, "server (str), tool (str), arguments (dict)")?;
+                    let Some(session) = &self.tools else {
+                        return Err("no upstream MCP servers are configured on this server (an administrator adds them with `serve --upstreams FILE`)".into());
+                    };
+                    let arguments = match p.arguments {
+                        Value::Null => Value::Object(Default::default()),
+                        other => other,
+                    };
+                    session.call(&p.server, &p.tool, arguments).await
                 }
                 _ => BuiltinCalls.call(method, args).await,
             }

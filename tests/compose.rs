@@ -29,6 +29,7 @@ async fn compose_stack_serves_two_tenants_apart_and_keeps_their_data_across_rest
     stack.wait_healthy(&url).await;
 
     // No token: a 401 that says what to send.
+    code_execution_mcp::install_tls_provider();
     let http = reqwest::Client::new();
     let answer = http
         .post(format!("{url}/mcp"))
@@ -174,6 +175,7 @@ impl Stack {
     }
 
     async fn wait_healthy(&self, url: &str) {
+        code_execution_mcp::install_tls_provider();
         let http = reqwest::Client::new();
         for _ in 0..120 {
             if let Ok(r) = http.get(format!("{url}/health")).send().await

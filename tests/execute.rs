@@ -213,11 +213,12 @@ async fn cancellation_kills_the_container() {
     });
     tokio::time::sleep(Duration::from_secs(2)).await;
     cancel.cancel();
-    let (o, _) = tokio::time::timeout(Duration::from_secs(15), run)
+    let o = tokio::time::timeout(Duration::from_secs(15), run)
         .await
         .expect("cancellation returns promptly")
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .outcome;
     assert_eq!(o.status, Status::Cancelled);
     common::assert_no_containers(&t.app.sandbox.instance().id).await;
     t.finish().await;

@@ -173,6 +173,7 @@ async fn a_sigkilled_servers_containers_are_reaped_at_the_next_start() {
 async fn streamable_http_serves_the_same_tools() {
     let t = TestApp::start().await;
     let server = common::HttpServer::start(t.app.clone()).await;
+    code_execution_mcp::install_tls_provider();
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(server.url.clone());
     let client = ().serve(transport).await.expect("MCP handshake over HTTP");
     let (err, v) = call_tool(

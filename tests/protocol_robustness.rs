@@ -192,6 +192,7 @@ struct RawHttp {
 
 impl RawHttp {
     async fn start(url: String) -> Self {
+        code_execution_mcp::install_tls_provider();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(120))
             .build()

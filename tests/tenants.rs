@@ -146,6 +146,7 @@ result = {
 #[tokio::test]
 async fn http_answers_401_for_missing_or_wrong_tokens_and_health_needs_none() {
     let server = TenantServer::start(|_| {}).await;
+    code_execution_mcp::install_tls_provider();
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(120))
         .build()
@@ -303,6 +304,7 @@ async fn with_tokens_the_server_listens_beyond_loopback() {
         .expect("the server starts");
     let server = HttpServer::serve_on(access, "0.0.0.0:0".parse().unwrap()).await;
     assert!(server.addr.ip().is_unspecified(), "{}", server.addr);
+    code_execution_mcp::install_tls_provider();
     let health = reqwest::Client::new()
         .get(server.url.replace("/mcp", "/health"))
         .send()
@@ -356,6 +358,7 @@ impl TenantServer {
     async fn client(&self, token: &str) -> RunningService<RoleClient, ()> {
         let config =
             StreamableHttpClientTransportConfig::with_uri(self.http.url.clone()).auth_header(token);
+        code_execution_mcp::install_tls_provider();
         let transport = StreamableHttpClientTransport::from_config(config);
         ().serve(transport).await.expect("MCP handshake over HTTP")
     }

@@ -1,8 +1,9 @@
 """In-container harness: runs one job of agent-written Python and reports over stdio.
 
 Frames are JSON objects, one per line, at most 8 MiB each:
-  in:  {"type":"job","code","context_vars","limits":{"max_output_bytes","max_result_bytes"}} first,
-       then {"type":"reply","id","result"} or {"type":"reply","id","error"} answering our calls.
+  in:  {"type":"job","code","context_vars","limits":{"max_output_bytes","max_result_bytes"},
+       "servers"?} first, then {"type":"reply","id","result"} or {"type":"reply","id","error"}
+       answering our calls, in any order (threads may have several calls out at once).
   out: {"type":"output","stream","data"}, per stream that passes its limit {"type":"output","stream",
        "truncated":true,"dropped_bytes"} when it first drops and once more at the end for the rest,
        {"type":"call","id","method","params"}, and last {"type":"done","success","result",
@@ -23,6 +24,10 @@ Why it is built this way:
   points fd 1/2 away from the pipes, waits briefly for the readers, and sends done regardless.
 - Everything the server relies on (frame shape, one done frame, exit code) is kept even when user
   code misbehaves; then the harness leaves with os._exit so leftover user threads cannot hang it.
+- Upstream MCP tools are functions of a generated package, read-only under /mnt/servers/<version>;
+  the job names the version, which goes on sys.path and behind the image's /servers link. Each
+  function calls call_tool, a `call` frame the server answers through the upstream: the package
+  holds names, never credentials.
 - Stdlib only, all imports at start-up: a pooled container has paid for them before its job arrives.
 """
 
@@ -40,6 +45,8 @@ SOURCE = "<sandbox>"
 HARNESS = __file__
 WORKSPACE = "/workspace"
 SKILLS = "/skills"  # the saved skills, mounted read-only
+SERVERS_MOUNT = "/mnt/servers"  # generated tools packages, one directory per version, read-only
+SERVERS_LINK = "/tmp/.servers"  # the image's /servers points here; linked to the job's version
 
 
 class Channel:
@@ -53,7 +60,10 @@ class Channel:
         os.dup2(self.devnull, 0)  # stdin readers (and children) get EOF, not our replies
         os.dup2(self.devnull, 1)  # stray writes before capture cannot corrupt the frame stream
         self.lock = threading.Lock()  # one frame at a time on the wire
-        self.call_lock = threading.Lock()  # one call in flight: the reply is the next one for us
+        self.replies = {}  # call id -> reply frame, for the thread waiting on it
+        self.replies_cond = threading.Condition()
+        self.reading = False  # a thread is reading the next frame
+        self.broken = None  # why the channel can no longer be read
         self.ids = itertools.count(1)
         self.closed = False
 
@@ -79,22 +89,46 @@ class Channel:
             raise OverflowError("frame longer than 8 MiB")
         return line
 
-    def call(self, method, params):
-        with self.call_lock:
-            call_id = next(self.ids)
-            self.send({"type": "call", "id": call_id, "method": method, "params": params})
-            while True:
+    def call(self, method, params, error=RuntimeError):
+        """Sends a call and waits for its reply. Threads may call at once: whichever thread is
+        not waiting for the lock reads the next frame and hands it to the thread it is for."""
+        call_id = next(self.ids)  # itertools.count is atomic under the GIL
+        self.send({"type": "call", "id": call_id, "method": method, "params": params})
+        with self.replies_cond:
+            while call_id not in self.replies:
+                if self.broken:
+                    raise RuntimeError(f"server channel broken during {method}: {self.broken}")
+                if self.reading:
+                    self.replies_cond.wait()
+                    continue
+                self.reading = True
+                self.replies_cond.release()
                 try:
-                    frame = json.loads(self.read_line())
-                except (EOFError, OverflowError) as e:
-                    raise RuntimeError(f"server channel broken during {method}: {e}") from None
-                except (ValueError, RecursionError):
-                    continue  # not a frame for us: keep waiting for our reply
-                if isinstance(frame, dict) and frame.get("type") == "reply" and frame.get("id") == call_id:
-                    break
+                    frame = self._next_reply()
+                finally:
+                    self.replies_cond.acquire()
+                    self.reading = False
+                    self.replies_cond.notify_all()
+                if frame is not None:
+                    self.replies[frame.get("id")] = frame
+            frame = self.replies.pop(call_id)
         if frame.get("error") is not None:
-            raise RuntimeError(str(frame["error"]))
+            raise error(str(frame["error"]))
         return frame.get("result")
+
+    def _next_reply(self):
+        """The next reply frame, or None for a line that is not one; a broken channel is
+        recorded for every waiting thread."""
+        try:
+            frame = json.loads(self.read_line())
+        except (EOFError, OverflowError) as e:
+            self.broken = str(e)
+            return None
+        except (ValueError, RecursionError):
+            return None  # not a frame for us
+        if isinstance(frame, dict) and frame.get("type") == "reply":
+            return frame
+        return None
 
 
 class Pump(threading.Thread):
@@ -281,6 +315,71 @@ class _SkillsPackage(types.ModuleType):
         return self.__dict__[name]
 
 
+class ToolError(Exception):
+    """An upstream MCP tool failed, or the call was refused; the message says why."""
+
+
+class ToolContent(dict):
+    """An image, audio clip or resource a tool returned: a dict (type, mime_type, data or
+    text, uri) that can write itself to the workspace."""
+
+    @property
+    def bytes(self):
+        if self.get("data") is not None:
+            import base64
+            return base64.b64decode(self["data"])
+        return (self.get("text") or "").encode("utf-8")
+
+    def save(self, filename):
+        """Writes the content to a workspace file; returns the number of bytes written."""
+        path = _resolve(filename)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        data = self.bytes
+        with open(path, "wb") as f:
+            f.write(data)
+        return len(data)
+
+
+def _wrap_contents(value):
+    if isinstance(value, dict):
+        kind = value.get("__cem_content__")
+        if kind is not None:
+            fields = {k: v for k, v in value.items() if k != "__cem_content__" and v is not None}
+            return ToolContent(type=kind, **fields)
+        return value
+    if isinstance(value, list):
+        return [_wrap_contents(v) for v in value]
+    return value
+
+
+def call_tool(server, tool, arguments=None):
+    """Calls tool `tool` of the upstream MCP server `server` (their original names) with a dict
+    of arguments; returns its structured result, else its text parsed as JSON, else the text.
+    Raises ToolError when the tool fails or the call is refused."""
+    if arguments is not None and not isinstance(arguments, dict):
+        raise TypeError("call_tool: arguments must be a dict")
+    reply = _chan.call("call_tool", {"server": server, "tool": tool, "arguments": arguments or {}},
+                       error=ToolError)
+    return _wrap_contents(reply)
+
+
+def _install_servers_package(version):
+    """Makes `import servers` and /servers show the tools package of this job's version."""
+    runtime = types.ModuleType("cem_runtime", "What the generated servers package calls.")
+    runtime.call_tool, runtime.ToolError, runtime.ToolContent = call_tool, ToolError, ToolContent
+    sys.modules["cem_runtime"] = runtime
+    if not version:
+        return
+    if not (len(version) == 16 and all(c in "0123456789abcdef" for c in version)):
+        raise ValueError("job frame: \"servers\" must be a package version")
+    root = os.path.join(SERVERS_MOUNT, version)
+    sys.path.insert(0, root)
+    try:
+        os.symlink(os.path.join(root, "servers"), SERVERS_LINK)
+    except OSError:
+        pass  # /servers is a convenience; the import works without it
+
+
 def _install_skills_package():
     pkg = _SkillsPackage("skills", "Saved skills, importable by name.")
     pkg.__path__ = [SKILLS]
@@ -296,6 +395,7 @@ HELPERS = dict(
     aggregate_stats=aggregate_stats,
     format_output=lambda data, max_chars=5000: json.dumps(data, indent=2)[:max_chars],
     _server_call=_server_call,
+    call_tool=call_tool, ToolError=ToolError,
     save_skill=lambda name, code, description="": _server_call(
         "save_skill", name=name, code=code, description=description),
     load_skill=lambda name: _server_call("load_skill", name=name),
@@ -403,7 +503,10 @@ def read_job(chan):
         value = limits.get(key) if isinstance(limits, dict) else None
         if type(value) is not int or value < 0:
             raise ValueError(f'job frame: "limits.{key}" must be a non-negative integer')
-    return job["code"], job.get("context_vars"), limits
+    servers = job.get("servers")
+    if not isinstance(servers, (str, type(None))):
+        raise ValueError('job frame: "servers" must be a string or absent')
+    return job["code"], job.get("context_vars"), limits, servers
 
 
 def main():
@@ -414,7 +517,8 @@ def main():
     _chan = chan = Channel()
     _install_skills_package()
     try:
-        code, context_vars, limits = read_job(chan)
+        code, context_vars, limits, servers = read_job(chan)
+        _install_servers_package(servers)
     except ValueError as e:
         chan.send({"type": "done", "success": False, "result": None, "result_truncated": False,
                    "error": str(e), "error_type": "HarnessError", "traceback": None}, final=True)

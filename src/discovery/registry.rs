@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::catalog::{Catalog, LoadProblem, ToolEntry};
+use super::catalog::{Catalog, Category, LoadProblem, ToolEntry};
 use super::error::DiscoveryError;
 use super::files;
 use super::fuzzy::TrigramIndex;
@@ -90,6 +90,34 @@ impl Registry {
             "tool registry loaded"
         );
         Ok(registry)
+    }
+
+    /// A registry of the given tools, not read from files: the live tools of upstream servers,
+    /// each category named after its server. Ids must be unique (later duplicates are dropped).
+    pub fn from_tools(tools: Vec<ToolEntry>) -> Registry {
+        let mut seen = std::collections::HashSet::new();
+        let tools: Vec<ToolEntry> = tools
+            .into_iter()
+            .filter(|t| seen.insert(t.id.clone()))
+            .collect();
+        let mut categories: Vec<Category> = Vec::new();
+        for t in &tools {
+            if !categories.iter().any(|c| c.name == t.category) {
+                categories.push(Category {
+                    name: t.category.clone(),
+                    description: format!("Tools of the upstream MCP server `{}`", t.category),
+                });
+            }
+        }
+        Registry::build(
+            Path::new(""),
+            Catalog {
+                tools,
+                categories,
+                problems: Vec::new(),
+            },
+            0,
+        )
     }
 
     fn build(dir: &Path, catalog: Catalog, fingerprint: u64) -> Registry {

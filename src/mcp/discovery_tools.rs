@@ -1,6 +1,12 @@
 //! Progressive tool discovery: `search_tools` (ranked, with detail levels name / summary /
 //! full), `get_tool_definition` and `list_tool_categories`, with the original's fields. The
 //! ranking, the catalog and its reloading live in `crate::discovery`.
+//!
+//! With upstreams (`--upstreams`), their live tools are searched beside the catalog, in an
+//! index of their own (`gateway::GatewayView::registry`). Every result says whether code can
+//! call it (`callable`); callable tools come first, since they are the ones code can use now,
+//! and a search can be limited to them. `get_tool_definition` of a callable tool adds the
+//! Python call that invokes it.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +45,10 @@ pub struct SearchArgs {
     /// Results to return, 1 to 50 (default 10).
     #[serde(default = "default_limit")]
     pub limit: usize,
+    /// Only tools that code in execute_code can call now (those of the connected upstream
+    /// MCP servers), not catalog-only entries.
+    #[serde(default)]
+    pub callable_only: bool,
 }
 
 fn default_limit() -> usize {
@@ -74,26 +84,74 @@ pub struct CategoriesResponse {
     pub total_tools: usize,
     /// Kept for compatibility with the original project: always empty.
     pub core_mcps: Vec<String>,
+    /// The upstream MCP servers code can call, by name: {status, tool_count, module, error}.
+    /// `status` is connecting, ready, down (reconnecting) or failed; `error` says why.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub upstreams: BTreeMap<String, Value>,
 }
 
-fn shape(hit: &Hit<'_>, level: DetailLevel) -> Value {
+/// A tool's definition: the catalog's fields, whether code can call it, and how.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ToolDefinition {
+    #[serde(flatten)]
+    pub tool: ToolEntry,
+    /// Whether code in execute_code can call it now (a tool of a connected upstream).
+    pub callable: bool,
+    /// For a callable tool: the import and call that invoke it from code.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub python: Option<String>,
+    /// For a callable tool that declares one: the JSON Schema of its structured result.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub output_schema: Option<Value>,
+}
+
+fn shape(hit: &Hit<'_>, level: DetailLevel, callable: bool) -> Value {
     let t: &ToolEntry = hit.tool;
     let score = (f64::from(hit.score) * 1000.0).round() / 1000.0;
     match level {
-        DetailLevel::Name => json!({"id": t.id, "name": t.name, "score": score}),
+        DetailLevel::Name => {
+            json!({"id": t.id, "name": t.name, "score": score, "callable": callable})
+        }
         DetailLevel::Summary => json!({
             "id": t.id, "name": t.name, "mcp_server": t.mcp_server, "category": t.category,
-            "description": t.description, "score": score,
+            "description": t.description, "score": score, "callable": callable,
         }),
         DetailLevel::Full => {
             let mut v = serde_json::to_value(t).unwrap_or(Value::Null);
             v["score"] = json!(score);
+            v["callable"] = json!(callable);
             v
         }
     }
 }
 
 impl CodeExecutionServer {
+    /// The index of this tenant's live upstream tools (rebuilt off the async threads when a
+    /// tool list changed; right after start, once the upstreams made their first connection);
+    /// `None` without upstreams.
+    async fn live_registry(
+        &self,
+    ) -> Result<Option<std::sync::Arc<crate::discovery::Registry>>, CallToolResult> {
+        if let Some(view) = &self.app.gateway {
+            view.first_connections().await;
+        }
+        self.live_registry_now().await
+    }
+
+    /// [`Self::live_registry`] without waiting for first connections.
+    async fn live_registry_now(
+        &self,
+    ) -> Result<Option<std::sync::Arc<crate::discovery::Registry>>, CallToolResult> {
+        let Some(view) = self.app.gateway.clone() else {
+            return Ok(None);
+        };
+        tokio::task::spawn_blocking(move || view.registry())
+            .await
+            .map_err(|e| text_error(format!("internal error: {e}")))?
+            .map(Some)
+            .map_err(|e| text_error(format!("cannot prepare the upstream tools: {e}")))
+    }
+
     /// The current registry; a reload after a file change (tens of ms) runs off the async
     /// threads.
     pub(crate) async fn registry(&self) -> std::sync::Arc<crate::discovery::Registry> {
@@ -115,15 +173,54 @@ impl CodeExecutionServer {
         &self,
         Parameters(args): Parameters<SearchArgs>,
     ) -> Result<Json<SearchResponse>, CallToolResult> {
+        let limit = args.limit.clamp(1, crate::discovery::MAX_LIMIT);
+        let live = self.live_registry().await?;
+        let category = args.category.as_deref();
+        let live_knows = |r: &crate::discovery::Registry| {
+            category.is_none_or(|c| {
+                r.categories()
+                    .iter()
+                    .any(|k| k.name.eq_ignore_ascii_case(c))
+            })
+        };
+        let live_results = match &live {
+            Some(r) if live_knows(r) => Some(
+                r.search(&args.query, category, limit)
+                    .map_err(|e| text_error(e.to_string()))?,
+            ),
+            _ => None,
+        };
         let registry = self.registry().await;
-        let results = registry
-            .search(&args.query, args.category.as_deref(), args.limit)
-            .map_err(|e| text_error(e.to_string()))?;
-        let tools: Vec<Value> = results
-            .hits
-            .iter()
-            .map(|h| shape(h, args.detail_level))
-            .collect();
+        let catalog_results =
+            if args.callable_only || (live_results.is_some() && category.is_some()) {
+                None
+            } else {
+                Some(
+                    registry
+                        .search(&args.query, category, limit)
+                        .map_err(|e| text_error(e.to_string()))?,
+                )
+            };
+        let mut tools: Vec<Value> = Vec::new();
+        for (results, callable) in [(&live_results, true), (&catalog_results, false)] {
+            if let Some(results) = results {
+                tools.extend(
+                    results
+                        .hits
+                        .iter()
+                        .map(|h| shape(h, args.detail_level, callable)),
+                );
+            }
+        }
+        tools.truncate(limit);
+        let suggestions = if tools.is_empty() {
+            catalog_results
+                .or(live_results)
+                .map(|r| r.suggestions)
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let detail_level = match args.detail_level {
             DetailLevel::Name => "name",
             DetailLevel::Summary => "summary",
@@ -135,7 +232,7 @@ impl CodeExecutionServer {
             detail_level: detail_level.into(),
             count: tools.len(),
             tools,
-            suggestions: results.suggestions,
+            suggestions,
         }))
     }
 
@@ -150,12 +247,32 @@ impl CodeExecutionServer {
     async fn get_tool_definition(
         &self,
         Parameters(args): Parameters<DefinitionArgs>,
-    ) -> Result<Json<ToolEntry>, CallToolResult> {
+    ) -> Result<Json<ToolDefinition>, CallToolResult> {
+        if let Some(live) = self.live_registry().await?
+            && let Ok(entry) = live.get(&args.tool_name, args.category.as_deref())
+        {
+            let callable = self
+                .app
+                .gateway
+                .as_ref()
+                .and_then(|view| view.tool(&entry.mcp_server, &entry.name));
+            return Ok(Json(ToolDefinition {
+                tool: entry.clone(),
+                callable: callable.is_some(),
+                output_schema: callable.as_ref().and_then(|c| c.tool.output_schema.clone()),
+                python: callable.and_then(|c| c.python),
+            }));
+        }
         let registry = self.registry().await;
         let tool = registry
             .get(&args.tool_name, args.category.as_deref())
             .map_err(|e| text_error(e.to_string()))?;
-        Ok(Json(tool.clone()))
+        Ok(Json(ToolDefinition {
+            tool: tool.clone(),
+            callable: false,
+            python: None,
+            output_schema: None,
+        }))
     }
 
     #[tool(
@@ -167,6 +284,9 @@ impl CodeExecutionServer {
         )
     )]
     async fn list_tool_categories(&self) -> Result<Json<CategoriesResponse>, CallToolResult> {
+        // Brings the upstreams' package and index up to date off the async threads, so the
+        // module names below come from that cache; no wait: this is where `connecting` shows.
+        self.live_registry_now().await?;
         let registry = self.registry().await;
         let categories = registry
             .categories()
@@ -178,10 +298,52 @@ impl CodeExecutionServer {
                 )
             })
             .collect();
+        let upstreams = self
+            .app
+            .gateway
+            .as_ref()
+            .map(|view| {
+                view.upstreams()
+                    .iter()
+                    .map(|u| {
+                        let mut summary = upstream_summary(view, u);
+                        // An upstream's error may quote what it was given or logged.
+                        if let Some(error) = summary.get("error").and_then(Value::as_str) {
+                            summary["error"] = json!(self.app.for_model(error.to_string()));
+                        }
+                        (u.name().to_string(), summary)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(Json(CategoriesResponse {
             categories,
             total_tools: registry.total_tools(),
             core_mcps: Vec::new(),
+            upstreams,
         }))
     }
+}
+
+/// An upstream's state for `list_tool_categories`.
+fn upstream_summary(view: &crate::gateway::GatewayView, u: &crate::gateway::Upstream) -> Value {
+    use crate::gateway::Status;
+    let (status, error) = match u.status() {
+        // Connecting again: why the last connection failed or ended.
+        Status::Connecting => ("connecting", u.last_failure()),
+        Status::Ready => ("ready", None),
+        Status::Down { reason } => ("down", Some(reason)),
+        Status::Failed { reason } => ("failed", Some(reason)),
+    };
+    let mut v = json!({
+        "status": status,
+        "tool_count": u.tools().len(),
+    });
+    if let Some(module) = view.module_name(u.name()) {
+        v["module"] = json!(format!("servers.{module}"));
+    }
+    if let Some(error) = error {
+        v["error"] = json!(error);
+    }
+    v
 }

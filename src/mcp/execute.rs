@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::{CodeExecutionServer, structured_error, text_error};
 use crate::execute_request::ExecuteRequest;
+use crate::gateway::{Confirm, ToolCallRecord};
 use crate::progress::{self, LatestLine, Progress};
 use crate::sandbox::Status;
 use std::sync::Arc;
@@ -63,6 +64,37 @@ pub struct ExecuteCodeResponse {
     pub error_type: Option<String>,
     pub traceback: Option<String>,
     pub limits: AppliedLimits,
+    /// The upstream MCP tool calls the code made (server, tool, duration, ok), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub tool_calls: Vec<ToolCallRecord>,
+}
+
+/// How long a user may take to answer a confirmation.
+const CONFIRM_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Confirms an upstream call by asking the client's user (MCP elicitation).
+struct ElicitConfirm {
+    peer: rmcp::Peer<RoleServer>,
+}
+
+#[async_trait::async_trait]
+impl Confirm for ElicitConfirm {
+    async fn confirm(&self, message: String) -> Result<bool, String> {
+        use rmcp::model::{ElicitRequestParams, ElicitationAction};
+        let schema =
+            serde_json::from_value(serde_json::json!({"type": "object", "properties": {}}))
+                .map_err(|e| format!("internal error: {e}"))?;
+        let request = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message,
+            requested_schema: schema,
+        };
+        match tokio::time::timeout(CONFIRM_LIMIT, self.peer.create_elicitation(request)).await {
+            Err(_) => Err(format!("no answer within {} s", CONFIRM_LIMIT.as_secs())),
+            Ok(Err(e)) => Err(e.to_string()),
+            Ok(Ok(answer)) => Ok(answer.action == ElicitationAction::Accept),
+        }
+    }
 }
 
 #[tool_router(router = execute_router, vis = "pub(crate)")]
@@ -90,6 +122,11 @@ impl CodeExecutionServer {
             timeout_seconds: args.timeout_seconds,
             memory_mb: args.memory_mb,
             tap: token.is_some().then(|| Arc::new(tap) as _),
+            confirm: (!ctx.peer.supported_elicitation_modes().is_empty()).then(|| {
+                Arc::new(ElicitConfirm {
+                    peer: ctx.peer.clone(),
+                }) as _
+            }),
         };
         let run = self.app.execute(request, ctx.ct.clone());
         let ran = match token {
@@ -108,7 +145,17 @@ impl CodeExecutionServer {
             }
         };
         // Bad input, busy, a full workspace or an engine failure: a message saying what to do.
-        let (outcome, limits) = ran.map_err(|e| text_error(e.to_string()))?;
+        let ran = ran.map_err(|e| text_error(e.to_string()))?;
+        let (outcome, limits) = (ran.outcome, ran.limits);
+        let tool_calls = ran
+            .tool_calls
+            .into_iter()
+            .map(|mut call| {
+                // An upstream's error text may quote the data it was given.
+                call.error = call.error.map(|e| self.app.for_model(e));
+                call
+            })
+            .collect();
         let response = ExecuteCodeResponse {
             success: outcome.success(),
             status: outcome.status.as_str().to_string(),
@@ -127,6 +174,7 @@ impl CodeExecutionServer {
                 memory_mb: (limits.memory_bytes / (1024 * 1024)) as u64,
                 adjustments: limits.adjustments,
             },
+            tool_calls,
         };
         if outcome.status == Status::Ok {
             Ok(Json(response))

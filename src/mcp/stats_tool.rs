@@ -1,6 +1,6 @@
 //! `get_execution_stats`: the original's fields (workspace, skills, tool_registry, capabilities,
 //! limits) plus the engine, the image, executions by status with latency percentiles, and the
-//! containers running now.
+//! containers running now, and with upstreams the tool calls made from code per upstream.
 
 use rmcp::model::CallToolResult;
 use rmcp::{Json, tool, tool_router};
@@ -8,6 +8,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{CodeExecutionServer, text_error};
+use std::collections::BTreeMap;
+
+use crate::gateway::stats::UpstreamCallStats;
 use crate::sandbox::stats::StatsSnapshot;
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -70,6 +73,9 @@ pub struct ExecutionStatsResponse {
     pub engine: EngineStats,
     pub image: ImageStats,
     pub executions: StatsSnapshot,
+    /// Upstream MCP tool calls made from code, per upstream (with `--upstreams`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub tool_calls: BTreeMap<String, UpstreamCallStats>,
 }
 
 #[tool_router(router = stats_router, vis = "pub(crate)")]
@@ -120,7 +126,14 @@ impl CodeExecutionServer {
                 "pii_tokenization".into(),
                 "skills_persistence".into(),
                 "workspace_files".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(
+                app.gateway
+                    .is_some()
+                    .then(|| "upstream_tools_as_code".to_string()),
+            )
+            .collect(),
             limits: LimitStats {
                 default_timeout_seconds: c.default_timeout_secs,
                 max_timeout_seconds: c.max_timeout_secs,
@@ -147,6 +160,11 @@ impl CodeExecutionServer {
                 snapshot.pool_ready = app.sandbox.pool_ready();
                 snapshot
             },
+            tool_calls: app
+                .gateway
+                .as_ref()
+                .map(|view| view.stats.snapshot())
+                .unwrap_or_default(),
         }))
     }
 }

@@ -27,6 +27,9 @@ pub enum ToHarness<'a> {
         code: &'a str,
         context_vars: &'a Value,
         limits: HarnessLimits,
+        /// The tools package version to import `servers` from (absent: no upstreams).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        servers: Option<&'a str>,
     },
     Reply {
         id: u64,
@@ -268,6 +271,7 @@ mod tests {
                 max_output_bytes: 10,
                 max_result_bytes: 20,
             },
+            servers: None,
         }
         .to_line();
         assert_eq!(job.iter().filter(|&&b| b == b'\n').count(), 1);

@@ -71,6 +71,9 @@ pub struct SandboxSettings {
     pub image: String,
     pub workspace: PathBuf,
     pub skills: Option<PathBuf>,
+    /// The generated tools packages (one directory per version), mounted read-only at
+    /// [`spec::SERVERS_MOUNT`].
+    pub servers: Option<PathBuf>,
     pub uid: u32,
     pub gid: u32,
     pub pids_limit: i64,
@@ -336,6 +339,7 @@ impl Sandbox {
             tmpfs_bytes: self.settings.tmpfs_bytes,
             workspace: self.settings.workspace.clone(),
             skills: self.settings.skills.clone(),
+            servers: self.settings.servers.clone(),
             uid: self.settings.uid,
             gid: self.settings.gid,
             labels: self.labels(),

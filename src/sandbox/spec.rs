@@ -28,6 +28,10 @@ pub const WORKSPACE_MOUNT: &str = "/workspace";
 /// `save_skill`, which the server validates).
 pub const SKILLS_MOUNT: &str = "/skills";
 
+/// Where the generated tools packages appear (read-only): `SERVERS_MOUNT/<version>/servers/…`.
+/// The harness links `/servers` to the version of its job.
+pub const SERVERS_MOUNT: &str = "/mnt/servers";
+
 /// Open files one sandbox may hold.
 pub const NOFILE_LIMIT: i64 = 1024;
 
@@ -41,6 +45,8 @@ pub struct SandboxSpec {
     pub workspace: PathBuf,
     /// The skills directory, mounted read-only at [`SKILLS_MOUNT`].
     pub skills: Option<PathBuf>,
+    /// The tools packages, mounted read-only at [`SERVERS_MOUNT`].
+    pub servers: Option<PathBuf>,
     pub uid: u32,
     pub gid: u32,
     pub labels: HashMap<String, String>,
@@ -69,6 +75,11 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
         mounts: Some(
             std::iter::once(bind(&spec.workspace, WORKSPACE_MOUNT, false))
                 .chain(spec.skills.iter().map(|dir| bind(dir, SKILLS_MOUNT, true)))
+                .chain(
+                    spec.servers
+                        .iter()
+                        .map(|dir| bind(dir, SERVERS_MOUNT, true)),
+                )
                 .collect(),
         ),
         ulimits: Some(vec![
@@ -144,6 +155,7 @@ mod tests {
             tmpfs_bytes: 64 << 20,
             workspace: "/srv/ws".into(),
             skills: Some("/srv/skills".into()),
+            servers: Some("/srv/servers".into()),
             uid: 10001,
             gid: 10001,
             labels: HashMap::from([(LABEL_MANAGED.into(), "true".into())]),
@@ -169,13 +181,19 @@ mod tests {
         assert_eq!(body.network_disabled, Some(true));
         assert_eq!(hc.auto_remove, Some(false));
         let mounts = hc.mounts.as_ref().unwrap();
-        assert_eq!(mounts.len(), 2);
+        assert_eq!(mounts.len(), 3);
         assert_eq!(mounts[0].read_only, Some(false));
         assert_eq!(mounts[1].target.as_deref(), Some(SKILLS_MOUNT));
         assert_eq!(
             mounts[1].read_only,
             Some(true),
             "skills are read-only in the sandbox"
+        );
+        assert_eq!(mounts[2].target.as_deref(), Some(SERVERS_MOUNT));
+        assert_eq!(
+            mounts[2].read_only,
+            Some(true),
+            "the tools package is read-only in the sandbox"
         );
     }
 

@@ -120,7 +120,7 @@ pub async fn serve_http(
     if let Access::Open(app) = &access
         && !addr.ip().is_loopback()
     {
-        app.shutdown().await;
+        app.shutdown_all().await;
         return Err(ServeError::NotLoopback(addr));
     }
     let listener = tokio::net::TcpListener::bind(addr)
@@ -176,7 +176,7 @@ pub async fn serve_http(
         .await
         .map_err(ServeError::Http);
     match (&access, &state.endpoint) {
-        (Access::Open(app), _) => app.shutdown().await,
+        (Access::Open(app), _) => app.shutdown_all().await,
         (_, Endpoint::Tokens(tenants)) => tenants.shutdown().await,
         _ => {}
     }

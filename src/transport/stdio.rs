@@ -39,7 +39,7 @@ pub async fn serve_stdio(
         r = running.waiting() => r.map(|_| ()).map_err(|e| ServeError::Stdio(e.to_string())),
         _ = shutdown => { cancel.cancel(); Ok(()) }
     };
-    app.shutdown().await;
+    app.shutdown_all().await;
     result
 }
 

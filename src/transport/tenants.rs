@@ -95,5 +95,6 @@ impl<S> Tenants<S> {
     pub async fn shutdown(&self) {
         let opened = self.opened();
         futures::future::join_all(opened.iter().map(|t| t.app.shutdown())).await;
+        self.shared.shutdown().await;
     }
 }

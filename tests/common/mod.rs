@@ -4,6 +4,7 @@
 
 pub mod host_watch;
 pub mod private_engine;
+pub mod upstreams;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,6 +27,7 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_code-execution-mcp");
 /// A configuration whose workspace and skills live in `dir` (no quota unless asked).
 pub fn config_in(dir: &Path) -> Config {
     let mut c = Config::defaults();
+    c.data_dir = Some(dir.join("data"));
     c.workspace = Some(dir.join("workspace"));
     c.skills_dir = Some(dir.join("skills"));
     c.workspace_quota_mb = 0;
@@ -88,7 +90,7 @@ impl TestApp {
             )
             .await
             .unwrap_or_else(|e| panic!("execution could not run: {e}"))
-            .0
+            .outcome
     }
 
     /// Shuts down and asserts that this instance left no container on the engine.

@@ -277,7 +277,7 @@ async fn case_03_a_directory_swapped_for_a_symlink_mid_call_never_leads_outside(
             }
         }
         std::fs::write(ws.join("stop"), "1").unwrap();
-        let (o, _) = flipping.await.unwrap().unwrap();
+        let o = flipping.await.unwrap().unwrap().outcome;
         assert_ok(&o);
         assert!(o.result["flips"].as_u64().unwrap() > 0, "{}", o.result);
         // Both states were seen, so the calls really raced the swap.

@@ -111,7 +111,7 @@ async fn case_37_a_canary_in_tmp_is_gone_next_time_and_invisible_to_concurrent_e
         };
         check(&verdict(t, looker, ctx.clone()).await, "concurrently");
         std::fs::write(ws.join("go"), "1").unwrap();
-        let (o, _) = first.await.unwrap().unwrap();
+        let o = first.await.unwrap().unwrap().outcome;
         assert_ok(&o);
         assert_eq!(
             o.result,

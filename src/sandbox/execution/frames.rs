@@ -3,8 +3,15 @@
 //! container), splits it into the harness's frames, keeps a bounded amount of the output they
 //! carry, answers the harness's `call` frames, and stops at `done`, the deadline,
 //! cancellation, end of stream, or a flood past the hard output cap.
+//!
+//! Calls are answered concurrently and out of order (replies carry the call's id): a slow
+//! upstream tool must neither stall the output drain nor the code's other threads' calls.
+//! At most [`MAX_PENDING_CALLS`] are in flight; past that a call is answered with an error.
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant as TokioInstant;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +38,12 @@ pub(super) fn hard_cap(limits: HarnessLimits) -> u64 {
 fn frame_limit(limits: HarnessLimits) -> usize {
     2 * limits.max_result_bytes + 2 * MAX_ERROR_BYTES + (1 << 20)
 }
+
+/// Calls of one container answered at once; more get an error reply at once.
+pub(crate) const MAX_PENDING_CALLS: usize = 64;
+
+/// A call being answered: its id and method, and the answer when it comes.
+type PendingCall<'a> = BoxFuture<'a, (u64, String, Result<Value, String>)>;
 
 /// The state the frame loop accumulates.
 pub(super) struct Collector {
@@ -90,11 +103,16 @@ pub(super) async fn serve(
 ) -> Result<(Stop, Collector), EngineError> {
     let mut c = Collector::new(runner.limits);
     let cap = hard_cap(runner.limits);
+    let mut pending: FuturesUnordered<PendingCall<'_>> = FuturesUnordered::new();
     let stop = loop {
         let chunk = tokio::select! {
             biased;
             _ = cancel.cancelled() => break Stop::Cancelled,
             _ = tokio::time::sleep_until(deadline) => break Stop::Deadline,
+            Some((id, method, answer)) = pending.next(), if !pending.is_empty() => {
+                reply(input, id, &method, answer, deadline).await;
+                continue;
+            }
             chunk = output.next() => chunk,
         };
         let message = match chunk {
@@ -115,7 +133,7 @@ pub(super) async fn serve(
             break Stop::Flood;
         }
         if let Some(stop) =
-            handle_lines(runner, job, &mut c, &message, input, cancel, deadline).await
+            handle_lines(runner, job, &mut c, &message, &mut pending, input, deadline).await
         {
             break stop;
         }
@@ -125,13 +143,13 @@ pub(super) async fn serve(
 
 /// Handles the complete lines in a chunk of the channel: output frames are kept, calls are
 /// answered, `done` stops the loop, and anything else is kept as output.
-async fn handle_lines(
-    runner: &Runner<'_>,
-    job: &Job,
+async fn handle_lines<'a>(
+    runner: &Runner<'a>,
+    job: &'a Job,
     c: &mut Collector,
     chunk: &[u8],
+    pending: &mut FuturesUnordered<PendingCall<'a>>,
     input: &mut InputSink,
-    cancel: &CancellationToken,
     deadline: TokioInstant,
 ) -> Option<Stop> {
     for line in c.splitter.push(chunk) {
@@ -152,31 +170,18 @@ async fn handle_lines(
                 c.output(stream, &data, truncated, dropped_bytes)
             }
             Some(FromHarness::Call { id, method, params }) => {
-                let answer = tokio::select! {
-                    biased;
-                    _ = cancel.cancelled() => return Some(Stop::Cancelled),
-                    _ = tokio::time::sleep_until(deadline) => return Some(Stop::Deadline),
-                    answer = runner.calls.call(&method, params) => answer,
-                };
-                let (result, error) = match answer {
-                    Ok(v) => (Some(v), None),
-                    Err(e) => (None, Some(e)),
-                };
-                let mut reply = ToHarness::Reply { id, result, error }.to_line();
-                if reply.len() > MAX_FRAME_BYTES {
+                if pending.len() >= MAX_PENDING_CALLS {
                     let error = format!(
-                        "the answer to `{method}` is {} bytes, over the channel's {MAX_FRAME_BYTES}-byte limit",
-                        reply.len()
+                        "{MAX_PENDING_CALLS} calls are already waiting for answers: wait for some to finish"
                     );
-                    reply = ToHarness::Reply {
-                        id,
-                        result: None,
-                        error: Some(error),
-                    }
-                    .to_line();
+                    reply(input, id, &method, Err(error), deadline).await;
+                    continue;
                 }
-                // A harness that stopped reading gets no reply; the deadline still holds.
-                let _ = tokio::time::timeout_at(deadline, input.write_all(&reply)).await;
+                let calls = job.calls.as_deref().unwrap_or(runner.calls);
+                pending.push(Box::pin(async move {
+                    let answer = calls.call(&method, params).await;
+                    (id, method, answer)
+                }));
             }
             Some(FromHarness::Done(done)) => {
                 c.done = Some(done);
@@ -190,4 +195,33 @@ async fn handle_lines(
         }
     }
     None
+}
+
+/// Writes the reply to one call (an error if the answer is too large for the channel).
+async fn reply(
+    input: &mut InputSink,
+    id: u64,
+    method: &str,
+    answer: Result<Value, String>,
+    deadline: TokioInstant,
+) {
+    let (result, error) = match answer {
+        Ok(v) => (Some(v), None),
+        Err(e) => (None, Some(e)),
+    };
+    let mut line = ToHarness::Reply { id, result, error }.to_line();
+    if line.len() > MAX_FRAME_BYTES {
+        let error = format!(
+            "the answer to `{method}` is {} bytes, over the channel's {MAX_FRAME_BYTES}-byte limit",
+            line.len()
+        );
+        line = ToHarness::Reply {
+            id,
+            result: None,
+            error: Some(error),
+        }
+        .to_line();
+    }
+    // A harness that stopped reading gets no reply; the deadline still holds.
+    let _ = tokio::time::timeout_at(deadline, input.write_all(&line)).await;
 }

@@ -34,7 +34,7 @@ use super::events::{EngineBreaks, OomEvents};
 use super::output::OutputTap;
 
 /// What the caller asked to run, with limits already checked and clamped.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Job {
     pub code: String,
     pub context_vars: Value,
@@ -42,6 +42,25 @@ pub struct Job {
     pub memory_bytes: i64,
     /// Receives each output chunk as it arrives (set when the client asked for progress).
     pub tap: Option<Arc<dyn OutputTap>>,
+    /// Answers this job's calls instead of the sandbox's handler (calls that need the
+    /// execution's own state, such as its upstream tool calls).
+    pub calls: Option<Arc<dyn CallHandler>>,
+    /// The version of the generated tools package (a directory of the servers mount) the
+    /// harness imports `servers` from.
+    pub servers: Option<String>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("code_bytes", &self.code.len())
+            .field("timeout", &self.timeout)
+            .field("memory_bytes", &self.memory_bytes)
+            .field("tap", &self.tap.is_some())
+            .field("calls", &self.calls.is_some())
+            .field("servers", &self.servers)
+            .finish()
+    }
 }
 
 /// Default of the longest wait for a container to be ready for its job: taken from the pool

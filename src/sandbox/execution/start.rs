@@ -145,6 +145,7 @@ pub(super) async fn ready_for_job(
             code: &job.code,
             context_vars: &job.context_vars,
             limits: runner.limits,
+            servers: job.servers.as_deref(),
         }
         .to_line();
         // The harness reads its job before it runs anything, so this completes promptly.

@@ -26,6 +26,7 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         image: "sandbox:test".into(),
         workspace: "/nonexistent/workspace".into(),
         skills: None,
+        servers: None,
         uid: 10001,
         gid: 10001,
         pids_limit: 64,
@@ -116,6 +117,8 @@ fn job(timeout_secs: u64) -> Job {
         timeout: Duration::from_secs(timeout_secs),
         memory_bytes: 256 * MB,
         tap: None,
+        calls: None,
+        servers: None,
     }
 }
 

@@ -197,6 +197,7 @@ async fn shutdown_sweeps_containers_of_this_instance_that_no_guard_holds() {
         tmpfs_bytes: 1,
         workspace: "/nonexistent".into(),
         skills: None,
+        servers: None,
         uid: 1,
         gid: 1,
         labels: [(

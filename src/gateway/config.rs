@@ -1,0 +1,578 @@
+//! The upstreams file: the `mcpServers` object users already have in Claude Desktop and Claude
+//! Code configs, read as is, plus two keys of this server's (`policy`, `tenants`).
+//!
+//! ```json
+//! {"mcpServers": {
+//!   "time": {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "${TZ:-UTC}"}},
+//!   "crm":  {"type": "http", "url": "https://crm.example/mcp",
+//!            "headers": {"Authorization": "Bearer ${CRM_TOKEN}"},
+//!            "policy": {"default": "allow", "tools": {"delete_*": "deny", "update_*": "confirm"}},
+//!            "tenants": ["sales"]}
+//! }}
+//! ```
+//!
+//! `${VAR}` and `${VAR:-default}` are expanded from the server's environment in `command`,
+//! `args`, `env`, `cwd`, `url` and `headers`, when the file is read; a variable that is unset
+//! and has no default is an error naming it, never an empty string sent to an upstream.
+//! Everything here stays on the host: no part of it is ever written where a sandbox can read it.
+//! Server names become module names and `server/tool` addresses, so they are checked by
+//! allowlist. Unknown keys are ignored (configs carry other clients' settings), and an entry
+//! with `"disabled": true` is skipped, as Claude Code does.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::policy::{Decision, Policy};
+
+/// An upstreams file larger than this is not an upstreams file.
+const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// Longest server name: it is a directory and module name in every sandbox.
+pub const MAX_SERVER_NAME_CHARS: usize = 64;
+/// Most upstreams one server connects to.
+pub const MAX_UPSTREAMS: usize = 64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamsError {
+    #[error(
+        "cannot read the upstreams file {path}: {source}. Point --upstreams (CEM_UPSTREAMS) at a readable JSON file"
+    )]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the upstreams file {0} is over 1 MiB")]
+    TooLarge(PathBuf),
+    #[error(
+        "the upstreams file {path} is not valid JSON: {source}. Expected {{\"mcpServers\": {{\"NAME\": {{\"command\": …}} or {{\"url\": …}}}}}}"
+    )]
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("upstream `{server}`: {problem}")]
+    Server { server: String, problem: String },
+    #[error("the upstreams file has {0} servers; at most {MAX_UPSTREAMS} are supported")]
+    TooMany(usize),
+}
+
+/// How the server reaches one upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process speaking MCP on its stdin/stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    /// MCP streamable HTTP.
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// One upstream server, its name checked and its variables expanded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamConfig {
+    pub name: String,
+    pub transport: Transport,
+    pub policy: Policy,
+    /// The tenants that may use it (HTTP with tokens); `None`: every tenant. The names are
+    /// checked against the tenant-name rule when the server starts (`app`).
+    pub tenants: Option<Vec<String>>,
+}
+
+impl UpstreamConfig {
+    /// Where the upstream is, for logs and error messages: the command, or the URL without
+    /// user info, query and fragment (which may carry credentials). Never the environment or
+    /// headers.
+    pub fn describe(&self) -> String {
+        match &self.transport {
+            Transport::Stdio { command, .. } => format!("command `{command}`"),
+            Transport::Http { url, .. } => shown_url(url),
+        }
+    }
+
+    /// `text` with the upstream's full URL replaced by the shown one (HTTP client errors quote
+    /// the URL they failed on), then every secret of the entry replaced by `[redacted]`: the
+    /// values of `env` and `headers`, the URL's user info, query and fragment and each of their
+    /// values, also percent-encoded (a client may quote a normalised URL). For every text of an
+    /// upstream that may reach a sandbox or the model: errors, statuses, its stderr lines.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut text = match &self.transport {
+            Transport::Http { url, .. } => text.replace(url.as_str(), &shown_url(url)),
+            Transport::Stdio { .. } => text.to_string(),
+        };
+        for secret in self.secrets() {
+            if text.contains(secret.as_str()) {
+                text = text.replace(secret.as_str(), "[redacted]");
+            }
+        }
+        text
+    }
+
+    /// What [`UpstreamConfig::scrub`] removes, longest first (so a value is not half-replaced
+    /// through a shorter one it contains). Values under 4 characters are left: replacing
+    /// every "1" or "on" would garble messages and hide nothing.
+    fn secrets(&self) -> Vec<String> {
+        let mut found: Vec<String> = Vec::new();
+        match &self.transport {
+            Transport::Stdio { env, .. } => found.extend(env.values().cloned()),
+            Transport::Http { url, headers } => {
+                found.extend(headers.values().cloned());
+                // A bearer token without its scheme word, as a client may quote it.
+                found.extend(
+                    headers
+                        .values()
+                        .filter_map(|v| v.split_once(' ').map(|(_, t)| t.to_string())),
+                );
+                found.extend(url_secrets(url));
+            }
+        }
+        let encoded: Vec<String> = found.iter().map(|s| percent_encoded(s)).collect();
+        found.extend(encoded);
+        found.retain(|s| s.chars().count() >= 4);
+        found.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        found.dedup();
+        found
+    }
+}
+
+/// The parts of a URL that may carry credentials: user info, query, fragment, and each
+/// `name=value` value in the query and fragment.
+fn url_secrets(url: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some((_, rest)) = url.split_once("://") {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if let Some((user_info, _)) = authority.rsplit_once('@') {
+            found.push(user_info.to_string());
+            found.extend(user_info.split(':').map(str::to_string));
+        }
+    }
+    if let Some(i) = url.find(['?', '#']) {
+        let tail = &url[i + 1..];
+        found.push(tail.to_string());
+        for part in tail.split(['&', '#', ';', '?']) {
+            found.push(part.to_string());
+            if let Some((_, value)) = part.split_once('=') {
+                found.push(value.to_string());
+            }
+        }
+    }
+    found
+}
+
+/// `s` with every byte outside the URL-unreserved set percent-encoded.
+fn percent_encoded(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A URL without its user info, query and fragment.
+pub fn shown_url(url: &str) -> String {
+    let base = url.split(['?', '#']).next().unwrap_or(url);
+    match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            format!("{scheme}://{host}{path}")
+        }
+        None => base.to_string(),
+    }
+}
+
+#[derive(Deserialize)]
+struct File {
+    #[serde(rename = "mcpServers")]
+    mcp_servers: Option<BTreeMap<String, Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    #[serde(default)]
+    default: Option<Decision>,
+    #[serde(default)]
+    tools: BTreeMap<String, Decision>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PolicyField {
+    One(Decision),
+    Detailed(RawPolicy),
+}
+
+#[derive(Deserialize)]
+struct RawServer {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    disabled: bool,
+    #[serde(default)]
+    policy: Option<PolicyField>,
+    #[serde(default)]
+    tenants: Option<Vec<String>>,
+}
+
+/// Reads and checks an upstreams file; variables come from this process's environment.
+pub fn read(path: &Path) -> Result<Vec<UpstreamConfig>, UpstreamsError> {
+    let read_error = |source| UpstreamsError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(read_error)?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(UpstreamsError::TooLarge(path.to_owned()));
+    }
+    let text = std::fs::read_to_string(path).map_err(read_error)?;
+    parse(&text, &|name| std::env::var(name).ok()).map_err(|e| match e {
+        UpstreamsError::Json { source, .. } => UpstreamsError::Json {
+            path: path.to_owned(),
+            source,
+        },
+        other => other,
+    })
+}
+
+/// Parses the text of an upstreams file, looking variables up with `var`.
+pub fn parse(
+    text: &str,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<UpstreamConfig>, UpstreamsError> {
+    let file: File = serde_json::from_str(text).map_err(|source| UpstreamsError::Json {
+        path: PathBuf::new(),
+        source,
+    })?;
+    let servers = file.mcp_servers.unwrap_or_default();
+    if servers.len() > MAX_UPSTREAMS {
+        return Err(UpstreamsError::TooMany(servers.len()));
+    }
+    let mut out = Vec::new();
+    for (name, value) in servers {
+        let problem = |problem: String| UpstreamsError::Server {
+            server: name.clone(),
+            problem,
+        };
+        check_server_name(&name).map_err(problem)?;
+        let raw: RawServer = serde_json::from_value(value).map_err(|e| {
+            problem(format!(
+                "{e}; expected \"command\" (stdio) or \"url\" (HTTP)"
+            ))
+        })?;
+        if raw.disabled {
+            tracing::info!(upstream = %name, "upstream disabled in the upstreams file");
+            continue;
+        }
+        let expand = |s: &str| expand_vars(s, var);
+        let transport = transport(&raw, &expand).map_err(problem)?;
+        let policy = match raw.policy {
+            None => Policy::default(),
+            Some(PolicyField::One(d)) => Policy::new(Some(d), BTreeMap::new()),
+            Some(PolicyField::Detailed(p)) => Policy::new(p.default, p.tools),
+        };
+        out.push(UpstreamConfig {
+            name,
+            transport,
+            policy,
+            tenants: raw.tenants,
+        });
+    }
+    Ok(out)
+}
+
+fn transport(
+    raw: &RawServer,
+    expand: &dyn Fn(&str) -> Result<String, UpstreamsError>,
+) -> Result<Transport, String> {
+    let unwrap = |r: Result<String, UpstreamsError>| {
+        r.map_err(|e| match e {
+            UpstreamsError::Server { problem, .. } => problem,
+            other => other.to_string(),
+        })
+    };
+    let kind = raw.kind.as_deref().map(str::to_ascii_lowercase);
+    match (kind.as_deref(), &raw.command, &raw.url) {
+        (Some("sse"), ..) => Err(
+            "the SSE transport is not supported: use the server's streamable HTTP endpoint (\"type\": \"http\")".into(),
+        ),
+        (Some("stdio") | None, Some(command), None) => {
+            if command.trim().is_empty() {
+                return Err("\"command\" is empty".into());
+            }
+            Ok(Transport::Stdio {
+                command: unwrap(expand(command))?,
+                args: raw
+                    .args
+                    .iter()
+                    .map(|a| unwrap(expand(a)))
+                    .collect::<Result<_, _>>()?,
+                env: raw
+                    .env
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), unwrap(expand(v))?)))
+                    .collect::<Result<_, String>>()?,
+                cwd: raw
+                    .cwd
+                    .as_deref()
+                    .map(|c| unwrap(expand(c)).map(PathBuf::from))
+                    .transpose()?,
+            })
+        }
+        (Some("http" | "streamable-http" | "streamablehttp") | None, None, Some(url)) => {
+            let url = unwrap(expand(url))?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!(
+                    "\"url\" must start with http:// or https://, not {:?}",
+                    url.chars().take(40).collect::<String>()
+                ));
+            }
+            Ok(Transport::Http {
+                url,
+                headers: raw
+                    .headers
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), unwrap(expand(v))?)))
+                    .collect::<Result<_, String>>()?,
+            })
+        }
+        (_, Some(_), Some(_)) => Err("has both \"command\" and \"url\"; give one".into()),
+        (_, None, None) => Err("has neither \"command\" (stdio) nor \"url\" (HTTP)".into()),
+        (Some(other), ..) => Err(format!(
+            "\"type\": {other:?} does not match its fields; use \"stdio\" with \"command\" or \"http\" with \"url\""
+        )),
+    }
+}
+
+/// Server names: letters, digits, `_` and `-`, starting with a letter or digit.
+pub fn check_server_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.chars().count() <= MAX_SERVER_NAME_CHARS
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "the server name must be 1-{MAX_SERVER_NAME_CHARS} letters, digits, '_' or '-', starting with a letter or digit"
+        ))
+    }
+}
+
+/// Expands `${VAR}` and `${VAR:-default}`; `$` not followed by `{` stays as it is.
+pub fn expand_vars(
+    s: &str,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, UpstreamsError> {
+    let fail = |problem: String| UpstreamsError::Server {
+        server: String::new(),
+        problem,
+    };
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| fail(format!("unclosed ${{ in {:?}", truncate(s))))?;
+        let inner = &after[..end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (inner, None),
+        };
+        let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(fail(format!("${{{inner}}} is not a variable name")));
+        }
+        match (var(name), default) {
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => {
+                return Err(fail(format!(
+                    "the environment variable {name} is not set (used as ${{{name}}}); set it for the server, or write ${{{name}:-default}}"
+                )));
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(60).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "TOKEN" => Some("s3cret".into()),
+            "HOME" => Some("/home/u".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn reads_a_claude_desktop_config() {
+        let text = r#"{
+          "globalShortcut": "Ctrl+Space",
+          "mcpServers": {
+            "time": {"command": "uvx", "args": ["mcp-server-time", "--local-timezone=${TZ:-UTC}"]},
+            "crm": {"type": "http", "url": "https://crm.example/mcp?key=${TOKEN}",
+                    "headers": {"Authorization": "Bearer ${TOKEN}"}, "tenants": ["sales"]},
+            "git": {"command": "python", "args": ["-m", "mcp_server_git"], "cwd": "${HOME}/repo",
+                    "env": {"GIT_TOKEN": "${TOKEN}"}, "policy": "confirm"},
+            "old": {"command": "x", "disabled": true}
+          }
+        }"#;
+        let servers = parse(text, &env).unwrap();
+        let names: Vec<_> = servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["crm", "git", "time"]);
+        assert_eq!(
+            servers[2].transport,
+            Transport::Stdio {
+                command: "uvx".into(),
+                args: vec!["mcp-server-time".into(), "--local-timezone=UTC".into()],
+                env: BTreeMap::new(),
+                cwd: None
+            }
+        );
+        let Transport::Http { url, headers } = &servers[0].transport else {
+            panic!("crm is HTTP")
+        };
+        assert_eq!(url, "https://crm.example/mcp?key=s3cret");
+        assert_eq!(headers["Authorization"], "Bearer s3cret");
+        assert_eq!(servers[0].describe(), "https://crm.example/mcp");
+        assert_eq!(
+            shown_url("https://me:pw@crm.example:8443/a/mcp?key=1#x"),
+            "https://crm.example:8443/a/mcp"
+        );
+        assert_eq!(
+            servers[0].scrub("error sending request for url (https://crm.example/mcp?key=s3cret)"),
+            "error sending request for url (https://crm.example/mcp)"
+        );
+        assert_eq!(
+            servers[0].tenants.as_deref(),
+            Some(&["sales".to_string()][..])
+        );
+        let Transport::Stdio { env, cwd, .. } = &servers[1].transport else {
+            panic!("git is stdio")
+        };
+        assert_eq!(env["GIT_TOKEN"], "s3cret");
+        assert_eq!(cwd.as_deref(), Some(Path::new("/home/u/repo")));
+        assert_eq!(servers[1].policy.default, Some(Decision::Confirm));
+    }
+
+    #[test]
+    fn scrub_removes_every_secret_of_the_entry_however_it_is_quoted() {
+        let text = r#"{"mcpServers": {
+            "web": {"url": "https://me:pa55word@crm.example?key=s3cret-key&x=1",
+                    "headers": {"Authorization": "Bearer tok/en+1"}},
+            "cli": {"command": "x", "env": {"API_KEY": "abcd-1234", "DEBUG": "1"}}
+        }}"#;
+        let servers = parse(text, &env).unwrap();
+        let (cli, web) = (&servers[0], &servers[1]);
+        for quoted in [
+            // reqwest quotes a normalised URL: a path added, characters encoded.
+            "error sending request for url (https://me:pa55word@crm.example/?key=s3cret-key&x=1)",
+            "401 for token tok%2Fen%2B1 and tok/en+1; Authorization: Bearer tok/en+1",
+        ] {
+            let shown = web.scrub(quoted);
+            for secret in ["pa55word", "s3cret-key", "tok/en+1", "tok%2Fen%2B1"] {
+                assert!(!shown.contains(secret), "{secret} in {shown}");
+            }
+            assert!(shown.contains("[redacted]"), "{shown}");
+        }
+        assert_eq!(
+            cli.scrub("auth failed with key abcd-1234 (DEBUG=1)"),
+            "auth failed with key [redacted] (DEBUG=1)",
+            "short values such as 1 stay: they hide nothing"
+        );
+    }
+
+    #[test]
+    fn an_unset_variable_is_an_error_that_names_it() {
+        let e = parse(r#"{"mcpServers": {"a": {"command": "${NOPE}"}}}"#, &env)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("upstream `a`") && e.contains("NOPE is not set"),
+            "{e}"
+        );
+        let e = parse(r#"{"mcpServers": {"a": {"command": "x${TOKEN"}}}"#, &env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unclosed"), "{e}");
+        assert_eq!(
+            expand_vars("$HOME ${HOME}$", &env).unwrap(),
+            "$HOME /home/u$"
+        );
+    }
+
+    #[test]
+    fn bad_entries_say_what_to_write() {
+        for (text, expected) in [
+            (
+                r#"{"mcpServers": {"a/b": {"command": "x"}}}"#,
+                "server name",
+            ),
+            (r#"{"mcpServers": {"a": {}}}"#, "neither"),
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}"#,
+                "both",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"type": "sse", "url": "http://h"}}}"#,
+                "SSE",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"url": "file:///etc"}}}"#,
+                "http://",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "policy": "maybe"}}}"#,
+                "expected",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"type": "http", "command": "x"}}}"#,
+                "does not match",
+            ),
+            ("[1]", "not valid JSON"),
+        ] {
+            let e = parse(text, &env).unwrap_err().to_string();
+            assert!(e.contains(expected), "{text}: {e}");
+        }
+        assert!(parse("{}", &env).unwrap().is_empty());
+    }
+}

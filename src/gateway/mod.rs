@@ -1,0 +1,141 @@
+//! The gateway: sandbox code calls the user's own MCP servers ("upstreams") as Python
+//! functions, and the data flows between tools inside the sandbox instead of through the
+//! model's context.
+//!
+//! ```text
+//! config.rs    the upstreams file (Claude Desktop's mcpServers, ${VAR} expansion, policy)
+//! upstream.rs  one upstream kept connected: stdio child or streamable HTTP, relist, restart
+//! tools.rs     an upstream tool as kept here (from the wire JSON, bounded)
+//! names.rs     Python identifiers for any server or tool name
+//! stubs.rs     the generated package: servers/<server>/<tool>.py
+//! tree.rs      its versions on disk, mounted read-only into sandboxes
+//! view.rs      one tenant's upstreams, package and discovery index
+//! session.rs   one execution's calls: checks, policy, limits, token restore, records
+//! results.rs   a tool result as a Python value
+//! policy.rs    allow, deny, confirm
+//! stats.rs     calls, failures and latency per upstream, for get_execution_stats
+//! ```
+//!
+//! A call travels harness → channel `call` frame (`call_tool`) → `sandbox_calls::ServerCalls`
+//! → [`ToolSession::call`] → the upstream's `tools/call`, and back the same way. Credentials
+//! (an entry's `env` and `headers`) stay in this process: the sandbox gets generated stubs
+//! that name servers and tools, nothing else.
+
+pub mod config;
+pub mod names;
+pub mod policy;
+pub mod results;
+pub mod session;
+pub mod stats;
+pub mod stubs;
+pub mod tools;
+pub mod tree;
+pub mod upstream;
+pub mod view;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use config::{UpstreamConfig, UpstreamsError};
+pub use session::{CallLimits, Confirm, ToolCallRecord, ToolSession};
+pub use upstream::{Status, Upstream, UpstreamLimits};
+pub use view::GatewayView;
+
+/// Every upstream of this server, each kept connected by its own task.
+pub struct Gateway {
+    upstreams: Vec<Arc<Upstream>>,
+    /// Bumped whenever an upstream's tool list changes (or it connects or goes down); views
+    /// rebuild their package and index when it moved.
+    generation: AtomicU64,
+    cancel: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl Gateway {
+    /// Starts connecting to every upstream; returns at once (an upstream that is slow or
+    /// broken never delays or fails the server's start).
+    pub fn start(configs: Vec<UpstreamConfig>, limits: UpstreamLimits) -> Arc<Gateway> {
+        // HTTPS upstreams: rustls with ring (already built for the engine client); roots
+        // come from the system's store.
+        crate::install_tls_provider();
+        let gateway = Arc::new(Gateway {
+            upstreams: configs
+                .into_iter()
+                .map(|c| Upstream::new(c, limits))
+                .collect(),
+            generation: AtomicU64::new(1),
+            cancel: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+        });
+        for upstream in &gateway.upstreams {
+            let weak = Arc::downgrade(&gateway);
+            let changed: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+                if let Some(g) = weak.upgrade() {
+                    g.generation.fetch_add(1, Ordering::AcqRel);
+                }
+            });
+            gateway
+                .tasks
+                .spawn(upstream.clone().supervise(gateway.cancel.clone(), changed));
+        }
+        gateway
+    }
+
+    pub fn upstreams(&self) -> &[Arc<Upstream>] {
+        &self.upstreams
+    }
+
+    /// The view of a tenant (`None`: the only tenant): the upstreams whose `tenants` include
+    /// it (or do not restrict), with its package under `tree_root`.
+    pub fn view(
+        self: &Arc<Self>,
+        tenant: Option<&str>,
+        tree_root: &Path,
+    ) -> std::io::Result<Arc<GatewayView>> {
+        let upstreams = self
+            .upstreams
+            .iter()
+            .filter(|u| match (&u.config.tenants, tenant) {
+                (None, _) | (Some(_), None) => true,
+                (Some(list), Some(t)) => list.iter().any(|x| x == t),
+            })
+            .cloned()
+            .collect();
+        Ok(Arc::new(GatewayView::new(
+            self.clone(),
+            upstreams,
+            tree_root,
+        )?))
+    }
+
+    /// Waits until every upstream is ready or has failed for good, or `limit` passed; whether
+    /// all are ready. For tests, `doctor` and a start that wants its tools listed first.
+    pub async fn settled(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let statuses: Vec<Status> = self.upstreams.iter().map(|u| u.status()).collect();
+            if statuses
+                .iter()
+                .all(|s| matches!(s, Status::Ready | Status::Failed { .. }))
+            {
+                return statuses.iter().all(|s| *s == Status::Ready);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops every connection (stdio upstreams are killed) and waits for the tasks.
+    pub async fn shutdown(&self) {
+        self.cancel.cancel();
+        self.tasks.close();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.tasks.wait()).await;
+    }
+}

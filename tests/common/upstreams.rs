@@ -1,0 +1,106 @@
+//! Real upstream MCP servers for the gateway tests: Python servers from PyPI in virtual
+//! environments the tests make themselves (once per target directory), and the rmcp fixture
+//! of `tests/upstream_fixture` (built by `cargo test` as an example).
+//!
+//! `CEM_TEST_UPSTREAMS_PYTHON` and `CEM_TEST_SQLITE_PYTHON` may point at interpreters that
+//! already have the packages (CI prepares them); otherwise they are installed from PyPI here,
+//! and a failed install fails the test with pip's output (never a silent pass).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+/// `mcp-server-time` and `mcp-server-git` (one environment: both run on the current SDK).
+pub const MAIN_PACKAGES: &[&str] = &[
+    "mcp-server-time==2026.10.19",
+    "mcp-server-git==2026.10.19",
+    "mcp==2.3.0",
+];
+/// `mcp-server-sqlite` needs the 1.x SDK, so it has an environment of its own.
+pub const SQLITE_PACKAGES: &[&str] = &["mcp-server-sqlite==2025.4.25", "mcp==1.30.0"];
+
+static INSTALL: Mutex<()> = Mutex::new(());
+
+/// `target/<profile>`: the test binary is `target/<profile>/deps/<name>`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("the test binary is in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// An interpreter with `packages` installed, from `env_var` or a venv named `name`.
+pub fn python_with(env_var: &str, name: &str, packages: &[&str]) -> PathBuf {
+    if let Ok(p) = std::env::var(env_var) {
+        return PathBuf::from(p);
+    }
+    let _one_at_a_time = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+    let venv = profile_dir().join("test-venvs").join(name);
+    let python = venv.join("bin/python");
+    let stamp = venv.join(".installed");
+    let wanted = packages.join(" ");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+        return python;
+    }
+    let run = |cmd: &mut Command, what: &str| {
+        let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            out.status.success(),
+            "{what} failed (set {env_var} to an interpreter with {wanted} to skip the install):\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    if !python.exists() {
+        run(
+            Command::new("python3").args(["-m", "venv"]).arg(&venv),
+            "python3 -m venv",
+        );
+    }
+    run(
+        Command::new(&python)
+            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+            .args(packages),
+        "pip install",
+    );
+    std::fs::write(&stamp, &wanted).expect("write the install stamp");
+    python
+}
+
+pub fn main_python() -> PathBuf {
+    python_with("CEM_TEST_UPSTREAMS_PYTHON", "upstreams", MAIN_PACKAGES)
+}
+
+pub fn sqlite_python() -> PathBuf {
+    python_with("CEM_TEST_SQLITE_PYTHON", "sqlite", SQLITE_PACKAGES)
+}
+
+/// The rmcp fixture upstream (`tests/upstream_fixture`), which `cargo test` builds.
+pub fn fixture_bin() -> PathBuf {
+    let bin = profile_dir().join("examples/upstream-fixture");
+    assert!(
+        bin.exists(),
+        "{} is missing: `cargo test` builds it (or `cargo build --example upstream-fixture`)",
+        bin.display()
+    );
+    bin
+}
+
+/// Writes an upstreams file `{"mcpServers": servers}` into `dir`.
+pub fn upstreams_file(dir: &Path, servers: Value) -> PathBuf {
+    let path = dir.join("upstreams.json");
+    std::fs::write(
+        &path,
+        serde_json::json!({ "mcpServers": servers }).to_string(),
+    )
+    .expect("write the upstreams file");
+    path
+}
+
+/// A stdio entry running the fixture with `args`.
+pub fn fixture_entry(args: &[&str]) -> Value {
+    serde_json::json!({"command": fixture_bin(), "args": args})
+}

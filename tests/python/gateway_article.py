@@ -1,0 +1,131 @@
+"""The "code execution with MCP" workflow end to end, driven by the official MCP Python SDK over
+stdio against the real binary: sandbox code reads 10,000 rows with emails and phone numbers from
+one upstream ("sheet") and writes them to another ("crm"). The model-visible text must hold no
+real email or phone number (tokens only); the second upstream must receive the real values, also
+for a token the model saw and put back into code. Then discovery marks the tools callable, and
+a tool that needs confirmation is asked for through elicitation (accepted, declined, and refused
+for a client that cannot be asked).
+
+    python tests/python/gateway_article.py BINARY DATA_DIR UPSTREAMS_FILE RECORD_FILE
+
+Exits non-zero with a message on the first mismatch. Used by tests/gateway/over_mcp.rs.
+"""
+
+import asyncio
+import json
+import re
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import ElicitResult
+
+from original_examples import check, payload  # the script's own directory is on sys.path
+
+EMAIL = re.compile(r"person\d+@example\.com")
+PHONE = re.compile(r"415.555.\d{4}")
+
+
+def visible(result):
+    """Everything of a tool result that reaches the model."""
+    return json.dumps(result.model_dump(mode="json"))
+
+
+async def workflow(session, record_file):
+    code = '''
+from servers.sheet import rows
+from servers.crm import store_rows
+data = rows(count=10000)["rows"]
+stored = store_rows(rows=data)
+print("first row:", data[0])
+result = {"stored": stored["stored"], "first": data[0]}
+'''
+    r = await session.call_tool("execute_code", {"code": code, "timeout_seconds": 120})
+    p = payload(r)
+    check(not r.is_error and p["success"], f"the workflow failed: {p}")
+    check(p["result"]["stored"] == 10_000, f"stored: {p['result']}")
+    seen = visible(r)
+    for pattern, what in [(EMAIL, "email"), (PHONE, "phone number")]:
+        found = pattern.search(seen)
+        check(found is None, f"a real {what} reached the model: {found and found.group()}")
+    token = p["result"]["first"]["email"]
+    check(token.startswith("[EMAIL_"), f"the model sees a token for the email: {token}")
+    calls = p.get("tool_calls", [])
+    check([(c["server"], c["tool"], c["ok"]) for c in calls] == [("sheet", "rows", True), ("crm", "store_rows", True)],
+          f"tool_calls: {calls}")
+    with open(record_file) as f:
+        stored = [json.loads(line) for line in f]
+    check(len(stored) == 10_000, f"the crm received {len(stored)} rows")
+    check(stored[0]["email"] == "person0@example.com", f"the crm received real values: {stored[0]}")
+    check(PHONE.search(stored[0]["phone"]), f"the crm received the real phone: {stored[0]}")
+
+    # A token the model saw goes back into code: the upstream gets the value it stands for.
+    r = await session.call_tool("execute_code", {"code": f'''
+from servers.crm import store_rows
+result = store_rows(rows=[{{"email": "{token}", "note": "from a token"}}])
+'''})
+    p = payload(r)
+    check(not r.is_error and p["success"], f"the second call failed: {p}")
+    with open(record_file) as f:
+        last = json.loads(f.readlines()[-1])
+    check(last == {"email": "person0@example.com", "note": "from a token"}, f"detokenized: {last}")
+
+
+async def discovery(session):
+    r = await session.call_tool("search_tools", {"query": "store rows", "callable_only": True})
+    p = payload(r)
+    check(p["tools"] and all(t["callable"] for t in p["tools"]), f"callable_only: {p}")
+    check(any(t["id"] == "crm/store_rows" for t in p["tools"]), f"crm/store_rows found: {p}")
+    r = await session.call_tool("search_tools", {"query": "send an email", "limit": 5})
+    p = payload(r)
+    check(any(not t["callable"] for t in p["tools"]), f"catalog entries are callable: false: {p}")
+    r = await session.call_tool("get_tool_definition", {"tool_name": "sheet/rows"})
+    p = payload(r)
+    check(p["callable"] and "from servers.sheet import rows" in p["python"], f"definition: {p}")
+    r = await session.call_tool("list_tool_categories", {})
+    p = payload(r)
+    check(p["upstreams"]["crm"]["status"] == "ready", f"upstreams: {p.get('upstreams')}")
+
+
+async def confirmation(session, answers):
+    code = '''
+from servers.crm import delete_everything
+result = delete_everything()
+'''
+    r = await session.call_tool("execute_code", {"code": code})
+    return payload(r), answers
+
+
+async def main(binary, data_dir, upstreams, record_file):
+    params = StdioServerParameters(
+        command=binary,
+        args=["serve", "--data-dir", data_dir, "--upstreams", upstreams, "--pool-size", "1"],
+    )
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            await workflow(session, record_file)
+            await discovery(session)
+            # No elicitation support: a destructive tool is refused, saying why.
+            p, _ = await confirmation(session, [])
+            check(not p["success"] and "cannot ask" in p["error"], f"without elicitation: {p}")
+
+    asked = []
+
+    async def answer(context, params):
+        asked.append(params.message)
+        return ElicitResult(action="accept" if len(asked) == 1 else "decline")
+
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=answer) as session:
+            await session.initialize()
+            p, _ = await confirmation(session, asked)
+            check(p["success"] and p["result"] == "deleted", f"accepted: {p}")
+            check("delete_everything" in asked[0] and "destructive" in asked[0], f"asked: {asked}")
+            p, _ = await confirmation(session, asked)
+            check(not p["success"] and "declined" in p["error"], f"declined: {p}")
+    print("gateway article workflow: ok")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:5]))
