@@ -87,6 +87,8 @@ pub struct Executed {
     pub outcome: Outcome,
     pub limits: ExecLimits,
     pub tool_calls: Vec<ToolCallRecord>,
+    /// Images, resource links and the files the code created or changed.
+    pub produced: crate::produced::Produced,
 }
 
 /// One tenant's server (the only one over stdio): its own workspace, skills, PII vault, stats
@@ -145,13 +147,19 @@ impl Shared {
             .await
             .map_err(StartError::HostPath)?;
 
-        let image = config.image.clone().unwrap_or_else(image::default_tag);
+        let image = config.image_tag();
         let image_id = if config.image.is_some() {
             image::image_id(&engine, &image)
                 .await?
                 .ok_or_else(|| EngineError::ImageMissing(image.clone()))?
         } else {
-            image::ensure(&engine, &image, config.base_image.as_deref()).await?
+            image::ensure(
+                &engine,
+                &image,
+                config.base_image.as_deref(),
+                config.image_profile,
+            )
+            .await?
         };
         let registry_dir = config.registry_dir();
         let discovery =
@@ -414,6 +422,7 @@ impl App {
             limits: HarnessLimits {
                 max_output_bytes: config.max_output_bytes,
                 max_result_bytes: config.max_result_bytes,
+                max_images: config.max_images,
             },
             max_concurrency: if tenant.is_some() {
                 config.tenant_max_concurrency()
@@ -427,6 +436,7 @@ impl App {
             pool_memory_bytes: (config.default_memory_mb * 1024 * 1024) as i64,
             image_id: shared.image_id.clone(),
             start_limit: config.start_timeout(),
+            preload: config.preload_modules(),
         };
         let sandbox = Arc::new(Sandbox::new(
             Arc::new(shared.engine.clone()),
@@ -505,6 +515,7 @@ impl App {
                 ) as Arc<dyn crate::sandbox::CallHandler>
             }),
         };
+        let before = self.with_workspace(|ws| ws.snapshot()).await.ok();
         let ran = self.sandbox.run(job, cancel).await;
         let tool_calls = session.as_ref().map(|s| s.records()).unwrap_or_default();
         if let Some(view) = &self.gateway {
@@ -526,10 +537,18 @@ impl App {
             .await
             .expect("redaction does not panic");
         }
+        let returned = std::mem::take(&mut outcome.returned);
+        let (workspace, bounds) = (self.workspace.clone(), self.config.image_bounds());
+        let produced = tokio::task::spawn_blocking(move || {
+            crate::produced::prepare(returned, bounds, &workspace, before.as_ref())
+        })
+        .await
+        .expect("preparing images and files does not panic");
         Ok(Executed {
             outcome,
             limits,
             tool_calls,
+            produced,
         })
     }
 

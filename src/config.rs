@@ -75,10 +75,23 @@ pub struct Config {
     #[arg(long, env = "CEM_REGISTRY_DIR")]
     pub registry_dir: Option<PathBuf>,
 
-    /// Sandbox image to run [default: code-execution-mcp-sandbox:<hash of the embedded
-    /// images/python>, built on first start when missing].
+    /// Sandbox image to run [default: the image of --image-profile,
+    /// code-execution-mcp-sandbox:PROFILE-<hash of the embedded images/python>, built on first
+    /// start when missing]. An image made by `image build --requirements` goes here.
     #[arg(long, env = "CEM_IMAGE")]
     pub image: Option<String>,
+
+    /// Which sandbox image to build and run when --image is not given: `data` (numpy, pandas,
+    /// pyarrow where available, scipy, matplotlib, openpyxl, ...) or `minimal` (the standard
+    /// library only: a smaller image, faster to build).
+    #[arg(long, env = "CEM_IMAGE_PROFILE", value_enum, default_value_t = ImageProfile::Data)]
+    pub image_profile: ImageProfile,
+
+    /// Modules pooled containers import before their job arrives, comma-separated, so code that
+    /// uses them does not wait for the import [default: numpy,pandas with the data profile, none
+    /// with minimal]. `none` turns it off. Each module costs idle memory and start-up CPU.
+    #[arg(long, env = "CEM_PRELOAD", value_delimiter = ',')]
+    pub preload: Option<Vec<String>>,
 
     /// Base image to build the sandbox image on when it is missing, instead of the pinned
     /// python:3.13-slim-trixie digest (e.g. the offline base of images/offline-base.sh).
@@ -140,6 +153,19 @@ pub struct Config {
     /// Largest `result` value returned, in bytes of JSON; larger ones are truncated.
     #[arg(long, env = "CEM_MAX_RESULT_BYTES", default_value_t = 256 * 1024)]
     pub max_result_bytes: usize,
+
+    /// Images one execution may return (show_image, matplotlib figures); more are dropped and
+    /// the result says so. 0 turns images off.
+    #[arg(long, env = "CEM_MAX_IMAGES", default_value_t = 8)]
+    pub max_images: usize,
+
+    /// Longest side of a returned image, in pixels; larger images are scaled down to it.
+    #[arg(long, env = "CEM_IMAGE_MAX_SIDE", default_value_t = 1568)]
+    pub image_max_side: u32,
+
+    /// Largest returned image, in KiB of PNG; a larger one is scaled down until it fits.
+    #[arg(long, env = "CEM_IMAGE_MAX_KB", default_value_t = 1024)]
+    pub image_max_kb: u32,
 
     /// Processes and threads one sandbox may have at once.
     #[arg(long, env = "CEM_PIDS_LIMIT", default_value_t = 128)]
@@ -222,7 +248,66 @@ pub struct Config {
     pub upstream_connect_timeout_secs: u64,
 }
 
+/// The sandbox image profiles (see images/python/Dockerfile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImageProfile {
+    /// The standard library only.
+    Minimal,
+    /// numpy, pandas, pyarrow where available, scipy, matplotlib, pillow, openpyxl and more.
+    Data,
+}
+
+impl ImageProfile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImageProfile::Minimal => "minimal",
+            ImageProfile::Data => "data",
+        }
+    }
+
+    /// What pooled containers import ahead when --preload is not given.
+    pub fn default_preload(self) -> &'static [&'static str] {
+        match self {
+            ImageProfile::Minimal => &[],
+            ImageProfile::Data => &["numpy", "pandas"],
+        }
+    }
+}
+
 impl Config {
+    /// The sandbox image to run: `--image`, else the profile's default tag.
+    pub fn image_tag(&self) -> String {
+        self.image
+            .clone()
+            .unwrap_or_else(|| crate::sandbox::image::default_tag(self.image_profile))
+    }
+
+    /// The modules pooled containers import ahead (see `--preload`).
+    pub fn preload_modules(&self) -> Vec<String> {
+        match &self.preload {
+            None => self
+                .image_profile
+                .default_preload()
+                .iter()
+                .map(|m| m.to_string())
+                .collect(),
+            Some(list) if list.iter().any(|m| m.trim() == "none") => Vec::new(),
+            Some(list) => list
+                .iter()
+                .map(|m| m.trim().to_string())
+                .filter(|m| !m.is_empty())
+                .collect(),
+        }
+    }
+
+    /// The image bounds of returned images.
+    pub fn image_bounds(&self) -> crate::images::Bounds {
+        crate::images::Bounds {
+            max_side: self.image_max_side,
+            max_bytes: self.image_max_kb as usize * 1024,
+        }
+    }
+
     /// Defaults as if no flag and no environment variable were given (used by tests).
     pub fn defaults() -> Self {
         use clap::Parser;
@@ -325,7 +410,24 @@ impl Config {
                 ));
             }
         }
+        for module in self.preload_modules() {
+            let ok = module.len() <= 100
+                && module.split('.').all(|part| {
+                    part.chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                        && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                });
+            if !ok {
+                return Err(format!(
+                    "--preload: {module:?} is not a module name (dotted Python identifiers, such as pandas or matplotlib.pyplot; `none` for no preloading)"
+                ));
+            }
+        }
         for (flag, value, min, max) in [
+            ("--max-images", self.max_images as u64, 0, 64),
+            ("--image-max-side", self.image_max_side as u64, 64, 8192),
+            ("--image-max-kb", self.image_max_kb as u64, 16, 5 * 1024),
             ("--max-tool-calls", self.max_tool_calls as u64, 1, 1_000_000),
             (
                 "--tool-call-timeout-secs",

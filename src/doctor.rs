@@ -108,7 +108,7 @@ pub async fn run(config: &Config) -> Vec<Check> {
         )),
     }
 
-    let tag = config.image.clone().unwrap_or_else(image::default_tag);
+    let tag = config.image_tag();
     let image_present = matches!(image::image_id(&engine, &tag).await, Ok(Some(_)));
     checks.push(if image_present {
         Check::pass("image", format!("{tag} present"))
@@ -157,6 +157,7 @@ async fn memory_enforced(engine: Engine, image: String) -> Check {
         limits: HarnessLimits {
             max_output_bytes: 4096,
             max_result_bytes: 4096,
+            max_images: 0,
         },
         max_concurrency: 1,
         max_queue: 0,
@@ -166,6 +167,7 @@ async fn memory_enforced(engine: Engine, image: String) -> Check {
         pool_memory_bytes: 0,
         image_id: String::new(),
         start_limit: crate::sandbox::DEFAULT_START_LIMIT,
+        preload: Vec::new(),
     };
     let sandbox = Sandbox::new(
         Arc::new(engine),

@@ -152,6 +152,7 @@ pub fn check_job_size(code: &str, context_vars: &serde_json::Value) -> Result<()
         limits: HarnessLimits {
             max_output_bytes: 0,
             max_result_bytes: 0,
+            max_images: 0,
         },
         servers: None,
     }

@@ -7,9 +7,11 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use code_execution_mcp::app::App;
+use code_execution_mcp::config::ImageProfile;
 use code_execution_mcp::config::{Config, Transport};
-use code_execution_mcp::sandbox::{Engine, image};
+use code_execution_mcp::sandbox::{Engine, derived, image};
 use code_execution_mcp::{doctor, transport as serve};
+use std::path::PathBuf;
 
 #[derive(Parser)]
 #[command(
@@ -48,18 +50,37 @@ enum Command {
 
 #[derive(Subcommand)]
 enum ImageCommand {
-    /// Build the sandbox image from the embedded images/python (pinned base, or the offline
-    /// base when no registry is reachable).
+    /// Build the sandbox image of a profile from the embedded images/python (pinned base, or
+    /// the offline base when no registry is reachable); with --requirements, an image with your
+    /// own packages on top of it. Prints the tag to run (`serve --image TAG`).
     Build {
+        /// The profile: data (numpy, pandas, matplotlib, ...) or minimal (standard library).
+        #[arg(long, env = "CEM_IMAGE_PROFILE", value_enum, default_value_t = ImageProfile::Data)]
+        profile: ImageProfile,
         /// Base image to build on instead of the pinned python:3.13-slim-trixie digest.
         #[arg(long, env = "CEM_BASE_IMAGE")]
         base: Option<String>,
         /// Rebuild even when the image exists.
         #[arg(long)]
         force: bool,
+        /// A pip requirements file of pinned packages (NAME==VERSION) to install, binary wheels
+        /// only, into an image derived from the profile's (or --from) image.
+        #[arg(long)]
+        requirements: Option<PathBuf>,
+        /// With --requirements: install from the .whl files of this directory only, without
+        /// network.
+        #[arg(long, requires = "requirements")]
+        wheels: Option<PathBuf>,
+        /// With --requirements: the sandbox image to add the packages to [default: the
+        /// profile's image, built when missing].
+        #[arg(long, requires = "requirements")]
+        from: Option<String>,
     },
-    /// Print the tag the server uses by default.
-    Tag,
+    /// Print the tag the server uses by default for a profile.
+    Tag {
+        #[arg(long, env = "CEM_IMAGE_PROFILE", value_enum, default_value_t = ImageProfile::Data)]
+        profile: ImageProfile,
+    },
 }
 
 fn main() -> ExitCode {
@@ -104,19 +125,53 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Image { command } => {
-            let tag = image::default_tag();
-            if let ImageCommand::Build { base, force } = command {
-                let engine = Engine::connect().await?;
-                let id = match image::image_id(&engine, &tag).await? {
-                    Some(id) if !force => {
-                        eprintln!("{tag} is already built");
-                        id
-                    }
-                    _ => image::build(&engine, &tag, base.as_deref()).await?,
-                };
-                eprintln!("built {tag} ({id})");
-            }
+        Command::Image {
+            command: ImageCommand::Tag { profile },
+        } => {
+            println!("{}", image::default_tag(profile));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Image {
+            command:
+                ImageCommand::Build {
+                    profile,
+                    base,
+                    force,
+                    requirements,
+                    wheels,
+                    from,
+                },
+        } => {
+            // Checked before anything is built: a bad line fails at once.
+            let packages = requirements
+                .map(|file| derived::Packages::read(&file, wheels.as_deref()))
+                .transpose()?;
+            let engine = Engine::connect().await?;
+            let tag = match from {
+                Some(from) => from,
+                None => {
+                    let tag = image::default_tag(profile);
+                    let id = match image::image_id(&engine, &tag).await? {
+                        Some(id) if !force => {
+                            eprintln!("{tag} is already built");
+                            id
+                        }
+                        _ => image::build(&engine, &tag, base.as_deref(), profile).await?,
+                    };
+                    eprintln!("built {tag} ({id})");
+                    tag
+                }
+            };
+            let tag = match packages {
+                None => tag,
+                Some(packages) => {
+                    let user = derived::build(&engine, &tag, &packages).await?;
+                    eprintln!(
+                        "built {user}: run it with `code-execution-mcp serve --image {user}`"
+                    );
+                    user
+                }
+            };
             println!("{tag}");
             Ok(ExitCode::SUCCESS)
         }

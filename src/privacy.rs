@@ -85,6 +85,7 @@ mod tests {
             error_type: Some("eve@example.com".into()),
             traceback: Some("raise X('fay@example.com')".into()),
             elapsed: std::time::Duration::ZERO,
+            returned: Default::default(),
         };
         redact_outcome(&pii, &mut o);
         let all = format!(

@@ -292,7 +292,8 @@ fn binary_in_context() -> String {
 
 /// The base the sandbox image was built on (its `org.opencontainers.image.base.name` label).
 fn sandbox_base() -> String {
-    let tag = code_execution_mcp::sandbox::image::default_tag();
+    use code_execution_mcp::sandbox::image;
+    let tag = image::default_tag(image::ImageProfile::Minimal);
     let out = std::process::Command::new("docker")
         .args([
             "image",

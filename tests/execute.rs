@@ -325,7 +325,9 @@ async fn the_pool_follows_its_image_tag_to_a_rebuilt_image() {
     docker(
         &[
             "tag",
-            &code_execution_mcp::sandbox::image::default_tag(),
+            &code_execution_mcp::sandbox::image::default_tag(
+                code_execution_mcp::sandbox::image::ImageProfile::Data,
+            ),
             &tag,
         ],
         None,

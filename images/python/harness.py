@@ -6,8 +6,11 @@ Frames are JSON objects, one per line, at most 8 MiB each:
        answering our calls, in any order (threads may have several calls out at once).
   out: {"type":"output","stream","data"}, per stream that passes its limit {"type":"output","stream",
        "truncated":true,"dropped_bytes"} when it first drops and once more at the end for the rest,
-       {"type":"call","id","method","params"}, and last {"type":"done","success","result",
-       "result_truncated","error","error_type","traceback"}; then exit 0 (1: bad job frame).
+       {"type":"call","id","method","params"}, {"type":"image","source","data"} (base64 of a PNG,
+       JPEG, GIF or WebP; past limits.max_images {"type":"image","source","dropped":true}),
+       {"type":"link","path","description"} (a workspace file to return as a resource link),
+       and last {"type":"done","success","result","result_truncated","error","error_type",
+       "traceback"}; then exit 0 (1: bad job frame).
 
 Why it is built this way:
 
@@ -28,11 +31,16 @@ Why it is built this way:
   the job names the version, which goes on sys.path and behind the image's /servers link. Each
   function calls call_tool, a `call` frame the server answers through the upstream: the package
   holds names, never credentials.
+- Images: show_image() and matplotlib (the image's MPLBACKEND is cem_matplotlib, whose show()
+  sends the open figures; figures still open at the end are sent too) become image frames. The
+  server decodes, bounds and re-encodes them: what the harness sends is as untrusted as the rest.
 - Stdlib only, all imports at start-up: a pooled container has paid for them before its job arrives.
+  CEM_PRELOAD (set on pooled containers) names more modules to import then, such as pandas, so
+  code that uses them does not wait for the import.
 """
 
-import builtins, codecs, importlib, io, itertools, linecache, os, sys, threading, time, traceback, types
-import warnings
+import base64, builtins, codecs, importlib, io, itertools, linecache, os, shutil, sys, threading
+import time, traceback, types, warnings
 # The globals user code gets (names of the original project), imported before the job arrives:
 import collections, json, math, re, statistics
 from datetime import date, datetime, timedelta
@@ -47,6 +55,12 @@ WORKSPACE = "/workspace"
 SKILLS = "/skills"  # the saved skills, mounted read-only
 SERVERS_MOUNT = "/mnt/servers"  # generated tools packages, one directory per version, read-only
 SERVERS_LINK = "/tmp/.servers"  # the image's /servers points here; linked to the job's version
+LIB = "/opt/sandbox/lib"  # the matplotlib backend (the image's PYTHONPATH, for subprocesses)
+PACKAGES = "/opt/sandbox/packages"  # the user's packages (image build --requirements)
+MPL_CACHE = "/opt/sandbox/matplotlib"  # matplotlib's font cache, built with the image
+MAX_IMAGE_BYTES = 6 << 20  # an image frame's data, before base64 (the frame stays under 8 MiB)
+IMAGE_KINDS = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF87a", "GIF"),
+               (b"GIF89a", "GIF"))
 
 
 class Channel:
@@ -261,20 +275,163 @@ def delete_file(filename):
     return f"Deleted {filename}"
 
 
+def _is_pandas(value, kind):
+    """Whether value is a pandas object of this class name (pandas need not be installed)."""
+    cls = type(value)
+    return cls.__name__ == kind and (cls.__module__ or "").startswith("pandas")
+
+
+def _records(data):
+    """What the data helpers work on: lists of dicts. A pandas DataFrame becomes its rows (NaN as
+    None, timestamps in ISO 8601), a Series or numpy array a list; anything else is left as is."""
+    if _is_pandas(data, "DataFrame"):
+        return json.loads(data.to_json(orient="records", date_format="iso", default_handler=str))
+    if _is_pandas(data, "Series"):
+        return json.loads(data.to_json(orient="values", date_format="iso", default_handler=str))
+    if type(data).__module__ == "numpy" and hasattr(data, "tolist"):
+        return data.tolist()
+    return data
+
+
+def _json_default(value):
+    """json.dumps's fallback for the code's result: pandas and numpy values as plain JSON, other
+    objects as their str() (the original project's default=str)."""
+    if _is_pandas(value, "Series") and type(value.index).__name__ != "RangeIndex":
+        rows = _records(value)
+        return dict(zip(map(str, value.index), rows))
+    if _is_pandas(value, "DataFrame") or _is_pandas(value, "Series"):
+        return _records(value)
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return value.tolist()
+    if (type(value).__module__ or "").startswith("pandas") and hasattr(value, "isoformat"):
+        return value.isoformat()  # Timestamp
+    return str(value)
+
+
+def _without_nan(value, depth=0):
+    """The value with NaN and infinities (which JSON cannot hold) as None, pandas and numpy values
+    converted on the way."""
+    if depth > 100:
+        raise RecursionError("result nested too deeply")
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        return {k: _without_nan(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_nan(v, depth + 1) for v in value]
+    if isinstance(value, (str, int, bool, type(None))):
+        return value
+    converted = _json_default(value)
+    return converted if isinstance(converted, str) else _without_nan(converted, depth + 1)
+
+
+def filter_by_field(data, field, value):
+    return [d for d in _records(data) if isinstance(d, dict) and d.get(field) == value]
+
+
+def summarize_list(data, limit=10):
+    if _is_pandas(data, "DataFrame") or _is_pandas(data, "Series"):
+        return {"count": len(data), "sample": _records(data.head(limit))}
+    data = _records(data)
+    return {"count": len(data), "sample": data[:limit]}
+
+
+def format_output(data, max_chars=5000):
+    return json.dumps(_records(data), indent=2, default=_json_default)[:max_chars]
+
+
 def aggregate_stats(data, numeric_fields=None):
+    data = _records(data)
     if not data:
         return {"count": 0}
     stats = {"count": len(data)}
     if numeric_fields is None and isinstance(data[0], dict):
-        numeric_fields = [k for k, v in data[0].items() if isinstance(v, (int, float))]
+        numeric_fields = [k for k, v in data[0].items()
+                          if isinstance(v, (int, float)) and not isinstance(v, bool)]
     for field in numeric_fields or ():
         values = [d.get(field, 0) for d in data if isinstance(d, dict)]
+        values = [v for v in values if v is not None]  # a DataFrame's NaN
         if values:
             stats[f"{field}_sum"] = sum(values)
             stats[f"{field}_avg"] = sum(values) / len(values)
             stats[f"{field}_min"] = min(values)
             stats[f"{field}_max"] = max(values)
     return stats
+
+
+_images = {"sent": 0, "max": 8}
+_images_lock = threading.Lock()
+
+
+def _image_bytes(image):
+    """The encoded bytes of what show_image was given, and a name for it."""
+    if hasattr(image, "savefig"):  # a matplotlib figure
+        buffer = io.BytesIO()
+        image.savefig(buffer, format="png")
+        return buffer.getvalue(), None
+    if hasattr(image, "save") and hasattr(image, "mode"):  # a PIL image
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        return buffer.getvalue(), None
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        return bytes(image), None
+    if isinstance(image, (str, os.PathLike)):
+        path = _resolve(image)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"File not found: {image}")
+        if os.path.getsize(path) > MAX_IMAGE_BYTES:
+            raise ValueError(f"show_image: {image} is over {MAX_IMAGE_BYTES} bytes; save a smaller image")
+        with open(path, "rb") as f:
+            return f.read(MAX_IMAGE_BYTES + 1), os.fspath(image)
+    raise TypeError("show_image: pass PNG, JPEG, GIF or WebP bytes, a workspace path, a PIL image "
+                    f"or a matplotlib figure, not {type(image).__name__}")
+
+
+def show_image(image, source=None):
+    """Returns an image to the caller of execute_code as MCP image content (PNG): PNG, JPEG, GIF
+    or WebP bytes, a workspace path, a PIL image or a matplotlib figure. The server scales large
+    images down; past the per-execution limit, images are dropped and the result says so."""
+    data, name = _image_bytes(image)
+    if not (any(data.startswith(magic) for magic, _ in IMAGE_KINDS)
+            or (data[:4] == b"RIFF" and data[8:12] == b"WEBP")):
+        raise ValueError("show_image: the data is not a PNG, JPEG, GIF or WebP image")
+    if len(data) > MAX_IMAGE_BYTES:
+        raise ValueError(f"show_image: the image is {len(data)} bytes, over the {MAX_IMAGE_BYTES} "
+                         "sent; save it smaller (fewer pixels, lower dpi)")
+    with _images_lock:
+        number = _images["sent"] = _images["sent"] + 1
+    source = str(source or name or f"image {number}")[:200]
+    if number > _images["max"]:
+        _chan.send({"type": "image", "source": source, "dropped": True})
+        return None
+    _chan.send({"type": "image", "source": source, "data": base64.b64encode(data).decode("ascii")})
+    return None
+
+
+def resource_link(filename, description=None):
+    """Returns a workspace file to the caller of execute_code as an MCP resource link (its URI,
+    not its content); a client reads it with resources/read. Returns the URI."""
+    path = _resolve(filename)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"File not found: {filename}")
+    rel = os.path.relpath(path, os.path.realpath(WORKSPACE))
+    frame = {"type": "link", "path": rel}
+    if description is not None:
+        frame["description"] = str(description)[:1000]
+    _chan.send(frame)
+    from urllib.parse import quote
+    return "workspace:///" + quote(rel)
+
+
+def _send_open_figures():
+    """Figures the code left open come back as images, as if it had called plt.show()."""
+    if "matplotlib.pyplot" not in sys.modules:
+        return
+    try:
+        import cem_matplotlib
+        cem_matplotlib.send_figures()
+    except BaseException as e:
+        print(f"[sandbox] the open matplotlib figures could not be sent: {e!r}", file=sys.stderr)
 
 
 def _server_call(method, **params):
@@ -367,6 +524,7 @@ def _install_servers_package(version):
     """Makes `import servers` and /servers show the tools package of this job's version."""
     runtime = types.ModuleType("cem_runtime", "What the generated servers package calls.")
     runtime.call_tool, runtime.ToolError, runtime.ToolContent = call_tool, ToolError, ToolContent
+    runtime.show_image = show_image  # what the matplotlib backend (cem_matplotlib) sends through
     sys.modules["cem_runtime"] = runtime
     if not version:
         return
@@ -390,10 +548,9 @@ HELPERS = dict(
     json=json, re=re, math=math, statistics=statistics, collections=collections,
     datetime=datetime, date=date, timedelta=timedelta, workspace=WORKSPACE,
     read_file=read_file, write_file=write_file, list_files=list_files, delete_file=delete_file,
-    filter_by_field=lambda data, field, value: [d for d in data if d.get(field) == value],
-    summarize_list=lambda data, limit=10: {"count": len(data), "sample": data[:limit]},
-    aggregate_stats=aggregate_stats,
-    format_output=lambda data, max_chars=5000: json.dumps(data, indent=2)[:max_chars],
+    filter_by_field=filter_by_field, summarize_list=summarize_list,
+    aggregate_stats=aggregate_stats, format_output=format_output,
+    show_image=show_image, resource_link=resource_link,
     _server_call=_server_call,
     call_tool=call_tool, ToolError=ToolError,
     save_skill=lambda name, code, description="": _server_call(
@@ -447,14 +604,18 @@ def _failure(exc):
 
 
 def _encode_result(value, limit):
-    """json.dumps(default=str) semantics; a value that still cannot be encoded becomes str()."""
+    """json.dumps(default=str) semantics, with pandas and numpy values as plain JSON and NaN as
+    null; a value that still cannot be encoded becomes str()."""
     try:
-        text = json.dumps(value, default=str, allow_nan=False)
+        text = json.dumps(value, default=_json_default, allow_nan=False)
     except Exception:  # NaN/inf, cycles, non-string keys, a failing __str__ ...
         try:
-            text = json.dumps(str(value))
+            text = json.dumps(_without_nan(value), default=_json_default, allow_nan=False)
         except Exception:
-            text = json.dumps(f"<unserialisable {type(value).__name__}>")
+            try:
+                text = json.dumps(str(value))
+            except Exception:
+                text = json.dumps(f"<unserialisable {type(value).__name__}>")
     if len(text) > limit:  # ASCII JSON text: characters == bytes
         return text[:limit], True
     return json.loads(text), False
@@ -503,19 +664,61 @@ def read_job(chan):
         value = limits.get(key) if isinstance(limits, dict) else None
         if type(value) is not int or value < 0:
             raise ValueError(f'job frame: "limits.{key}" must be a non-negative integer')
+    max_images = limits.get("max_images", _images["max"])
+    if type(max_images) is not int or max_images < 0:
+        raise ValueError('job frame: "limits.max_images" must be a non-negative integer')
+    _images["max"] = max_images
     servers = job.get("servers")
     if not isinstance(servers, (str, type(None))):
         raise ValueError('job frame: "servers" must be a string or absent')
     return job["code"], job.get("context_vars"), limits, servers
 
 
+def _prepare_matplotlib():
+    """Matplotlib needs a writable config directory; the image's font cache goes there, or the
+    first import would spend a second building it."""
+    target = os.environ.get("MPLCONFIGDIR")
+    if target and os.path.isdir(MPL_CACHE) and not os.path.exists(target):
+        try:
+            shutil.copytree(MPL_CACHE, target)
+        except OSError:
+            pass
+
+
+def _preload(chan):
+    """Imports the modules CEM_PRELOAD names (a pooled container does this before its job
+    arrives). A module that fails to import is skipped: the code's own import says why. Nothing
+    they print reaches the job's output."""
+    names = [n.strip() for n in os.environ.get("CEM_PRELOAD", "").split(",") if n.strip()]
+    if not names:
+        return
+    saved = os.dup(2)
+    os.dup2(chan.devnull, 2)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for name in names[:32]:
+                try:
+                    importlib.import_module(name)
+                except BaseException:
+                    pass
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def main():
     global _chan
     sys.dont_write_bytecode = True  # -I ignores PYTHONDONTWRITEBYTECODE
+    sys.path.insert(0, LIB)  # -I leaves the script's directory off sys.path
+    if os.path.isdir(PACKAGES):
+        sys.path.append(PACKAGES)  # after the image's own: a user package cannot replace them
     # Our two reader threads would make every os.fork() warn; they never hold anything a child needs.
     warnings.filterwarnings("ignore", r"This process .* is multi-threaded", DeprecationWarning)
     _chan = chan = Channel()
     _install_skills_package()
+    _prepare_matplotlib()
+    _preload(chan)
     try:
         code, context_vars, limits, servers = read_job(chan)
         _install_servers_package(servers)
@@ -526,6 +729,7 @@ def main():
     try:
         pumps = start_capture(chan, limits["max_output_bytes"])
         outcome = run_job(code, context_vars, limits["max_result_bytes"])
+        _send_open_figures()
         stop_capture(chan, pumps)
     except BaseException as e:  # a harness bug: still end with a done frame
         outcome = dict(_failure(e), error=f"harness failure: {e!r}", error_type="HarnessError")

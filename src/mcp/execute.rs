@@ -1,10 +1,11 @@
 //! `execute_code`: the original's arguments and response fields, plus a machine-readable
 //! `status`, stderr, truncation flags and the limits actually applied.
 
+use base64::Engine as _;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ProgressNotificationParam};
+use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, Resource};
 use rmcp::service::RequestContext;
-use rmcp::{Json, RoleServer, tool, tool_router};
+use rmcp::{RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -12,6 +13,7 @@ use serde_json::{Map, Value};
 use super::{CodeExecutionServer, structured_error, text_error};
 use crate::execute_request::ExecuteRequest;
 use crate::gateway::{Confirm, ToolCallRecord};
+use crate::produced::ProducedFile;
 use crate::progress::{self, LatestLine, Progress};
 use crate::sandbox::Status;
 use std::sync::Arc;
@@ -67,6 +69,46 @@ pub struct ExecuteCodeResponse {
     /// The upstream MCP tool calls the code made (server, tool, duration, ok), in order.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub tool_calls: Vec<ToolCallRecord>,
+    /// Images the code returned (show_image, matplotlib figures), in the order of the image
+    /// content that follows this JSON.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub images: Vec<ImageInfo>,
+    /// Workspace files the code created or changed (read them with resources/read or
+    /// read_workspace_file), and those it returned with resource_link().
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub files: Vec<FileInfo>,
+    /// More files changed than are listed.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub files_truncated: bool,
+    /// What was not returned, and why (images past the limit, links to missing files).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub notes: Vec<String>,
+}
+
+/// One returned image.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ImageInfo {
+    /// "figure 1", a file name, or the code's `source` argument.
+    pub source: String,
+    pub width: u32,
+    pub height: u32,
+    /// Bytes of PNG.
+    pub bytes: usize,
+    /// [width, height] as the code made it, when the image was scaled down to the limits.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub scaled_from: Option<[u32; 2]>,
+}
+
+/// A workspace file, as an MCP resource.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct FileInfo {
+    pub path: String,
+    /// The resource URI (workspace:///...).
+    pub uri: String,
+    pub size: u64,
+    pub mime_type: String,
+    /// created, modified, or linked (returned with resource_link()).
+    pub change: String,
 }
 
 /// How long a user may take to answer a confirmation.
@@ -97,10 +139,26 @@ impl Confirm for ElicitConfirm {
     }
 }
 
+impl CodeExecutionServer {
+    /// A produced file as the model sees it: its path (and so its URI) with personal data
+    /// tokenized like every listed path.
+    fn file_info(&self, file: &ProducedFile) -> FileInfo {
+        let path = self.app.for_model(file.path.clone());
+        FileInfo {
+            uri: crate::resources::uri_for(&path),
+            path,
+            size: file.size,
+            mime_type: file.mime_type.clone(),
+            change: file.change.to_string(),
+        }
+    }
+}
+
 #[tool_router(router = execute_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
-        description = "Run Python 3.13 in a fresh, isolated container (no network, memory and time limits) and return a small summary. Set `result` to return a value, or print. Globals available: json, re, math, statistics, collections, datetime, date, timedelta, workspace ('/workspace'), read_file(f), write_file(f, content), list_files(path='.'), delete_file(f), filter_by_field(data, field, value), summarize_list(data, limit=10), aggregate_stats(data, numeric_fields=None), format_output(data, max_chars=5000), plus context_vars. The full standard library is importable. Files in /workspace persist between calls; nothing else does.",
+        description = "Run Python 3.13 in a fresh, isolated container (no network, memory and time limits) and return a small summary. Set `result` to return a value, or print. Globals available: json, re, math, statistics, collections, datetime, date, timedelta, workspace ('/workspace'), read_file(f), write_file(f, content), list_files(path='.'), delete_file(f), filter_by_field(data, field, value), summarize_list(data, limit=10), aggregate_stats(data, numeric_fields=None), format_output(data, max_chars=5000) (the data helpers also take pandas DataFrames), show_image(png_bytes_or_path_or_figure) and resource_link(f), plus context_vars. The full standard library is importable; with the data image also numpy, pandas, scipy, matplotlib (plt.show() and figures left open come back as images), openpyxl and more. Files in /workspace persist between calls; nothing else does. Files the code creates or changes are listed with resource URIs.",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<ExecuteCodeResponse>(),
         annotations(
             title = "Execute Python code",
             read_only_hint = false,
@@ -112,7 +170,7 @@ impl CodeExecutionServer {
         &self,
         Parameters(args): Parameters<ExecuteCodeArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<ExecuteCodeResponse>, CallToolResult> {
+    ) -> Result<CallToolResult, CallToolResult> {
         let context = args.context_vars.map(Value::Object);
         let token = ctx.meta.get_progress_token();
         let (tap, latest) = LatestLine::new();
@@ -146,7 +204,10 @@ impl CodeExecutionServer {
         };
         // Bad input, busy, a full workspace or an engine failure: a message saying what to do.
         let ran = ran.map_err(|e| text_error(e.to_string()))?;
-        let (outcome, limits) = (ran.outcome, ran.limits);
+        let (outcome, limits, produced) = (ran.outcome, ran.limits, ran.produced);
+        let changed: Vec<String> = produced.files.iter().map(|f| f.path.clone()).collect();
+        self.announce_changes(&ctx.peer, &changed, produced.listing_changed)
+            .await;
         let tool_calls = ran
             .tool_calls
             .into_iter()
@@ -175,11 +236,62 @@ impl CodeExecutionServer {
                 adjustments: limits.adjustments,
             },
             tool_calls,
+            images: produced
+                .images
+                .iter()
+                .map(|i| ImageInfo {
+                    source: self.app.for_model(i.source.clone()),
+                    width: i.png.width,
+                    height: i.png.height,
+                    bytes: i.png.bytes.len(),
+                    scaled_from: i.png.scaled_from.map(|(w, h)| [w, h]),
+                })
+                .collect(),
+            // A linked file that the code also created is listed once, as created.
+            files: produced
+                .files
+                .iter()
+                .chain(
+                    produced
+                        .links
+                        .iter()
+                        .filter(|l| !produced.files.iter().any(|f| f.path == l.path)),
+                )
+                .map(|f| self.file_info(f))
+                .collect(),
+            files_truncated: produced.files_truncated,
+            notes: produced
+                .notes
+                .into_iter()
+                .map(|n| self.app.for_model(n))
+                .collect(),
         };
-        if outcome.status == Status::Ok {
-            Ok(Json(response))
+        let mut result = if outcome.status == Status::Ok {
+            CallToolResult::structured(
+                serde_json::to_value(&response).expect("responses serialize"),
+            )
         } else {
-            Err(structured_error(&response))
+            structured_error(&response)
+        };
+        // Images and links follow the JSON, in the order `images` and `files` list them.
+        result.content.extend(produced.images.into_iter().map(|i| {
+            ContentBlock::image(
+                base64::engine::general_purpose::STANDARD.encode(&i.png.bytes),
+                "image/png",
+            )
+        }));
+        result.content.extend(produced.links.iter().map(|link| {
+            let info = self.file_info(link);
+            let mut resource = Resource::new(info.uri, info.path);
+            resource.mime_type = Some(info.mime_type);
+            resource.size = Some(info.size);
+            resource.description = link.description.clone().map(|d| self.app.for_model(d));
+            ContentBlock::resource_link(resource)
+        }));
+        if outcome.status == Status::Ok {
+            Ok(result)
+        } else {
+            Err(result)
         }
     }
 }

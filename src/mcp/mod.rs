@@ -5,6 +5,7 @@
 mod discovery_tools;
 mod execute;
 mod pii_tools;
+mod resources;
 mod skills_tools;
 mod stats_tool;
 mod workspace_tools;
@@ -12,8 +13,13 @@ mod workspace_tools;
 use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{ServerHandler, tool_handler};
+use rmcp::model::{
+    CallToolResult, ContentBlock, ErrorData, Implementation, ListResourceTemplatesResult,
+    ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{Peer, RoleServer, ServerHandler, tool_handler};
 use serde::Serialize;
 
 use crate::app::App;
@@ -43,6 +49,8 @@ in code, `from skills import NAME`. Personal data in what execute_code returns i
 pub struct CodeExecutionServer {
     app: Arc<App>,
     tool_router: ToolRouter<Self>,
+    /// The workspace resources this session subscribed to.
+    subscriptions: resources::Subscriptions,
 }
 
 impl CodeExecutionServer {
@@ -55,23 +63,89 @@ impl CodeExecutionServer {
                 + Self::pii_router()
                 + Self::workspace_router()
                 + Self::stats_router(),
+            subscriptions: resources::Subscriptions::default(),
         }
     }
 
     pub fn app(&self) -> &Arc<App> {
         &self.app
     }
+
+    /// Tells this session's client about workspace files a tool of the session changed.
+    async fn announce_changes(
+        &self,
+        peer: &Peer<RoleServer>,
+        paths: &[String],
+        listing_changed: bool,
+    ) {
+        let uris: Vec<String> = paths
+            .iter()
+            .map(|p| crate::resources::uri_for(&self.app.for_model(p.clone())))
+            .collect();
+        self.subscriptions
+            .announce(peer, &uris, listing_changed)
+            .await;
+    }
 }
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for CodeExecutionServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(
                 "code-execution-mcp",
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        resources::list(&self.app, request.and_then(|r| r.cursor)).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        resources::read(&self.app, request.uri)
+            .await
+            .map(Into::into)
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions.subscribe(request.uri)
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions.unsubscribe(&request.uri);
+        Ok(())
     }
 }
 

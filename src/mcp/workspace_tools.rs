@@ -5,7 +5,8 @@
 use base64::Engine as _;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
-use rmcp::{Json, tool, tool_router};
+use rmcp::service::RequestContext;
+use rmcp::{Json, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -75,6 +76,7 @@ impl CodeExecutionServer {
     async fn write_workspace_file(
         &self,
         Parameters(args): Parameters<WriteArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<MessageResponse>, CallToolResult> {
         let filename = args.filename.clone();
         let (path, content) = (
@@ -82,10 +84,16 @@ impl CodeExecutionServer {
             self.app.from_model(args.content),
         );
         let len = content.len();
-        self.app
-            .with_workspace(move |ws| ws.write_file(&path, content.as_bytes()))
+        let written = path.clone();
+        let existed = self
+            .app
+            .with_workspace(move |ws| {
+                let existed = ws.file_size(&path).is_ok();
+                ws.write_file(&path, content.as_bytes()).map(|_| existed)
+            })
             .await
             .map_err(failure)?;
+        self.announce_changes(&ctx.peer, &[written], !existed).await;
         Ok(Json(MessageResponse::ok(format!(
             "Written {len} bytes to {filename}"
         ))))
@@ -170,13 +178,16 @@ impl CodeExecutionServer {
     async fn delete_workspace_file(
         &self,
         Parameters(args): Parameters<FileArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<MessageResponse>, CallToolResult> {
         let filename = args.filename.clone();
         let path = self.app.from_model(args.filename);
+        let deleted = path.clone();
         self.app
             .with_workspace(move |ws| ws.delete_file(&path))
             .await
             .map_err(failure)?;
+        self.announce_changes(&ctx.peer, &[deleted], true).await;
         Ok(Json(MessageResponse::ok(format!("Deleted {filename}"))))
     }
 }

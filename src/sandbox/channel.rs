@@ -17,6 +17,8 @@ pub const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 pub struct HarnessLimits {
     pub max_output_bytes: usize,
     pub max_result_bytes: usize,
+    /// Images returned per execution (`show_image`, matplotlib figures); more are dropped.
+    pub max_images: usize,
 }
 
 /// Frames the server sends to the harness.
@@ -74,6 +76,21 @@ pub enum FromHarness {
         method: String,
         #[serde(default)]
         params: Value,
+    },
+    /// An image for the caller: base64 of its encoded bytes, or `dropped` past the limit.
+    Image {
+        #[serde(default)]
+        source: String,
+        #[serde(default)]
+        data: Option<String>,
+        #[serde(default)]
+        dropped: bool,
+    },
+    /// A workspace file to return as a resource link.
+    Link {
+        path: String,
+        #[serde(default)]
+        description: Option<String>,
     },
     Done(DoneFrame),
 }
@@ -245,6 +262,21 @@ mod tests {
                 params: Value::Null
             })
         );
+        assert_eq!(
+            parse_frame(br#"{"type":"image","source":"figure 1","data":"iVBO"}"#),
+            Some(FromHarness::Image {
+                source: "figure 1".into(),
+                data: Some("iVBO".into()),
+                dropped: false
+            })
+        );
+        assert_eq!(
+            parse_frame(br#"{"type":"link","path":"out/a.csv"}"#),
+            Some(FromHarness::Link {
+                path: "out/a.csv".into(),
+                description: None
+            })
+        );
         let done = parse_frame(br#"{"type":"done","success":true,"result":[1]}"#).unwrap();
         assert!(matches!(
             done,
@@ -270,6 +302,7 @@ mod tests {
             limits: HarnessLimits {
                 max_output_bytes: 10,
                 max_result_bytes: 20,
+                max_images: 0,
             },
             servers: None,
         }

@@ -1,11 +1,14 @@
 //! The sandbox image: built from images/python (embedded in the binary, so an installed server
-//! needs no source tree) through the engine's build API with a tar context, and tagged with a
-//! content hash of that directory, so a changed harness or profile means a new tag and an
-//! unchanged one is reused.
+//! needs no source tree) through the engine's build API with a tar context, and tagged with the
+//! profile and a content hash of that directory and the profile, so a changed harness or lock
+//! file means a new tag and an unchanged one is reused.
 //!
-//! The Dockerfile's base is the pinned python:3.13-slim-trixie digest. Where no registry is
-//! reachable (this project's CI, air-gapped installs) the build falls back to a local base made
-//! from Debian's archive by images/offline-base.sh.
+//! Two profiles ([`ImageProfile`]): `minimal` (the standard library) and `data` (numpy, pandas,
+//! matplotlib and the rest). The Dockerfile's base is the pinned python:3.13-slim-trixie digest,
+//! on which the data profile installs the hash-locked wheels of requirements-data.lock. Where no
+//! registry is reachable (this project's CI, air-gapped installs) the build falls back to a
+//! local base made from Debian's archive by images/offline-base.sh, whose data variant already
+//! holds Debian's packages of the same libraries.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -14,6 +17,7 @@ use sha2::{Digest, Sha256};
 
 use super::backend::Backend;
 use super::docker::{BuildFailure, Engine, EngineError};
+pub use crate::config::ImageProfile;
 
 /// The files of images/python, embedded. `tests` checks this list against the directory.
 pub const CONTEXT: &[(&str, &[u8])] = &[
@@ -26,8 +30,16 @@ pub const CONTEXT: &[(&str, &[u8])] = &[
         include_bytes!("../../images/python/SECCOMP.md"),
     ),
     (
+        "cem_matplotlib.py",
+        include_bytes!("../../images/python/cem_matplotlib.py"),
+    ),
+    (
         "harness.py",
         include_bytes!("../../images/python/harness.py"),
+    ),
+    (
+        "requirements-data.lock",
+        include_bytes!("../../images/python/requirements-data.lock"),
     ),
     (
         "seccomp.json",
@@ -37,8 +49,18 @@ pub const CONTEXT: &[(&str, &[u8])] = &[
 
 /// The base the Dockerfile pins.
 pub const PINNED_BASE: &str = "python:3.13-slim-trixie@sha256:9d2e5553305c7c7b0097999bb17187c69b921ccd6bc9d40e4bb5ebe652c00285";
-/// The base images/offline-base.sh builds from Debian's archive.
+/// The base images/offline-base.sh builds from Debian's archive (profile minimal).
 pub const OFFLINE_BASE: &str = "code-execution-mcp/python-base:3.13-trixie";
+/// The base `images/offline-base.sh --profile data` builds: also Debian's data libraries.
+pub const OFFLINE_DATA_BASE: &str = "code-execution-mcp/python-base:3.13-trixie-data";
+
+/// The offline base of a profile.
+pub fn offline_base(profile: ImageProfile) -> &'static str {
+    match profile {
+        ImageProfile::Minimal => OFFLINE_BASE,
+        ImageProfile::Data => OFFLINE_DATA_BASE,
+    }
+}
 const OFFLINE_BASE_SCRIPT: &str = include_str!("../../images/offline-base.sh");
 
 /// Repository part of the sandbox image's tag.
@@ -51,7 +73,7 @@ pub enum ImageError {
     #[error("building the sandbox image failed: {0}")]
     Build(String),
     #[error(
-        "no base image: the pinned {PINNED_BASE} could not be pulled ({pull_error}) and the offline base could not be built: {offline_error}. Run images/offline-base.sh by hand (needs root and debootstrap) or pass --base IMAGE"
+        "no base image: the pinned {PINNED_BASE} could not be pulled ({pull_error}) and the offline base could not be built: {offline_error}. Run images/offline-base.sh by hand (with --profile data for the data profile; needs root and debootstrap) or pass --base IMAGE"
     )]
     NoBase {
         pull_error: String,
@@ -59,9 +81,10 @@ pub enum ImageError {
     },
 }
 
-/// Hex sha256 of the embedded images/python (names and contents).
-pub fn context_hash() -> String {
+/// Hex sha256 of the embedded images/python (names and contents) and the profile.
+pub fn context_hash(profile: ImageProfile) -> String {
     let mut h = Sha256::new();
+    h.update(profile.as_str().as_bytes());
     for (name, content) in CONTEXT {
         h.update((name.len() as u64).to_le_bytes());
         h.update(name.as_bytes());
@@ -71,9 +94,13 @@ pub fn context_hash() -> String {
     hex::encode(h.finalize())
 }
 
-/// `code-execution-mcp-sandbox:<first 16 hex digits of the context hash>`.
-pub fn default_tag() -> String {
-    format!("{IMAGE_REPO}:{}", &context_hash()[..16])
+/// `code-execution-mcp-sandbox:<profile>-<first 16 hex digits of the context hash>`.
+pub fn default_tag(profile: ImageProfile) -> String {
+    format!(
+        "{IMAGE_REPO}:{}-{}",
+        profile.as_str(),
+        &context_hash(profile)[..16]
+    )
 }
 
 /// The build context as an uncompressed tar.
@@ -99,9 +126,14 @@ pub async fn image_id(engine: &Engine, name: &str) -> Result<Option<String>, Eng
     engine.image_id(name).await
 }
 
-/// Makes sure `tag` exists, building it when missing. Returns the image id.
+/// Makes sure `tag` exists, building it (of `profile`) when missing. Returns the image id.
 /// `base` replaces the pinned base (e.g. the offline base); empty means none.
-pub async fn ensure(engine: &Engine, tag: &str, base: Option<&str>) -> Result<String, ImageError> {
+pub async fn ensure(
+    engine: &Engine,
+    tag: &str,
+    base: Option<&str>,
+    profile: ImageProfile,
+) -> Result<String, ImageError> {
     if let Some(id) = image_id(engine, tag).await? {
         return Ok(id);
     }
@@ -111,7 +143,7 @@ pub async fn ensure(engine: &Engine, tag: &str, base: Option<&str>) -> Result<St
         return Ok(id);
     }
     eprintln!("code-execution-mcp: sandbox image {tag} not found; building it (once)");
-    build(engine, tag, base.filter(|b| !b.trim().is_empty())).await
+    build(engine, tag, base.filter(|b| !b.trim().is_empty()), profile).await
 }
 
 /// An exclusive lock on a file in the temp directory, held while the image is built. Without
@@ -133,16 +165,24 @@ async fn build_lock() -> Option<std::fs::File> {
     .flatten()
 }
 
-/// Builds the sandbox image as `tag` on `base` (default: pinned, else offline). Progress goes
-/// to stderr, never stdout (stdout carries MCP in stdio mode).
-pub async fn build(engine: &Engine, tag: &str, base: Option<&str>) -> Result<String, ImageError> {
+/// Builds the sandbox image of `profile` as `tag` on `base` (default: pinned, else offline).
+/// Progress goes to stderr, never stdout (stdout carries MCP in stdio mode).
+pub async fn build(
+    engine: &Engine,
+    tag: &str,
+    base: Option<&str>,
+    profile: ImageProfile,
+) -> Result<String, ImageError> {
     let base = match base {
         Some(b) => b.to_string(),
-        None => choose_base(engine).await?,
+        None => choose_base(engine, profile).await?,
     };
-    eprintln!("code-execution-mcp: building {tag} from {base}");
-    let buildargs = HashMap::from([("BASE", base.as_str())]);
-    let hash = context_hash();
+    eprintln!(
+        "code-execution-mcp: building {tag} (profile {}) from {base}",
+        profile.as_str()
+    );
+    let buildargs = HashMap::from([("BASE", base.as_str()), ("PROFILE", profile.as_str())]);
+    let hash = context_hash(profile);
     let labels = HashMap::from([
         ("io.code-execution-mcp.context-sha256", hash.as_str()),
         ("io.code-execution-mcp.base", base.as_str()),
@@ -163,8 +203,9 @@ pub async fn build(engine: &Engine, tag: &str, base: Option<&str>) -> Result<Str
         .ok_or_else(|| ImageError::Build(format!("the engine reported success but has no {tag}")))
 }
 
-/// The pinned base if present or pullable, else the offline base (built when missing).
-async fn choose_base(engine: &Engine) -> Result<String, ImageError> {
+/// The pinned base if present or pullable, else the profile's offline base (built when
+/// missing).
+async fn choose_base(engine: &Engine, profile: ImageProfile) -> Result<String, ImageError> {
     if image_id(engine, PINNED_BASE).await?.is_some() {
         return Ok(PINNED_BASE.into());
     }
@@ -172,31 +213,33 @@ async fn choose_base(engine: &Engine) -> Result<String, ImageError> {
         Ok(()) => return Ok(PINNED_BASE.into()),
         Err(e) => e,
     };
+    let offline = offline_base(profile);
     eprintln!(
-        "code-execution-mcp: cannot pull {PINNED_BASE} ({pull_error}); using the offline base"
+        "code-execution-mcp: cannot pull {PINNED_BASE} ({pull_error}); using the offline base {offline}"
     );
-    if image_id(engine, OFFLINE_BASE).await?.is_some() {
-        return Ok(OFFLINE_BASE.into());
+    if image_id(engine, offline).await?.is_some() {
+        return Ok(offline.into());
     }
-    build_offline_base()
+    build_offline_base(profile)
         .await
         .map_err(|offline_error| ImageError::NoBase {
             pull_error,
             offline_error,
         })?;
-    Ok(OFFLINE_BASE.into())
+    Ok(offline.into())
 }
 
 /// Runs the embedded images/offline-base.sh (debootstrap + docker import).
-async fn build_offline_base() -> Result<(), String> {
+async fn build_offline_base(profile: ImageProfile) -> Result<(), String> {
+    let offline = offline_base(profile);
     eprintln!(
-        "code-execution-mcp: building the offline base {OFFLINE_BASE} with debootstrap (about a minute)"
+        "code-execution-mcp: building the offline base {offline} with debootstrap (one to three minutes)"
     );
     let status = tokio::process::Command::new("bash")
         .arg("-c")
         .arg(OFFLINE_BASE_SCRIPT)
         .arg("offline-base.sh")
-        .arg(OFFLINE_BASE)
+        .args(["--profile", profile.as_str(), offline])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::from(std::io::stderr()))
         .status()
@@ -233,10 +276,19 @@ mod tests {
     }
 
     #[test]
-    fn tag_is_stable_and_derived_from_content() {
-        assert_eq!(default_tag(), default_tag());
-        assert!(default_tag().starts_with("code-execution-mcp-sandbox:"));
-        assert_eq!(context_hash().len(), 64);
+    fn tag_is_stable_and_derived_from_content_and_profile() {
+        for profile in [ImageProfile::Minimal, ImageProfile::Data] {
+            assert_eq!(default_tag(profile), default_tag(profile));
+            assert!(
+                default_tag(profile)
+                    .starts_with(&format!("code-execution-mcp-sandbox:{}-", profile.as_str()))
+            );
+            assert_eq!(context_hash(profile).len(), 64);
+        }
+        assert_ne!(
+            context_hash(ImageProfile::Minimal),
+            context_hash(ImageProfile::Data)
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 pub mod backend;
 pub mod channel;
+pub mod derived;
 pub mod docker;
 mod events;
 mod execution;
@@ -19,6 +20,7 @@ pub mod image;
 mod output;
 mod pool;
 pub(crate) mod reaper;
+pub mod returned;
 pub mod spec;
 pub mod stats;
 #[cfg(test)]
@@ -94,6 +96,8 @@ pub struct SandboxSettings {
     pub image_id: String,
     /// Longest wait for a container to be ready for its job (pool wait included).
     pub start_limit: std::time::Duration,
+    /// Modules pooled containers import before their job arrives (`--preload`).
+    pub preload: Vec<String>,
 }
 
 /// Identity of this server process, written on every container it creates.
@@ -344,6 +348,7 @@ impl Sandbox {
             gid: self.settings.gid,
             labels: self.labels(),
             runtime: self.settings.runtime.clone(),
+            preload: Vec::new(),
         }
     }
 
@@ -380,6 +385,7 @@ impl Sandbox {
             let image = self.pool.image();
             let spec = SandboxSpec {
                 image: image.clone(),
+                preload: self.settings.preload.clone(),
                 ..self.spec(self.pool.memory_bytes())
             };
             let name = self.next_name();

@@ -52,6 +52,9 @@ pub struct SandboxSpec {
     pub labels: HashMap<String, String>,
     /// Another OCI runtime registered with the engine (runsc, crun, kata); `None` = default.
     pub runtime: Option<String>,
+    /// Modules the harness imports before its job arrives (pooled containers only: a cold
+    /// start would only wait longer).
+    pub preload: Vec<String>,
 }
 
 /// The create-container body: network none, read-only root, memory without swap, pids limit,
@@ -109,12 +112,20 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
         image: Some(spec.image.clone()),
         user: Some(format!("{}:{}", spec.uid, spec.gid)),
         hostname: Some("sandbox".into()),
-        env: Some(vec![
-            "HOME=/tmp".into(),
-            "LANG=C.UTF-8".into(),
-            "PYTHONDONTWRITEBYTECODE=1".into(),
-            "PYTHONUNBUFFERED=1".into(),
-        ]),
+        env: Some(
+            [
+                "HOME=/tmp".to_string(),
+                "LANG=C.UTF-8".into(),
+                "PYTHONDONTWRITEBYTECODE=1".into(),
+                "PYTHONUNBUFFERED=1".into(),
+            ]
+            .into_iter()
+            .chain(
+                (!spec.preload.is_empty())
+                    .then(|| format!("CEM_PRELOAD={}", spec.preload.join(","))),
+            )
+            .collect(),
+        ),
         working_dir: Some(WORKSPACE_MOUNT.into()),
         attach_stdin: Some(true),
         attach_stdout: Some(true),
@@ -160,6 +171,7 @@ mod tests {
             gid: 10001,
             labels: HashMap::from([(LABEL_MANAGED.into(), "true".into())]),
             runtime: None,
+            preload: Vec::new(),
         }
     }
 

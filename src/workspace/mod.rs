@@ -67,11 +67,13 @@
 //! [`Workspace`] and its limits and result types live here; each child module holds one part:
 //! `path` (pure validation), `resolve` (opening beneath the root), `walk` (the bounded directory
 //! walk), `read`, `write` (writes and deletes), `list`, `usage` (and the soft quota), `temp` (temp
-//! file names and the stale-temp sweep), `owner` (the sandbox user and ownership of new entries),
+//! file names and the stale-temp sweep), `owner` (the sandbox user and ownership of new entries), `changes` (what an execution
+//! created or changed),
 //! `error` (errors and their wording) and [`quota`].
 
 pub mod quota;
 
+mod changes;
 mod error;
 mod list;
 mod owner;
@@ -86,6 +88,7 @@ mod write;
 #[cfg(test)]
 mod tests;
 
+pub use changes::{FileChange, Snapshot};
 pub use error::WorkspaceError;
 pub use path::{validate_relative_path, validate_relative_subpath};
 

@@ -63,3 +63,31 @@ impl Workspace {
         Ok(FileContent { bytes, size: read })
     }
 }
+
+impl Workspace {
+    /// The size of a regular file, opened like [`Workspace::read_file`] opens it (so the same
+    /// paths are refused), without reading it.
+    pub fn file_size(&self, rel: &str) -> Result<u64> {
+        let comps = validate_relative_path(rel, self.limits.max_path_len)?;
+        let fd = self
+            .open_beneath(
+                self.root.as_fd(),
+                &comps,
+                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
+                Mode::empty(),
+            )
+            .map_err(|e| self.open_error(e, &comps, "open"))?;
+        let st = rfs::fstat(&fd).map_err(|e| WorkspaceError::io(ctx("stat", &comps), e))?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => Ok(u64::try_from(st.st_size).unwrap_or(0)),
+            FileType::Directory => Err(WorkspaceError::IsDirectory {
+                path: show(&comps),
+                hint: "list_workspace_files shows the files inside it",
+            }),
+            other => Err(WorkspaceError::NotRegularFile {
+                path: show(&comps),
+                kind: kind_name(other),
+            }),
+        }
+    }
+}

@@ -34,6 +34,10 @@ pub fn config_in(dir: &Path) -> Config {
     // The pool is exercised in every test, at a size that keeps parallel tests light on the
     // engine (tests about the pool set their own).
     c.pool_size = 1;
+    // Pooled containers import nothing ahead: preloading pandas into every pooled container
+    // costs a core-second each, which hundreds of test executions would pay for nothing (the
+    // tests of preloading set it).
+    c.preload = Some(vec!["none".into()]);
     c
 }
 
@@ -91,6 +95,20 @@ impl TestApp {
             .await
             .unwrap_or_else(|e| panic!("execution could not run: {e}"))
             .outcome
+    }
+
+    /// Runs code with default limits and returns all it gave: outcome, images, files.
+    pub async fn run_full(&self, code: &str) -> code_execution_mcp::app::Executed {
+        self.app
+            .execute(
+                ExecuteRequest {
+                    code: code.into(),
+                    ..Default::default()
+                },
+                Default::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("execution could not run: {e}"))
     }
 
     /// Shuts down and asserts that this instance left no container on the engine.
@@ -270,6 +288,8 @@ pub fn serve_command(dir: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(BIN);
     command
         .args(["serve", "--workspace-quota-mb", "0"])
+        // As in `config_in`: no preloading unless a test asks (a flag beats the variable).
+        .env("CEM_PRELOAD", "none")
         .arg("--workspace")
         .arg(dir.join("workspace"))
         .arg("--skills-dir")

@@ -53,11 +53,13 @@ async fn engine_stopped_or_restarted_under_a_running_server() {
     let bridge = Path::new("/sys/class/net/docker0");
     let had_bridge = bridge.exists();
     let mut engine = PrivateEngine::start().await;
-    let image = code_execution_mcp::sandbox::image::default_tag();
+    // The minimal image: it is copied into the private engine, and the data image is large.
+    use code_execution_mcp::sandbox::image::{self as sandbox_image, ImageProfile};
+    let image = sandbox_image::default_tag(ImageProfile::Minimal);
     let main = code_execution_mcp::sandbox::Engine::connect()
         .await
         .unwrap();
-    code_execution_mcp::sandbox::image::ensure(&main, &image, None)
+    sandbox_image::ensure(&main, &image, None, ImageProfile::Minimal)
         .await
         .expect("the sandbox image on the main engine");
     engine.load_image(&image);
@@ -73,7 +75,7 @@ async fn engine_stopped_or_restarted_under_a_running_server() {
     let server = Server::spawn(
         dir.path(),
         &[("DOCKER_HOST", host.as_str())],
-        &["--pool-size", "1"],
+        &["--pool-size", "1", "--image-profile", "minimal"],
     )
     .await;
     let (err, v, _) = server

@@ -25,18 +25,28 @@ use crate::sandbox::channel::{
 };
 use crate::sandbox::docker::EngineError;
 use crate::sandbox::output::BoundedText;
+use crate::sandbox::returned::{MAX_IMAGE_BYTES, Returned};
 
 /// Bytes the server reads from one container before it kills it as a flood. The harness
 /// stops forwarding at the output limits, so only code that bypasses it gets here.
 pub(super) fn hard_cap(limits: HarnessLimits) -> u64 {
     let kept = 2 * limits.max_output_bytes + limits.max_result_bytes;
-    8 * kept as u64 + 16 * 1024 * 1024
+    let images = limits.max_images as u64 * IMAGE_FRAME_BYTES as u64;
+    8 * kept as u64 + images + 16 * 1024 * 1024
 }
 
+/// Longest image frame: [`MAX_IMAGE_BYTES`] in base64, plus room for the rest of the frame.
+const IMAGE_FRAME_BYTES: usize = MAX_IMAGE_BYTES / 3 * 4 + 64 * 1024;
+
 /// Longest frame accepted: a done frame carries the result (as JSON text inside JSON, which
-/// escaping can double when it is cut), the error and the traceback.
+/// escaping can double when it is cut), the error and the traceback; an image frame an image.
 fn frame_limit(limits: HarnessLimits) -> usize {
-    2 * limits.max_result_bytes + 2 * MAX_ERROR_BYTES + (1 << 20)
+    let done = 2 * limits.max_result_bytes + 2 * MAX_ERROR_BYTES + (1 << 20);
+    if limits.max_images > 0 {
+        done.max(IMAGE_FRAME_BYTES)
+    } else {
+        done
+    }
 }
 
 /// Calls of one container answered at once; more get an error reply at once.
@@ -52,6 +62,7 @@ pub(super) struct Collector {
     pub(super) splitter: LineSplitter,
     received: u64,
     pub(super) done: Option<DoneFrame>,
+    pub(super) returned: Returned,
 }
 
 impl Collector {
@@ -62,6 +73,7 @@ impl Collector {
             splitter: LineSplitter::new(frame_limit(limits)),
             received: 0,
             done: None,
+            returned: Returned::default(),
         }
     }
 
@@ -183,6 +195,14 @@ async fn handle_lines<'a>(
                     (id, method, answer)
                 }));
             }
+            Some(FromHarness::Image {
+                source,
+                data,
+                dropped,
+            }) => c
+                .returned
+                .image(source, data.as_deref(), dropped, runner.limits.max_images),
+            Some(FromHarness::Link { path, description }) => c.returned.link(path, description),
             Some(FromHarness::Done(done)) => {
                 c.done = Some(done);
                 return Some(Stop::Done);

@@ -14,6 +14,7 @@ use super::{Job, Runner};
 use crate::sandbox::backend::{Backend, ExitState};
 use crate::sandbox::docker::EngineError;
 use crate::sandbox::output::BoundedText;
+use crate::sandbox::returned::Returned;
 
 /// Exit code of a process ended by SIGKILL (the kernel's OOM killer, among others).
 const SIGKILL_EXIT: i64 = 137;
@@ -86,6 +87,8 @@ pub struct Outcome {
     pub error_type: Option<String>,
     pub traceback: Option<String>,
     pub elapsed: Duration,
+    /// Images and resource links the code returned (as sent: not yet checked).
+    pub returned: Returned,
 }
 
 impl Outcome {
@@ -105,6 +108,7 @@ impl Outcome {
             error_type: None,
             traceback: None,
             elapsed,
+            returned: Returned::default(),
         }
     }
 }
@@ -149,6 +153,7 @@ pub(super) async fn classify(
         error_type: None,
         traceback: None,
         elapsed,
+        returned: std::mem::take(&mut c.returned),
     };
     let secs = job.timeout.as_secs_f64();
     match stop {

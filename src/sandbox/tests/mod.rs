@@ -34,6 +34,7 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         limits: HarnessLimits {
             max_output_bytes: 1024,
             max_result_bytes: 1024,
+            max_images: 0,
         },
         max_concurrency,
         max_queue: 1,
@@ -43,6 +44,7 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         pool_memory_bytes: 256 * MB,
         image_id: "sha256:one".into(),
         start_limit: Duration::from_secs(30),
+        preload: Vec::new(),
     }
 }
 

@@ -2,6 +2,7 @@
 //! component walk), against a workspace beside an "outside" directory whose canary must never
 //! change. Split by topic; the fixture and helpers shared by all of them are here.
 
+mod changes;
 mod files;
 mod links;
 mod listing;

@@ -1,0 +1,124 @@
+//! The workspace as MCP resources: `resources/list` (paged), `resources/templates/list`,
+//! `resources/read`, and subscriptions. URI mapping and paging are [`crate::resources`]; file
+//! access is [`crate::workspace`], the same calls the workspace tools make, with the same PII
+//! rule (paths and text reach the client tokenized; tokens in a URI are turned back).
+//!
+//! Subscriptions are the session's: after a tool of this session (execute_code, write or
+//! delete) changes a subscribed file, the session is sent `notifications/resources/updated`, and
+//! `notifications/resources/list_changed` when files appeared or went away. Changes made by
+//! other sessions are not announced.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use rmcp::model::{
+    ErrorData, ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam,
+};
+use rmcp::{Peer, RoleServer};
+
+use crate::app::App;
+use crate::resources::{self, ResourceError};
+
+/// URIs one session may subscribe to at once.
+pub const MAX_SUBSCRIPTIONS: usize = 1000;
+
+/// The URIs a session subscribed to.
+#[derive(Debug, Clone, Default)]
+pub struct Subscriptions(Arc<Mutex<BTreeSet<String>>>);
+
+impl Subscriptions {
+    pub fn subscribe(&self, uri: String) -> Result<(), ErrorData> {
+        resources::path_of(&uri).map_err(invalid)?;
+        let mut set = self.0.lock().expect("subscriptions lock");
+        if set.len() >= MAX_SUBSCRIPTIONS && !set.contains(&uri) {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "at most {MAX_SUBSCRIPTIONS} subscriptions per session: unsubscribe from some first"
+                ),
+                None,
+            ));
+        }
+        set.insert(uri);
+        Ok(())
+    }
+
+    pub fn unsubscribe(&self, uri: &str) {
+        self.0.lock().expect("subscriptions lock").remove(uri);
+    }
+
+    /// Tells the client which of `uris` (files that changed) it subscribed to changed, and
+    /// that the list changed when `listing_changed`.
+    pub async fn announce(&self, peer: &Peer<RoleServer>, uris: &[String], listing_changed: bool) {
+        let updated: Vec<String> = {
+            let set = self.0.lock().expect("subscriptions lock");
+            uris.iter().filter(|u| set.contains(*u)).cloned().collect()
+        };
+        for uri in updated {
+            let _ = peer
+                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                .await;
+        }
+        if listing_changed {
+            let _ = peer.notify_resource_list_changed().await;
+        }
+    }
+}
+
+fn invalid(e: ResourceError) -> ErrorData {
+    ErrorData::invalid_params(e.to_string(), None)
+}
+
+/// The workspace path of a URI from the client (tokens turned back into values).
+fn path_from_client(app: &App, uri: &str) -> Result<String, ErrorData> {
+    resources::path_of(uri)
+        .map(|path| app.from_model(path))
+        .map_err(invalid)
+}
+
+pub async fn list(app: &App, cursor: Option<String>) -> Result<ListResourcesResult, ErrorData> {
+    let listing = app
+        .with_workspace(|ws| ws.list_files(""))
+        .await
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    let (files, next) = resources::page(&listing, cursor.as_deref()).map_err(invalid)?;
+    let resources = files
+        .iter()
+        .map(|path| {
+            let shown = app.for_model(path.clone());
+            let mut resource = Resource::new(resources::uri_for(&shown), shown);
+            resource.mime_type = Some(resources::mime_for(path));
+            resource
+        })
+        .collect();
+    let mut result = ListResourcesResult::with_all_items(resources);
+    result.next_cursor = next;
+    Ok(result)
+}
+
+pub fn templates() -> ListResourceTemplatesResult {
+    let mut template = ResourceTemplate::new(resources::URI_TEMPLATE, "workspace file");
+    template.description = Some(
+        "A file of the sandbox workspace (/workspace/<path> inside code), by its path relative to the workspace".into(),
+    );
+    ListResourceTemplatesResult::with_all_items(vec![template])
+}
+
+pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, ErrorData> {
+    let path = path_from_client(app, &uri)?;
+    let mime = resources::mime_for(&path);
+    let file = app
+        .with_workspace(move |ws| ws.read_file(&path))
+        .await
+        // Not found, not a regular file, a symlink, too large, a refused path: the tools' words.
+        .map_err(|e| ErrorData::resource_not_found(e.to_string(), None))?;
+    let contents = if resources::is_text(&mime, &file.bytes) {
+        let text = String::from_utf8(file.bytes).expect("checked as UTF-8");
+        ResourceContents::text(app.for_model(text), uri).with_mime_type(mime)
+    } else {
+        let blob = base64::engine::general_purpose::STANDARD.encode(&file.bytes);
+        ResourceContents::blob(blob, uri).with_mime_type(mime)
+    };
+    Ok(ReadResourceResult::new(vec![contents]))
+}
