@@ -6,6 +6,7 @@
 //! starter skills) is looked up next to the installed binary and in the source tree it was
 //! built from.
 
+pub use crate::sandbox::image::ImageProfile;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -248,32 +249,6 @@ pub struct Config {
     pub upstream_connect_timeout_secs: u64,
 }
 
-/// The sandbox image profiles (see images/python/Dockerfile).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ImageProfile {
-    /// The standard library only.
-    Minimal,
-    /// numpy, pandas, pyarrow where available, scipy, matplotlib, pillow, openpyxl and more.
-    Data,
-}
-
-impl ImageProfile {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ImageProfile::Minimal => "minimal",
-            ImageProfile::Data => "data",
-        }
-    }
-
-    /// What pooled containers import ahead when --preload is not given.
-    pub fn default_preload(self) -> &'static [&'static str] {
-        match self {
-            ImageProfile::Minimal => &[],
-            ImageProfile::Data => &["numpy", "pandas"],
-        }
-    }
-}
-
 impl Config {
     /// The sandbox image to run: `--image`, else the profile's default tag.
     pub fn image_tag(&self) -> String {
@@ -284,7 +259,12 @@ impl Config {
 
     /// The modules pooled containers import ahead (see `--preload`).
     pub fn preload_modules(&self) -> Vec<String> {
-        match &self.preload {
+        // An empty value (CEM_PRELOAD= in a compose file) means the default, like no value.
+        let given = self
+            .preload
+            .as_ref()
+            .filter(|list| list.iter().any(|m| !m.trim().is_empty()));
+        match given {
             None => self
                 .image_profile
                 .default_preload()
@@ -598,6 +578,29 @@ mod tests {
         assert_eq!(c.transport, Transport::Stdio);
         assert_eq!(c.pii_output, PiiOutput::Tokenize, "privacy by default");
         assert_eq!(c.workspace_quota_bytes(), 1 << 30);
+    }
+
+    #[test]
+    fn preload_follows_the_profile_unless_given_and_is_checked() {
+        let mut c = Config::defaults();
+        c.preload = None;
+        c.image_profile = ImageProfile::Data;
+        assert_eq!(c.preload_modules(), vec!["numpy", "pandas"]);
+        c.image_profile = ImageProfile::Minimal;
+        assert!(c.preload_modules().is_empty());
+        c.preload = Some(vec![String::new()]);
+        assert!(c.preload_modules().is_empty(), "empty means the default");
+        c.preload = Some(vec!["none".into()]);
+        c.image_profile = ImageProfile::Data;
+        assert!(c.preload_modules().is_empty());
+        c.preload = Some(vec![" matplotlib.pyplot ".into(), "scipy".into()]);
+        assert_eq!(c.preload_modules(), vec!["matplotlib.pyplot", "scipy"]);
+        c.validate().unwrap();
+        for bad in ["os; rm -rf /", "1abc", "a..b", "a-b"] {
+            c.preload = Some(vec![bad.into()]);
+            let err = c.validate().unwrap_err();
+            assert!(err.contains("--preload"), "{bad}: {err}");
+        }
     }
 
     #[test]

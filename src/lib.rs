@@ -15,10 +15,14 @@
 //! - [`app`]: the assembled server ([`app::App`], one per tenant, over [`app::Shared`]): start
 //!   order, `execute` (checks, sandbox run, redaction), shutdown.
 //! - [`execute_request`]: an `execute_code` request, its checks and the clamping of its limits.
+//! - [`produced`]: what an execution returns besides text — images made safe by [`images`],
+//!   resource links, the files it created or changed — and [`resources`]: the workspace as
+//!   `workspace:///` MCP resources (URIs, paging).
 //! - [`gateway`]: the user's own MCP servers ("upstreams") as Python functions in the sandbox —
 //!   connections, the generated `servers` package, one execution's calls, policy.
 //! - [`sandbox`]: one fresh container per execution — the engine seam ([`sandbox::Backend`]),
-//!   its Docker implementation, the execution state machine, the pool, the reaper, the image.
+//!   its Docker implementation, the execution state machine, the pool, the reaper, the image
+//!   profiles and images with the user's packages.
 //! - [`discovery`]: the tool catalog and its ranked search.
 //! - [`skills`]: the saved-skill store.
 //! - [`workspace`]: path-safe file operations under the workspace root, and its quota.

@@ -85,6 +85,29 @@ async fn tenants_see_only_their_own_workspace_skills_pii_and_stats() {
     )
     .await;
     assert!(error.contains("leaves the workspace"), "{error}");
+    // Nor do Bob's resource reads and listings, by URI or by traversal.
+    let listed = bob.list_resources(None).await.unwrap();
+    assert!(listed.resources.is_empty(), "{:?}", listed.resources);
+    let alice_listed = alice.list_resources(None).await.unwrap();
+    let alice_uris: Vec<&str> = alice_listed
+        .resources
+        .iter()
+        .map(|r| r.uri.as_str())
+        .collect();
+    assert!(
+        alice_uris.contains(&"workspace:///notes/secret.txt"),
+        "{alice_uris:?}"
+    );
+    for uri in [
+        "workspace:///notes/secret.txt",
+        "workspace:///../../alice/workspace/notes/secret.txt",
+        "workspace:///%2E%2E/%2E%2E/alice/workspace/notes/secret.txt",
+    ] {
+        let read = bob
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+            .await;
+        assert!(read.is_err(), "{uri}: {read:?}");
+    }
     assert!(
         !skill_names(&bob)
             .await

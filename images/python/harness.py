@@ -373,6 +373,8 @@ def _image_bytes(image):
         buffer = io.BytesIO()
         image.save(buffer, format="PNG")
         return buffer.getvalue(), None
+    if isinstance(image, ToolContent):  # an image an upstream tool returned
+        return image.bytes, None
     if isinstance(image, (bytes, bytearray, memoryview)):
         return bytes(image), None
     if isinstance(image, (str, os.PathLike)):
@@ -389,7 +391,8 @@ def _image_bytes(image):
 
 def show_image(image, source=None):
     """Returns an image to the caller of execute_code as MCP image content (PNG): PNG, JPEG, GIF
-    or WebP bytes, a workspace path, a PIL image or a matplotlib figure. The server scales large
+    or WebP bytes, a workspace path, a PIL image, a matplotlib figure or an upstream tool's
+    image (ToolContent). The server scales large
     images down; past the per-execution limit, images are dropped and the result says so."""
     data, name = _image_bytes(image)
     if not (any(data.startswith(magic) for magic, _ in IMAGE_KINDS)

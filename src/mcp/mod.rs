@@ -40,7 +40,10 @@ pub mod args {
 const INSTRUCTIONS: &str = "Runs Python in a fresh, locked-down container per call (no network, read-only root, memory/time limits). \
 Process data inside execute_code and return only a small summary: set `result` or print. \
 Files persist in /workspace between calls (read_file, write_file, list_files, delete_file in code; \
-the *_workspace_file tools from outside). Data helpers: filter_by_field, summarize_list, aggregate_stats, format_output. \
+the *_workspace_file tools or the workspace:/// resources from outside); each result lists the files the code \
+created or changed. Data helpers: filter_by_field, summarize_list, aggregate_stats, format_output (they take DataFrames too). \
+With the data image, numpy, pandas, scipy, matplotlib and openpyxl are installed; plt.show() and show_image(...) \
+return images, resource_link(path) returns a file by reference. \
 Find tools of the catalog with search_tools, then get_tool_definition. Save reusable code with save_skill; \
 in code, `from skills import NAME`. Personal data in what execute_code returns is replaced by tokens like \
 [EMAIL_ab12cd34]; restore_pii turns them back into values where a tool call needs them.";

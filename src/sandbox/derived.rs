@@ -16,7 +16,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use super::docker::{BuildFailure, Engine};
-use super::image::{IMAGE_REPO, ImageError, image_id};
+use super::image::{IMAGE_REPO, ImageError, image_id, tar_of};
 
 /// Where the packages go inside the image (the harness adds it to sys.path).
 pub const PACKAGES_DIR: &str = "/opt/sandbox/packages";
@@ -203,28 +203,21 @@ USER 10001:10001
 }
 
 fn context_tar(packages: &Packages, from: &str) -> Vec<u8> {
-    let mut builder = tar::Builder::new(Vec::new());
-    let mut add = |name: &str, data: &[u8]| {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(data.len() as u64);
-        header.set_mode(0o644);
-        header.set_mtime(0);
-        header.set_cksum();
-        builder
-            .append_data(&mut header, name, data)
-            .expect("writing a tar to memory cannot fail");
-    };
-    add(
-        "Dockerfile",
-        dockerfile(from, packages.wheels.is_some()).as_bytes(),
-    );
-    add("requirements.txt", &packages.requirements);
-    for (name, data) in packages.wheels.iter().flatten() {
-        add(&format!("wheels/{name}"), data);
-    }
-    builder
-        .into_inner()
-        .expect("writing a tar to memory cannot fail")
+    let dockerfile = dockerfile(from, packages.wheels.is_some());
+    let wheels: Vec<(String, &[u8])> = packages
+        .wheels
+        .iter()
+        .flatten()
+        .map(|(name, data)| (format!("wheels/{name}"), data.as_slice()))
+        .collect();
+    tar_of(
+        [
+            ("Dockerfile", dockerfile.as_bytes()),
+            ("requirements.txt", packages.requirements.as_slice()),
+        ]
+        .into_iter()
+        .chain(wheels.iter().map(|(name, data)| (name.as_str(), *data))),
+    )
 }
 
 /// Builds (or finds, when already built) the image of `packages` on top of `from`; returns

@@ -17,7 +17,32 @@ use sha2::{Digest, Sha256};
 
 use super::backend::Backend;
 use super::docker::{BuildFailure, Engine, EngineError};
-pub use crate::config::ImageProfile;
+
+/// The sandbox image profiles (see images/python/Dockerfile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImageProfile {
+    /// The standard library only.
+    Minimal,
+    /// numpy, pandas, pyarrow where available, scipy, matplotlib, pillow, openpyxl and more.
+    Data,
+}
+
+impl ImageProfile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImageProfile::Minimal => "minimal",
+            ImageProfile::Data => "data",
+        }
+    }
+
+    /// What pooled containers import ahead when --preload is not given.
+    pub fn default_preload(self) -> &'static [&'static str] {
+        match self {
+            ImageProfile::Minimal => &[],
+            ImageProfile::Data => &["numpy", "pandas"],
+        }
+    }
+}
 
 /// The files of images/python, embedded. `tests` checks this list against the directory.
 pub const CONTEXT: &[(&str, &[u8])] = &[
@@ -105,15 +130,21 @@ pub fn default_tag(profile: ImageProfile) -> String {
 
 /// The build context as an uncompressed tar.
 pub fn context_tar() -> Vec<u8> {
+    tar_of(CONTEXT.iter().map(|(name, content)| (*name, *content)))
+}
+
+/// An uncompressed tar of (name, content) files, mode 0644, time 0 (so equal files give equal
+/// bytes).
+pub(super) fn tar_of<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Vec<u8> {
     let mut builder = tar::Builder::new(Vec::new());
-    for (name, content) in CONTEXT {
+    for (name, content) in files {
         let mut header = tar::Header::new_gnu();
         header.set_size(content.len() as u64);
         header.set_mode(0o644);
         header.set_mtime(0);
         header.set_cksum();
         builder
-            .append_data(&mut header, name, *content)
+            .append_data(&mut header, name, content)
             .expect("writing a tar to memory cannot fail");
     }
     builder

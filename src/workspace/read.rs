@@ -2,7 +2,7 @@
 //! from `fstat` when over the size cap, and read to at most cap + 1 bytes, so a file that grows
 //! after the `fstat` cannot get past the cap either.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 
@@ -14,33 +14,8 @@ use crate::safe_fs::{self, kind_name};
 impl Workspace {
     /// Reads a regular file of at most `max_file_bytes`.
     pub fn read_file(&self, rel: &str) -> Result<FileContent> {
-        let comps = validate_relative_path(rel, self.limits.max_path_len)?;
-        let fd = self
-            .open_beneath(
-                self.root.as_fd(),
-                &comps,
-                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
-                Mode::empty(),
-            )
-            .map_err(|e| self.open_error(e, &comps, "open"))?;
-        let st = rfs::fstat(&fd).map_err(|e| WorkspaceError::io(ctx("stat", &comps), e))?;
-        match FileType::from_raw_mode(st.st_mode) {
-            FileType::RegularFile => {}
-            FileType::Directory => {
-                return Err(WorkspaceError::IsDirectory {
-                    path: show(&comps),
-                    hint: "list_workspace_files shows the files inside it",
-                });
-            }
-            other => {
-                return Err(WorkspaceError::NotRegularFile {
-                    path: show(&comps),
-                    kind: kind_name(other),
-                });
-            }
-        }
+        let (fd, size, comps) = self.open_regular(rel)?;
         let cap = self.limits.max_file_bytes;
-        let size = u64::try_from(st.st_size).unwrap_or(0);
         if size > cap {
             return Err(WorkspaceError::TooLarge {
                 path: show(&comps),
@@ -62,12 +37,16 @@ impl Workspace {
         }
         Ok(FileContent { bytes, size: read })
     }
-}
 
-impl Workspace {
-    /// The size of a regular file, opened like [`Workspace::read_file`] opens it (so the same
+    /// The size of a regular file, opened as [`Workspace::read_file`] opens it (so the same
     /// paths are refused), without reading it.
     pub fn file_size(&self, rel: &str) -> Result<u64> {
+        self.open_regular(rel).map(|(_, size, _)| size)
+    }
+
+    /// Opens a regular file beneath the root without blocking; returns it with its size (from
+    /// `fstat` on the fd opened) and the path's components.
+    fn open_regular<'a>(&self, rel: &'a str) -> Result<(OwnedFd, u64, Vec<&'a str>)> {
         let comps = validate_relative_path(rel, self.limits.max_path_len)?;
         let fd = self
             .open_beneath(
@@ -79,7 +58,7 @@ impl Workspace {
             .map_err(|e| self.open_error(e, &comps, "open"))?;
         let st = rfs::fstat(&fd).map_err(|e| WorkspaceError::io(ctx("stat", &comps), e))?;
         match FileType::from_raw_mode(st.st_mode) {
-            FileType::RegularFile => Ok(u64::try_from(st.st_size).unwrap_or(0)),
+            FileType::RegularFile => Ok((fd, u64::try_from(st.st_size).unwrap_or(0), comps)),
             FileType::Directory => Err(WorkspaceError::IsDirectory {
                 path: show(&comps),
                 hint: "list_workspace_files shows the files inside it",

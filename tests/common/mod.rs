@@ -492,3 +492,29 @@ pub async fn inspect_pooled(app: &App) -> bollard::models::ContainerInspectRespo
         .await
         .unwrap()
 }
+
+/// Runs `tests/python/SCRIPT BINARY DATA_DIR` with the interpreter of the official MCP Python
+/// SDK (`$CEM_TEST_PYTHON`, else `python3`), asserting the SDK is there and the script passed.
+pub fn run_python_client(script: &str) {
+    let python = std::env::var("CEM_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let has_sdk = std::process::Command::new(&python)
+        .args(["-c", "import mcp"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has_sdk,
+        "the official MCP Python SDK is missing for {python}: `python3 -m pip install mcp==2.3.0`, or set CEM_TEST_PYTHON to an interpreter that has it"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(script);
+    let status = std::process::Command::new(&python)
+        .args(["-W", "ignore::DeprecationWarning"])
+        .arg(script)
+        .arg(BIN)
+        .arg(dir.path())
+        .status()
+        .expect("run the Python client");
+    assert!(status.success(), "the Python client failed: {status}");
+}

@@ -7,6 +7,7 @@ Exits non-zero with a message on the first mismatch. Used by tests/python_client
 """
 
 import asyncio
+import contextlib
 import json
 import socket
 import subprocess
@@ -154,6 +155,26 @@ def free_port():
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def http_server(binary, args):
+    """`binary serve --transport http` on a free loopback port with `args`; yields its MCP URL
+    once it accepts connections, and checks that it exits cleanly on SIGTERM afterwards."""
+    port = free_port()
+    server = subprocess.Popen([binary, "serve", "--transport", "http", "--listen",
+                               f"127.0.0.1:{port}", *args])
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.terminate()
+        check(server.wait(timeout=30) == 0, "the HTTP server did not exit cleanly on SIGTERM")
+
+
 async def main(binary, data_dir):
     common = ["--workspace-quota-mb", "0", "--skills-dir", f"{data_dir}/skills"]
     params = StdioServerParameters(command=binary,
@@ -162,22 +183,10 @@ async def main(binary, data_dir):
         async with ClientSession(read, write) as session:
             await original_examples(session, "stdio")
 
-    port = free_port()
-    server = subprocess.Popen([binary, "serve", "--transport", "http", "--listen", f"127.0.0.1:{port}",
-                               "--workspace", f"{data_dir}/ws-http", *common])
-    try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as streams:
+    with http_server(binary, ["--workspace", f"{data_dir}/ws-http", *common]) as url:
+        async with streamable_http_client(url) as streams:
             async with ClientSession(streams[0], streams[1]) as session:
                 await original_examples(session, "http")
-    finally:
-        server.terminate()
-        check(server.wait(timeout=30) == 0, "the HTTP server did not exit cleanly on SIGTERM")
 
 
 if __name__ == "__main__":

@@ -11,18 +11,15 @@ Exits non-zero with a message on the first mismatch. Used by tests/data_workbenc
 
 import asyncio
 import base64
-import socket
-import subprocess
-import sys
-import time
 import os
+import sys
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from original_examples import check, free_port, payload  # noqa: E402
+from original_examples import check, http_server, payload  # noqa: E402
 
 MAKE_FILES = '''
 import pandas as pd
@@ -131,23 +128,11 @@ async def main(binary, data_dir):
         async with ClientSession(read, write, message_handler=notes) as session:
             await resources(session, notes, "stdio")
 
-    port = free_port()
-    server = subprocess.Popen([binary, "serve", "--transport", "http", "--listen", f"127.0.0.1:{port}",
-                               "--workspace", f"{data_dir}/ws-http", *common])
-    try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        notes = Notes()
-        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as streams:
+    notes = Notes()
+    with http_server(binary, ["--workspace", f"{data_dir}/ws-http", *common]) as url:
+        async with streamable_http_client(url) as streams:
             async with ClientSession(streams[0], streams[1], message_handler=notes) as session:
                 await resources(session, notes, "http")
-    finally:
-        server.terminate()
-        check(server.wait(timeout=30) == 0, "the HTTP server did not exit cleanly on SIGTERM")
 
 
 if __name__ == "__main__":

@@ -88,3 +88,34 @@ mod network;
 mod privilege;
 mod resources;
 mod server_input;
+
+/// The suite runs on the image of the profile it was asked for (`CEM_IMAGE_PROFILE`, default
+/// data), and says which, so a pass names the image it covered.
+#[tokio::test]
+async fn the_suite_runs_on_the_image_profile_it_was_asked_for() {
+    let wanted = std::env::var("CEM_IMAGE_PROFILE").unwrap_or_else(|_| "data".into());
+    let t = common::TestApp::start().await;
+    let image = t.app.config.image_tag();
+    eprintln!("security suite on {image}");
+    let label = std::process::Command::new("docker")
+        .args([
+            "image",
+            "inspect",
+            "-f",
+            "{{index .Config.Labels \"io.code-execution-mcp.profile\"}}",
+            &image,
+        ])
+        .output()
+        .expect("docker image inspect");
+    assert_eq!(String::from_utf8_lossy(&label.stdout).trim(), wanted);
+    let o = t
+        .run("import importlib.util\nresult = importlib.util.find_spec('pandas') is not None")
+        .await;
+    assert_eq!(
+        o.result,
+        serde_json::json!(wanted == "data"),
+        "{:?}",
+        o.error
+    );
+    t.finish().await;
+}

@@ -1,0 +1,204 @@
+//! What the data workbench costs: `cargo bench --bench workbench`.
+//!
+//! One process, the real Docker engine, in-process servers (pool of 2, data in temporary
+//! directories):
+//!
+//! 1. image sizes of the two profiles (built first when missing);
+//! 2. baseline: `result = 1` on the data image, pooled, sequential, paced by a think time so
+//!    the pool has refilled before each call;
+//! 3. `import pandas as pd; result = len(pd.DataFrame(...))`, pooled, without preloading;
+//! 4. the same with `--preload numpy,pandas` (the data profile's default);
+//! 5. idle memory of one pooled container: minimal, data without preloading, data with it.
+//!
+//! It prints p50/p99 of rows 2-4 and their ratios to row 2. Knobs: `BENCH_N` samples per row
+//! (default 30), `BENCH_THINK_MS` (default 1500: a preloading container takes about a second to
+//! be ready). Figures on a shared machine are noisy: compare the ratios.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use code_execution_mcp::app::App;
+use code_execution_mcp::config::{Config, ImageProfile};
+use code_execution_mcp::execute_request::ExecuteRequest;
+use code_execution_mcp::sandbox::spec::LABEL_INSTANCE;
+use code_execution_mcp::sandbox::stats::percentile;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn config(dir: &Path, profile: ImageProfile, preload: &str) -> Config {
+    let mut c = Config::defaults();
+    c.data_dir = Some(dir.join("data"));
+    c.workspace = Some(dir.join("workspace"));
+    c.skills_dir = Some(dir.join("skills"));
+    c.workspace_quota_mb = 0;
+    c.pool_size = 2;
+    c.image_profile = profile;
+    c.preload = Some(preload.split(',').map(str::to_string).collect());
+    c
+}
+
+fn docker(args: &[&str]) -> String {
+    let out = std::process::Command::new("docker")
+        .args(args)
+        .output()
+        .expect("run docker");
+    assert!(
+        out.status.success(),
+        "docker {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+async fn wait_for_pool(app: &App, size: usize) {
+    for _ in 0..600 {
+        if app.sandbox.pool_ready() >= size {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the pool did not fill");
+}
+
+/// `n` pooled executions of `code`, in milliseconds, each after a think time.
+async fn latencies(app: &App, code: &str, n: usize, think: Duration) -> Vec<f64> {
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        tokio::time::sleep(think).await;
+        wait_for_pool(app, 1).await;
+        let started = Instant::now();
+        let ran = app
+            .execute(
+                ExecuteRequest {
+                    code: code.into(),
+                    ..Default::default()
+                },
+                Default::default(),
+            )
+            .await
+            .expect("the execution runs");
+        assert!(ran.outcome.success(), "{:?}", ran.outcome.error);
+        samples.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    samples
+}
+
+/// Memory (MiB) of each idle pooled container of `app`, as the engine reports it.
+async fn idle_memory(app: &App) -> Vec<f64> {
+    wait_for_pool(app, 2).await;
+    tokio::time::sleep(Duration::from_secs(2)).await; // preloading done, page cache settled
+    let label = format!("label={LABEL_INSTANCE}={}", app.sandbox.instance().id);
+    let ids = docker(&["ps", "-q", "--filter", &label]);
+    ids.lines()
+        .map(|id| {
+            let usage = docker(&["stats", "--no-stream", "--format", "{{.MemUsage}}", id]);
+            parse_mib(usage.split('/').next().unwrap_or(""))
+        })
+        .collect()
+}
+
+fn parse_mib(text: &str) -> f64 {
+    let text = text.trim();
+    let (number, unit) = text.split_at(
+        text.find(|c: char| c.is_ascii_alphabetic())
+            .unwrap_or(text.len()),
+    );
+    let value: f64 = number.trim().parse().unwrap_or(f64::NAN);
+    match unit {
+        "KiB" | "kB" => value / 1024.0,
+        "GiB" | "GB" => value * 1024.0,
+        "B" => value / (1024.0 * 1024.0),
+        _ => value,
+    }
+}
+
+fn row(label: &str, samples: &[f64], base: Option<(f64, f64)>) -> (f64, f64) {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let at = |p| percentile(&sorted, p).unwrap_or(f64::NAN);
+    let (p50, p99) = (at(0.5), at(0.99));
+    let ratio = base
+        .map(|(b50, b99)| format!("   x{:.2} / x{:.2}", p50 / b50, p99 / b99))
+        .unwrap_or_default();
+    println!("{label:<52} p50 {p50:>8.1} ms  p99 {p99:>8.1} ms{ratio}",);
+    (p50, p99)
+}
+
+#[tokio::main]
+async fn main() {
+    let n = env_usize("BENCH_N", 30);
+    let think = Duration::from_millis(env_usize("BENCH_THINK_MS", 1500) as u64);
+    println!("workbench bench: n={n}, think={think:?}\n");
+
+    let engine = code_execution_mcp::sandbox::Engine::connect()
+        .await
+        .expect("the Docker engine");
+    for profile in [ImageProfile::Minimal, ImageProfile::Data] {
+        let tag = code_execution_mcp::sandbox::image::default_tag(profile);
+        code_execution_mcp::sandbox::image::ensure(&engine, &tag, None, profile)
+            .await
+            .expect("the sandbox image (built when missing)");
+        let bytes: f64 = docker(&["image", "inspect", "-f", "{{.Size}}", &tag])
+            .parse()
+            .unwrap_or(f64::NAN);
+        println!("image {tag:<52} {:>7.0} MB", bytes / 1e6);
+    }
+    println!();
+
+    let pandas =
+        "import pandas as pd\nresult = len(pd.DataFrame({'a': range(1000), 'b': range(1000)}))";
+    let mut memory = Vec::new();
+    let mut base = None;
+    for (label, profile, preload, code) in [
+        (
+            "result = 1 (data image)",
+            ImageProfile::Data,
+            "none",
+            "result = 1",
+        ),
+        (
+            "import pandas, DataFrame, no preload",
+            ImageProfile::Data,
+            "none",
+            pandas,
+        ),
+        (
+            "import pandas, DataFrame, --preload numpy,pandas",
+            ImageProfile::Data,
+            "numpy,pandas",
+            pandas,
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let app = App::start(config(dir.path(), profile, preload))
+            .await
+            .expect("the server starts");
+        let samples = latencies(&app, code, n, think).await;
+        let figures = row(label, &samples, base);
+        base.get_or_insert(figures);
+        if code == pandas {
+            memory.push((format!("data, preload {preload}"), idle_memory(&app).await));
+        }
+        app.shutdown().await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::start(config(dir.path(), ImageProfile::Minimal, "none"))
+        .await
+        .expect("the server starts");
+    memory.insert(0, ("minimal".into(), idle_memory(&app).await));
+    app.shutdown().await;
+
+    println!();
+    for (label, mib) in memory {
+        let shown: Vec<String> = mib.iter().map(|m| format!("{m:.1}")).collect();
+        println!(
+            "idle pooled container, {label:<28} {} MiB",
+            shown.join(", ")
+        );
+    }
+}
