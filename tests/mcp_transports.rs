@@ -282,7 +282,9 @@ result = {"seen": seen, "env": sorted(os.environ)}
     let (err, v) = call_tool(&client, "execute_code", json!({ "code": code })).await;
     assert!(!err, "{v}");
     assert_eq!(v["result"]["seen"], json!([]), "{v}");
-    // Only the variables the spec sets (and what Docker adds) are there.
+    // Only the variables the spec sets, the image's own (the matplotlib backend and its
+    // writable config directory, PYTHONPATH for subprocesses; CEM_PRELOAD on pooled containers
+    // that preload) and what Docker adds are there.
     let env: Vec<String> = serde_json::from_value(v["result"]["env"].clone()).unwrap();
     for name in &env {
         assert!(
@@ -293,7 +295,11 @@ result = {"seen": seen, "env": sorted(os.environ)}
                 "HOSTNAME",
                 "PYTHONDONTWRITEBYTECODE",
                 "PYTHONUNBUFFERED",
-                "LC_CTYPE"
+                "LC_CTYPE",
+                "MPLBACKEND",
+                "MPLCONFIGDIR",
+                "PYTHONPATH",
+                "CEM_PRELOAD"
             ]
             .contains(&name.as_str()),
             "unexpected variable {name} in the sandbox"
