@@ -66,10 +66,14 @@ pub fn prepare(
                 .push(format!("{}: not returned, {why}", sent.source)),
         }
     }
+    // Only the first drops are named; the count covers them all.
+    let unnamed = returned
+        .dropped_count
+        .saturating_sub(returned.dropped.len());
     produced.notes.extend(returned.dropped);
-    if returned.dropped_count > produced.notes.len() {
+    if unnamed > 0 {
         produced.notes.push(format!(
-            "{} images in all were not returned",
+            "{unnamed} more images were not returned ({} in all past the limits)",
             returned.dropped_count
         ));
     }
