@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 
-use crate::config::{Config, PiiOutput, SANDBOX_UID, shipped_dir};
+use crate::config::{Config, PiiOutput, SANDBOX_UID};
 use crate::discovery::Discovery;
 use crate::execute_request::{self, ExecLimits, ExecuteRequest, InputError};
 use crate::gateway::{Gateway, GatewayView, ToolCallRecord, ToolSession, UpstreamsError};
@@ -47,7 +47,7 @@ pub enum StartError {
     )]
     Skills { path: PathBuf, error: SkillError },
     #[error(
-        "tool registry {path}: {message}. Point --registry-dir (CEM_REGISTRY_DIR) at a directory of *.json registry files, or leave it out for the registry shipped with the server"
+        "tool registry {path}: {message}. Point --registry-dir (CEM_REGISTRY_DIR) at a directory of *.json registry files (they add to the catalog built into the server), or leave it out"
     )]
     Registry { path: PathBuf, message: String },
     #[error("PII engine: {0}")]
@@ -164,7 +164,7 @@ impl Shared {
         let registry_dir = config.registry_dir();
         let discovery =
             Arc::new(
-                Discovery::open(&registry_dir).map_err(|e| StartError::Registry {
+                Discovery::shipped_and(&registry_dir).map_err(|e| StartError::Registry {
                     path: registry_dir.clone(),
                     message: e.to_string(),
                 })?,
@@ -372,14 +372,10 @@ impl App {
                 error: source,
             }
         })?;
-        if let Some(shipped) = shipped_dir("skills")
-            && shipped.canonicalize().ok() != skills_dir.canonicalize().ok()
-        {
-            match skills.seed_from(&shipped) {
-                Ok(0) => {}
-                Ok(n) => tracing::info!("added {n} starter skills to {}", skills_dir.display()),
-                Err(e) => tracing::warn!("could not add the starter skills: {e}"),
-            }
+        match skills.seed_from(crate::shipped::STARTER_SKILLS) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("added {n} starter skills to {}", skills_dir.display()),
+            Err(e) => tracing::warn!("could not add the starter skills: {e}"),
         }
         let skills = Arc::new(skills);
         let pii = Arc::new(

@@ -8,7 +8,7 @@
 
 pub use crate::sandbox::image::ImageProfile;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -71,8 +71,8 @@ pub struct Config {
     #[arg(long, env = "CEM_SKILLS_DIR")]
     pub skills_dir: Option<PathBuf>,
 
-    /// Directory of the tool registry used for discovery [default: the registry shipped with
-    /// the binary].
+    /// Directory of tool registry files added to the catalog built into the binary; a tool id
+    /// defined here overrides the built-in definition [default: DATA_DIR/tools_registry].
     #[arg(long, env = "CEM_REGISTRY_DIR")]
     pub registry_dir: Option<PathBuf>,
 
@@ -332,11 +332,11 @@ impl Config {
         self.tokens_file.is_some() || self.tokens.as_ref().is_some_and(|t| !t.0.trim().is_empty())
     }
 
+    /// The directory whose registry files add to (and override) the built-in catalog.
     pub fn registry_dir(&self) -> PathBuf {
         self.registry_dir
             .clone()
-            .or_else(|| shipped_dir("tools_registry"))
-            .unwrap_or_else(|| data_home().join("tools_registry"))
+            .unwrap_or_else(|| self.data_dir().join("tools_registry"))
     }
 
     pub fn workspace_quota_bytes(&self) -> u64 {
@@ -549,21 +549,6 @@ pub fn data_home() -> PathBuf {
     PathBuf::from("/var/lib/code-execution-mcp")
 }
 
-/// A directory the project ships (`tools_registry`, `skills`): next to the installed binary
-/// (`<prefix>/share/code-execution-mcp/NAME` for `<prefix>/bin/code-execution-mcp`), or in the
-/// source tree the binary was built from.
-pub fn shipped_dir(name: &str) -> Option<PathBuf> {
-    let mut candidates = Vec::new();
-    if let Ok(exe) = std::env::current_exe()
-        && let Some(bin_dir) = exe.parent()
-    {
-        candidates.push(bin_dir.join("../share/code-execution-mcp").join(name));
-        candidates.push(bin_dir.join(name));
-    }
-    candidates.push(Path::new(env!("CARGO_MANIFEST_DIR")).join(name));
-    candidates.into_iter().find(|c| c.is_dir())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -672,10 +657,5 @@ mod tests {
                 "{bad}"
             );
         }
-    }
-
-    #[test]
-    fn shipped_registry_is_found_from_the_source_tree() {
-        assert!(shipped_dir("tools_registry").is_some());
     }
 }

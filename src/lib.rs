@@ -23,7 +23,8 @@
 //! - [`sandbox`]: one fresh container per execution — the engine seam ([`sandbox::Backend`]),
 //!   its Docker implementation, the execution state machine, the pool, the reaper, the image
 //!   profiles and images with the user's packages.
-//! - [`discovery`]: the tool catalog and its ranked search.
+//! - [`discovery`]: the tool catalog and its ranked search; [`shipped`]: the catalog and the
+//!   starter skills embedded in the binary, so it runs from any directory.
 //! - [`skills`]: the saved-skill store.
 //! - [`workspace`]: path-safe file operations under the workspace root, and its quota.
 //! - [`pii`]: detection and reversible tokenization of personal data; [`privacy`] applies it
@@ -53,6 +54,7 @@ pub mod resources;
 mod safe_fs;
 pub mod sandbox;
 mod sandbox_calls;
+pub mod shipped;
 pub mod skills;
 pub mod transport;
 pub mod workspace;

@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::files::FileStamp;
+use crate::shipped::ShippedFile;
 
 /// Files larger than this are refused: the whole shipped catalog is about 4 MB.
 const MAX_FILE_BYTES: u64 = 32 << 20;
@@ -75,14 +76,26 @@ pub(crate) struct Catalog {
 }
 
 impl Catalog {
-    pub fn read(files: &[FileStamp]) -> Catalog {
+    /// Merges `base` (the catalog embedded in the binary, or nothing) and then `files`, so a
+    /// file's definitions override the embedded ones.
+    pub fn read(base: &[ShippedFile], files: &[FileStamp]) -> Catalog {
         let mut merger = Merger::default();
+        for file in base {
+            let path = Path::new(BUILT_IN).join(file.name);
+            match std::str::from_utf8(file.bytes) {
+                Ok(text) => merger.text(&path, text),
+                Err(e) => merger.problem(&path, format!("not UTF-8: {e}")),
+            }
+        }
         for file in files {
             merger.file(&file.path, file.len);
         }
         merger.finish()
     }
 }
+
+/// How the embedded catalog's files are named in logs and load problems.
+pub(crate) const BUILT_IN: &str = "(built-in)";
 
 #[derive(Default)]
 struct Merger {
@@ -108,11 +121,14 @@ impl Merger {
                 format!("file is {len} bytes, over the {limit} MiB limit"),
             );
         }
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) => return self.problem(path, format!("cannot read file: {e}")),
-        };
-        let doc: Value = match serde_json::from_str(&text) {
+        match std::fs::read_to_string(path) {
+            Ok(text) => self.text(path, &text),
+            Err(e) => self.problem(path, format!("cannot read file: {e}")),
+        }
+    }
+
+    fn text(&mut self, path: &Path, text: &str) {
+        let doc: Value = match serde_json::from_str(text) {
             Ok(v) => v,
             Err(e) => return self.problem(path, format!("not valid JSON: {e}")),
         };
@@ -295,7 +311,7 @@ mod tests {
     use std::fs;
 
     fn read_dir(dir: &Path) -> Catalog {
-        Catalog::read(&files::list(dir).unwrap().unwrap())
+        Catalog::read(&[], &files::list(dir).unwrap().unwrap())
     }
 
     fn write(dir: &Path, rel: &str, v: &Value) {
@@ -443,7 +459,7 @@ mod tests {
             len: MAX_FILE_BYTES + 1,
             modified: None,
         };
-        let c = Catalog::read(&[big]);
+        let c = Catalog::read(&[], &[big]);
         assert!(c.problems[0].problem.contains("MiB limit"));
     }
 }

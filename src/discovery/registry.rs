@@ -18,6 +18,7 @@ use super::query::{Analyzer, SearchOptions};
 use super::rank::{RankQuery, Ranker, Scored, top};
 use super::synonyms::Synonyms;
 use super::text;
+use crate::shipped::ShippedFile;
 
 /// Results per search at most; more is noise to a model and tokens to pay for.
 pub const MAX_LIMIT: usize = 50;
@@ -70,6 +71,13 @@ impl Registry {
     /// empty registry (logged as a warning); a bad file, category or tool is skipped and logged
     /// (see [`Registry::problems`]). Fails only when `dir` exists but cannot be read.
     pub fn load(dir: &Path) -> Result<Registry, DiscoveryError> {
+        Registry::load_over(&[], dir)
+    }
+
+    /// Like [`Registry::load`], on top of `base` (the catalog embedded in the binary): the
+    /// files under `dir` add tools and override definitions of the same id. A missing `dir` is
+    /// then no warning: it is where a user's additions go, and there may be none.
+    pub fn load_over(base: &[ShippedFile], dir: &Path) -> Result<Registry, DiscoveryError> {
         let started = Instant::now();
         let listing = files::list(dir).map_err(|source| DiscoveryError::Registry {
             path: dir.to_owned(),
@@ -77,13 +85,16 @@ impl Registry {
         })?;
         let fingerprint = files::fingerprint_of(&listing);
         let files = listing.unwrap_or_else(|| {
-            tracing::warn!(dir = %dir.display(), "tool registry directory does not exist: no tools to discover");
+            if base.is_empty() {
+                tracing::warn!(dir = %dir.display(), "tool registry directory does not exist: no tools to discover");
+            }
             Vec::new()
         });
-        let registry = Registry::build(dir, Catalog::read(&files), fingerprint);
+        let registry = Registry::build(dir, Catalog::read(base, &files), fingerprint);
         tracing::info!(
             dir = %dir.display(),
             tools = registry.tools.len(),
+            built_in_files = base.len(),
             files = files.len(),
             skipped = registry.problems.len(),
             ms = started.elapsed().as_secs_f64() * 1e3,

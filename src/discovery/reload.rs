@@ -11,6 +11,9 @@
 //! meanwhile gets the previous registry at once (a `try_lock` elects the one checker), and a
 //! search that holds an `Arc<Registry>` keeps a consistent catalog to the end. If the directory
 //! becomes unreadable, the previous registry stays in service and the error is logged.
+//!
+//! The server's default ([`Discovery::shipped_and`]) layers the directory over the catalog
+//! embedded in the binary: dropped-in files add tools and override shipped definitions by id.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock, TryLockError};
@@ -19,12 +22,15 @@ use std::time::{Duration, Instant};
 use super::error::DiscoveryError;
 use super::files;
 use super::registry::Registry;
+use crate::shipped::{self, ShippedFile};
 
 pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The current registry of a directory, rebuilt when the directory changes.
 #[derive(Debug)]
 pub struct Discovery {
+    /// Loaded before the directory's files: the embedded catalog, or nothing.
+    base: &'static [ShippedFile],
     dir: PathBuf,
     check_every: Duration,
     current: RwLock<Arc<Registry>>,
@@ -38,14 +44,29 @@ impl Discovery {
         Discovery::open_with_interval(dir, DEFAULT_CHECK_INTERVAL)
     }
 
+    /// The catalog embedded in the binary, with the files under `dir` (which need not exist)
+    /// adding tools and overriding definitions; changes under `dir` are picked up like
+    /// [`Discovery::open`]'s.
+    pub fn shipped_and(dir: impl Into<PathBuf>) -> Result<Discovery, DiscoveryError> {
+        Discovery::layered(shipped::TOOLS_REGISTRY, dir.into(), DEFAULT_CHECK_INTERVAL)
+    }
+
     /// Like [`Discovery::open`], checking the directory at most once per `check_every`.
     pub fn open_with_interval(
         dir: impl Into<PathBuf>,
         check_every: Duration,
     ) -> Result<Discovery, DiscoveryError> {
-        let dir = dir.into();
-        let registry = Registry::load(&dir)?;
+        Discovery::layered(&[], dir.into(), check_every)
+    }
+
+    fn layered(
+        base: &'static [ShippedFile],
+        dir: PathBuf,
+        check_every: Duration,
+    ) -> Result<Discovery, DiscoveryError> {
+        let registry = Registry::load_over(base, &dir)?;
         Ok(Discovery {
+            base,
             dir,
             check_every,
             current: RwLock::new(Arc::new(registry)),
@@ -83,6 +104,11 @@ impl Discovery {
         &self.dir
     }
 
+    /// Whether the catalog embedded in the binary is loaded under the directory's files.
+    pub fn has_built_in(&self) -> bool {
+        !self.base.is_empty()
+    }
+
     fn snapshot(&self) -> Arc<Registry> {
         self.current
             .read()
@@ -94,7 +120,7 @@ impl Discovery {
         if files::fingerprint(&self.dir) == self.snapshot().fingerprint {
             return;
         }
-        match Registry::load(&self.dir) {
+        match Registry::load_over(self.base, &self.dir) {
             Ok(fresh) => {
                 *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
             }

@@ -44,8 +44,9 @@ fn ids(results: &SearchResults<'_>) -> Vec<String> {
 fn shipped() -> &'static Registry {
     static REG: OnceLock<Registry> = OnceLock::new();
     REG.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools_registry");
-        Registry::load(&dir).unwrap()
+        // The catalog the binary carries, with no directory of additions.
+        let none = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/no-such-registry-dir");
+        Registry::load_over(crate::shipped::TOOLS_REGISTRY, &none).unwrap()
     })
 }
 
@@ -378,4 +379,30 @@ proptest! {
         prop_assert!(r.hits.len() <= 10);
         let _ = shipped().get(&q, None);
     }
+}
+
+#[test]
+fn a_directory_adds_to_and_overrides_the_built_in_catalog() {
+    let d = tempfile::tempdir().unwrap();
+    let doc = json!({"categories": {"developer-tools": {"description": "", "tools": {
+        "github/create_issue": {"description": "Open an issue in the company tracker"},
+        "acme/deploy_service": {"description": "Deploy an Acme service"}
+    }}}});
+    std::fs::write(d.path().join("local.json"), doc.to_string()).unwrap();
+    let discovery = Discovery::shipped_and(d.path()).unwrap();
+    assert!(discovery.has_built_in());
+    let reg = discovery.current();
+    assert!(reg.problems().is_empty(), "{:?}", reg.problems());
+    assert_eq!(reg.total_tools(), 5559, "one added, one overridden");
+    assert_eq!(
+        reg.get("github/create_issue", None).unwrap().description,
+        "Open an issue in the company tracker"
+    );
+    assert_eq!(
+        reg.search("deploy acme service", None, 1).unwrap().hits[0].id,
+        "acme/deploy_service"
+    );
+    // Without the directory, the built-in catalog alone.
+    let none = Discovery::shipped_and(d.path().join("absent")).unwrap();
+    assert_eq!(none.current().total_tools(), 5558);
 }

@@ -49,9 +49,8 @@
 //! * **Bounded.** Code, description and metadata sizes, the number of skills and versions are all
 //!   capped ([`SkillLimits`]); reads never read more than the cap + 1 bytes. Code must be UTF-8
 //!   text without NUL bytes.
-//! * **Starter skills.** [`SkillStore::seed_from`] copies the skills the project ships into the
-//!   store when a name has never existed there, so a user's skill is never overwritten. The
-//!   shipped directory is install data and is read with ordinary (link-following) opens.
+//! * **Starter skills.** [`SkillStore::seed_from`] copies the skills the binary carries into the
+//!   store when a name has never existed there, so a user's skill is never overwritten.
 //!
 //! Everything here is blocking: the async callers wrap these calls in `spawn_blocking`.
 //!

@@ -1,54 +1,40 @@
-//! Starter skills: [`SkillStore::seed_from`] copies the skills the project ships into the store
-//! for every name that has never existed there. The shipped directory is install data and is
-//! read with ordinary (link-following) opens; its code and description pass the same checks as a
-//! save, and the store side is written like any other skill.
+//! Starter skills: [`SkillStore::seed_from`] copies the skills the binary carries
+//! ([`crate::shipped::STARTER_SKILLS`]) into the store for every name that has never existed
+//! there. Their code and description pass the same checks as a save, and the store side is
+//! written like any other skill.
 
 use std::os::fd::AsFd;
-use std::path::Path;
 
 use rustix::fs::{self as rfs, AtFlags};
 use rustix::io::Errno;
 
 use super::error::{Result, SkillError};
-use super::io::{check_code, read_bounded};
+use super::io::check_code;
 use super::meta::{RawMeta, SkillMeta, now, sha256_hex};
 use super::name::is_name_file;
 use super::store::SkillStore;
 use super::{HISTORY_DIR, MAX_META_BYTES};
+use crate::shipped::ShippedFile;
 
 impl SkillStore {
-    /// Copies the skills in `shipped` (`NAME.py`, optionally `NAME.json` with a `description`)
-    /// into the store for every name that has never existed there (no `NAME.py`, no history), so
-    /// a user's skill, or a starter skill the user deleted, is never overwritten or restored.
-    /// Files that are not valid skills are skipped and logged. Returns how many were added.
-    pub fn seed_from(&self, shipped: &Path) -> Result<usize> {
-        let entries = match std::fs::read_dir(shipped) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                tracing::warn!(dir = %shipped.display(), "no shipped skills directory; nothing to seed");
-                return Ok(0);
-            }
-            Err(e) => {
-                return Err(SkillError::io(
-                    format!("cannot read the shipped skills in {}", shipped.display()),
-                    e,
-                ));
-            }
-        };
-        let mut names: Vec<String> = entries
-            .flatten()
-            .filter_map(|e| {
-                let file = e.file_name().into_string().ok()?;
-                is_name_file(&file, ".py").map(str::to_owned)
-            })
+    /// Copies the skills among `shipped` (`NAME.py`, optionally `NAME.json` with a
+    /// `description`) into the store for every name that has never existed there (no `NAME.py`,
+    /// no history), so a user's skill, or a starter skill the user deleted, is never overwritten
+    /// or restored. Files that are not valid skills are skipped and logged. Returns how many
+    /// were added.
+    pub fn seed_from(&self, shipped: &[ShippedFile]) -> Result<usize> {
+        let mut names: Vec<&str> = shipped
+            .iter()
+            .filter_map(|f| is_name_file(f.name, ".py"))
             .collect();
         names.sort();
+        names.dedup();
 
         let _lock = self.lock(true)?;
         let mut count = self.scan_names()?.len();
         let mut added = 0;
         for name in names {
-            match self.name_ever_existed(&name) {
+            match self.name_ever_existed(name) {
                 Ok(false) => {}
                 Ok(true) => continue,
                 Err(e) => {
@@ -63,7 +49,7 @@ impl SkillStore {
                 );
                 break;
             }
-            let (code, description) = match self.read_shipped(shipped, &name) {
+            let (code, description) = match self.read_shipped(shipped, name) {
                 Ok(v) => v,
                 Err(e) => {
                     tracing::warn!(skill = %name, error = %e, "skipping shipped skill");
@@ -72,7 +58,7 @@ impl SkillStore {
             };
             let at = now();
             let meta = SkillMeta {
-                name: name.clone(),
+                name: name.to_owned(),
                 description,
                 created: at,
                 updated: at,
@@ -87,56 +73,42 @@ impl SkillStore {
         Ok(added)
     }
 
-    fn read_shipped(&self, shipped: &Path, name: &str) -> Result<(String, String)> {
-        let py = shipped.join(format!("{name}.py"));
-        let file = std::fs::File::open(&py)
-            .map_err(|e| SkillError::io(format!("cannot open {}", py.display()), e))?;
-        let md = file
-            .metadata()
-            .map_err(|e| SkillError::io(format!("cannot stat {}", py.display()), e))?;
-        let shown_path = py.display().to_string();
-        if !md.is_file() {
-            return Err(SkillError::NotRegular {
-                path: shown_path,
-                kind: if md.is_dir() {
-                    "a directory"
-                } else {
-                    "a special file"
-                },
-                expected: "a regular file",
-            });
-        }
-        let buf = read_bounded(file, self.limits.max_code_bytes, &shown_path)?;
-        let what = format!("The shipped skill {shown_path}");
-        if buf.len() as u64 > self.limits.max_code_bytes {
+    fn read_shipped(&self, shipped: &[ShippedFile], name: &str) -> Result<(String, String)> {
+        let file = |ext: &str| {
+            let wanted = format!("{name}{ext}");
+            shipped.iter().find(|f| f.name == wanted)
+        };
+        let py = file(".py").expect("seed_from lists only names with a .py file");
+        let what = format!("The starter skill {}", py.name);
+        if py.bytes.len() as u64 > self.limits.max_code_bytes {
             return Err(SkillError::TooLarge {
                 what,
-                size: md.len(),
+                size: py.bytes.len() as u64,
                 limit: self.limits.max_code_bytes,
             });
         }
-        let code = check_code(&buf, self.limits.max_code_bytes, &what)?.to_owned();
-        let json = shipped.join(format!("{name}.json"));
-        let description = match std::fs::read(&json) {
-            Ok(bytes) if bytes.len() as u64 <= MAX_META_BYTES => {
-                match serde_json::from_slice::<RawMeta>(&bytes) {
-                    Ok(raw) => raw.description.unwrap_or_default(),
-                    Err(e) => {
-                        tracing::warn!(file = %json.display(), error = %e, "ignoring malformed shipped metadata");
-                        String::new()
-                    }
-                }
-            }
-            Ok(_) => {
-                tracing::warn!(file = %json.display(), "ignoring over-long shipped metadata");
+        let code = check_code(py.bytes, self.limits.max_code_bytes, &what)?.to_owned();
+        let description = match file(".json") {
+            None => String::new(),
+            Some(json) if json.bytes.len() as u64 > MAX_META_BYTES => {
+                tracing::warn!(
+                    file = json.name,
+                    "ignoring over-long starter skill metadata"
+                );
                 String::new()
             }
-            Err(_) => String::new(),
+            Some(json) => match serde_json::from_slice::<RawMeta>(json.bytes) {
+                Ok(raw) => raw.description.unwrap_or_default(),
+                Err(e) => {
+                    tracing::warn!(file = json.name, error = %e, "ignoring malformed starter skill metadata");
+                    String::new()
+                }
+            },
         };
         let description = match self.check_description(&description) {
             Ok(d) => d.to_owned(),
             Err(e) => {
-                tracing::warn!(skill = name, error = %e, "ignoring shipped description");
+                tracing::warn!(skill = name, error = %e, "ignoring starter skill description");
                 String::new()
             }
         };

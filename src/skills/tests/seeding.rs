@@ -1,41 +1,47 @@
 //! Seeding: only names that never existed are added, and the shipped skills seed cleanly.
 
-use std::path::Path;
-
 use super::{store, store_with};
+use crate::shipped::{STARTER_SKILLS, ShippedFile};
 use crate::skills::SkillError;
+
+/// Files as the binary would carry them (leaked: the store takes `&'static` names and bytes).
+fn files(list: &[(&str, &[u8])]) -> &'static [ShippedFile] {
+    let files: Vec<ShippedFile> = list
+        .iter()
+        .map(|(name, bytes)| ShippedFile {
+            name: String::leak(name.to_string()),
+            bytes: Vec::leak(bytes.to_vec()),
+        })
+        .collect();
+    Vec::leak(files)
+}
 
 #[test]
 fn seed_from_adds_only_absent_names() {
     let tmp = tempfile::tempdir().unwrap();
-    let shipped = tmp.path().join("shipped");
-    std::fs::create_dir(&shipped).unwrap();
-    std::fs::write(shipped.join("mine.py"), "def mine(): return 'shipped'\n").unwrap();
-    std::fs::write(
-        shipped.join("mine.json"),
-        r#"{"description": "shipped one"}"#,
-    )
-    .unwrap();
-    std::fs::write(shipped.join("fresh.py"), "def fresh(): return 1\n").unwrap();
-    std::fs::write(
-        shipped.join("fresh.json"),
-        r#"{"name": "fresh", "description": " new "}"#,
-    )
-    .unwrap();
-    std::fs::write(shipped.join("nodesc.py"), "def nodesc(): pass\n").unwrap();
-    std::fs::write(shipped.join("badjson.py"), "def badjson(): pass\n").unwrap();
-    std::fs::write(shipped.join("badjson.json"), "{not json").unwrap();
-    std::fs::write(shipped.join("1bad.py"), "x = 1\n").unwrap();
-    std::fs::write(shipped.join("__init__.py"), "").unwrap();
-    std::fs::write(shipped.join("README.md"), "# skills\n").unwrap();
-    std::fs::write(shipped.join("binary.py"), b"\xff\xfe").unwrap();
-    std::fs::create_dir(shipped.join("dir.py")).unwrap();
+    let shipped = files(&[
+        ("mine.py", b"def mine(): return 'shipped'\n"),
+        ("mine.json", br#"{"description": "shipped one"}"#),
+        ("fresh.py", b"def fresh(): return 1\n"),
+        (
+            "fresh.json",
+            br#"{"name": "fresh", "description": " new "}"#,
+        ),
+        ("nodesc.py", b"def nodesc(): pass\n"),
+        ("badjson.py", b"def badjson(): pass\n"),
+        ("badjson.json", b"{not json"),
+        ("1bad.py", b"x = 1\n"),
+        ("__init__.py", b""),
+        ("README.md", b"# skills\n"),
+        ("binary.py", b"\xff\xfe"),
+        ("huge.py", &[b'#'; 2 << 20]),
+    ]);
 
     let s = store(&tmp.path().join("store"));
     let user = s
         .save("mine", "def mine(): return 'user'\n", "user's")
         .unwrap();
-    assert_eq!(s.seed_from(&shipped).unwrap(), 3);
+    assert_eq!(s.seed_from(shipped).unwrap(), 3);
     assert_eq!(
         s.load("mine").unwrap().meta,
         user,
@@ -48,24 +54,23 @@ fn seed_from_adds_only_absent_names() {
     assert_eq!(names, ["badjson", "fresh", "mine", "nodesc"]);
 
     // Idempotent, and a deleted starter skill does not come back.
-    assert_eq!(s.seed_from(&shipped).unwrap(), 0);
+    assert_eq!(s.seed_from(shipped).unwrap(), 0);
     s.delete("fresh").unwrap();
-    assert_eq!(s.seed_from(&shipped).unwrap(), 0);
+    assert_eq!(s.seed_from(shipped).unwrap(), 0);
     assert!(matches!(s.load("fresh"), Err(SkillError::NotFound { .. })));
     let s0 = store_with(&tmp.path().join("store0"), |l| l.max_versions_kept = 0);
-    assert_eq!(s0.seed_from(&shipped).unwrap(), 4);
+    assert_eq!(s0.seed_from(shipped).unwrap(), 4);
     s0.delete("fresh").unwrap();
-    assert_eq!(s0.seed_from(&shipped).unwrap(), 0);
+    assert_eq!(s0.seed_from(shipped).unwrap(), 0);
 
-    assert_eq!(s.seed_from(&tmp.path().join("missing")).unwrap(), 0);
+    assert_eq!(s.seed_from(&[]).unwrap(), 0);
 }
 
 #[test]
 fn shipped_skills_seed_cleanly() {
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
     let tmp = tempfile::tempdir().unwrap();
     let s = store(tmp.path());
-    let added = s.seed_from(&shipped).unwrap();
+    let added = s.seed_from(STARTER_SKILLS).unwrap();
     assert!(added >= 5, "{added}");
     let list = s.list().unwrap();
     assert_eq!(list.len(), added);
