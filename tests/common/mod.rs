@@ -327,18 +327,26 @@ pub async fn containers_owned_by(
         .collect())
 }
 
-/// Whether a root-only test can run. Outside CI it is skipped with a message when not root;
-/// in CI (which runs as root) being unable to run it is a failure, not a skip.
-pub fn root_or_skip(what: &str) -> bool {
-    if rustix::process::geteuid().is_root() {
-        return true;
-    }
+/// For a test marked `#[ignore = "needs root: …"]`, which `cargo test` lists as ignored with
+/// that reason unless asked for (`-- --include-ignored`, as root, the command .ci/run uses):
+/// asked for without root, it fails saying so instead of passing.
+pub fn require_root(what: &str) {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "{what} needs root: run the tests that need it as root with `cargo test -- --include-ignored`"
+    );
+}
+
+/// Skips a test that cannot run on this machine, visibly: the reason goes straight to the
+/// terminal (libtest captures only `print!`/`eprint!` output, and shows it only on failure). In
+/// CI, which provides everything, a skip would hide a failure, so it fails instead.
+pub fn skip(test: &str, reason: &str) {
     assert!(
         std::env::var_os("CI").is_none(),
-        "{what} needs root, and CI runs as root"
+        "{test} cannot run: {reason}; CI must provide what it needs"
     );
-    eprintln!("skipped: {what} needs root");
-    false
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
 }
 
 /// The server binary over stdio, spoken to in raw JSON-RPC lines (rmcp's client always sends
@@ -494,16 +502,17 @@ pub async fn inspect_pooled(app: &App) -> bollard::models::ContainerInspectRespo
 }
 
 /// Runs `tests/python/SCRIPT BINARY DATA_DIR` with the interpreter of the official MCP Python
-/// SDK (`$CEM_TEST_PYTHON`, else `python3`), asserting the SDK is there and the script passed.
+/// SDK ([`upstreams::sdk_python`]), asserting the SDK is there and the script passed.
 pub fn run_python_client(script: &str) {
-    let python = std::env::var("CEM_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let python = upstreams::sdk_python();
     let has_sdk = std::process::Command::new(&python)
         .args(["-c", "import mcp"])
         .status()
         .is_ok_and(|s| s.success());
     assert!(
         has_sdk,
-        "the official MCP Python SDK is missing for {python}: `python3 -m pip install mcp==2.3.0`, or set CEM_TEST_PYTHON to an interpreter that has it"
+        "the official MCP Python SDK is missing for {}: unset CEM_TEST_PYTHON to let the tests make a venv, or point it at an interpreter with mcp==2.3.0",
+        python.display()
     );
     let dir = tempfile::tempdir().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))

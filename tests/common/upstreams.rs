@@ -1,8 +1,9 @@
-//! Real upstream MCP servers for the gateway tests: Python servers from PyPI in virtual
-//! environments the tests make themselves (once per target directory), and the rmcp fixture
-//! of `tests/upstream_fixture` (built by `cargo test` as an example).
+//! Real upstream MCP servers for the gateway tests, and the official MCP Python SDK for the
+//! client tests: Python packages from PyPI in virtual environments the tests make themselves
+//! (once per target directory, `python3 -m venv`), and the rmcp fixture of
+//! `tests/upstream_fixture` (built by `cargo test` as an example).
 //!
-//! `CEM_TEST_UPSTREAMS_PYTHON` and `CEM_TEST_SQLITE_PYTHON` may point at interpreters that
+//! `CEM_TEST_PYTHON`, `CEM_TEST_UPSTREAMS_PYTHON` and `CEM_TEST_SQLITE_PYTHON` may point at interpreters that
 //! already have the packages (CI prepares them); otherwise they are installed from PyPI here,
 //! and a failed install fails the test with pip's output (never a silent pass).
 
@@ -72,6 +73,12 @@ pub fn python_with(env_var: &str, name: &str, packages: &[&str]) -> PathBuf {
 
 pub fn main_python() -> PathBuf {
     python_with("CEM_TEST_UPSTREAMS_PYTHON", "upstreams", MAIN_PACKAGES)
+}
+
+/// The interpreter of the official MCP Python SDK the client tests drive: `$CEM_TEST_PYTHON`,
+/// else the same virtual environment as [`main_python`] (made on first use).
+pub fn sdk_python() -> PathBuf {
+    python_with("CEM_TEST_PYTHON", "upstreams", MAIN_PACKAGES)
 }
 
 pub fn sqlite_python() -> PathBuf {

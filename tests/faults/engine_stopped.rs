@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::private_engine::{EngineProxy, PrivateEngine};
-use crate::common::{self, call_tool, root_or_skip, try_call_tool};
+use crate::common::{self, call_tool, require_root, try_call_tool};
 use crate::server::{Server, error_text, wait_for_file, wait_for_pool};
 
 /// Starts `code` (which must create `/workspace/<marker>` first) in the background and waits
@@ -44,10 +44,9 @@ async fn executions(server: &Server) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root: starts a private Docker engine in a network namespace"]
 async fn engine_stopped_or_restarted_under_a_running_server() {
-    if !root_or_skip("a private Docker engine") {
-        return;
-    }
+    require_root("a private Docker engine");
     let started = Instant::now();
     // The main engine's bridge: the private engine must leave it alone.
     let bridge = Path::new("/sys/class/net/docker0");

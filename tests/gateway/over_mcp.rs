@@ -14,7 +14,7 @@ use crate::common::{self, HttpServer, TestApp, call_tool, mcp_client};
 
 #[test]
 fn the_article_workflow_keeps_personal_data_out_of_the_model() {
-    let python = std::env::var("CEM_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let python = common::upstreams::sdk_python();
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("crm-received.jsonl");
     let fixture = fixture_bin();

@@ -526,18 +526,20 @@ async fn case_09_a_hundred_thousand_files_and_odd_names_list_bounded_and_usable(
     .await;
 }
 
+/// The workspace quota of case 10's tests.
+const QUOTA_MB: u64 = 16;
+
 /// 10. "Filling the workspace past its quota → ENOSPC or a clear quota error; host disk
 ///     unaffected."
 ///
 /// As root the quota is a loop-mounted ext4 image: code gets ENOSPC, the image never grows past
-/// the quota, and the file tools say the workspace is full. Without a kernel quota (soft mode:
-/// here a workspace that already held files) the next execution and tool writes are refused
-/// with "workspace is full" until files are deleted.
+/// the quota, and the file tools say the workspace is full.
 #[tokio::test]
-async fn case_10_filling_the_workspace_past_its_quota_gets_enospc_or_a_quota_error() {
-    const QUOTA_MB: u64 = 16;
+#[ignore = "needs root: loop-mounts an ext4 image as the workspace quota"]
+async fn case_10_filling_the_workspace_past_its_quota_gets_enospc() {
+    common::require_root("the loop-mounted quota");
     let fill = include_str!("probes/case_10_fill_workspace.py");
-    if common::root_or_skip("the loop-mounted quota") {
+    {
         let ws = watched_with(
             |c| c.workspace_quota_mb = QUOTA_MB,
             async |t, _| {
@@ -569,8 +571,14 @@ async fn case_10_filling_the_workspace_past_its_quota_gets_enospc_or_a_quota_err
         .await;
         code_execution_mcp::workspace::quota::unmount(&ws).unwrap();
     }
+}
 
-    // Soft mode: a workspace that already holds files is not mounted over.
+/// 10, without a kernel quota (soft mode: a workspace that already held files, or a server not
+/// running as root): the next execution and tool writes are refused with "workspace is full"
+/// until files are deleted.
+#[tokio::test]
+async fn case_10_filling_the_workspace_past_a_soft_quota_gets_a_quota_error() {
+    let fill = include_str!("probes/case_10_fill_workspace.py");
     watched_with(
         |c| {
             c.workspace_quota_mb = QUOTA_MB;

@@ -25,7 +25,8 @@
 //! - 7 [`filesystem::case_07_writes_under_the_root_filesystem_get_erofs`]
 //! - 8 [`filesystem::case_08_fifos_sockets_devices_and_sparse_files_are_refused_without_blocking`]
 //! - 9 [`filesystem::case_09_a_hundred_thousand_files_and_odd_names_list_bounded_and_usable`]
-//! - 10 [`filesystem::case_10_filling_the_workspace_past_its_quota_gets_enospc_or_a_quota_error`]
+//! - 10 [`filesystem::case_10_filling_the_workspace_past_its_quota_gets_enospc`] (root: the
+//!   loop-mounted quota) and [`filesystem::case_10_filling_the_workspace_past_a_soft_quota_gets_a_quota_error`]
 //! - 11 [`filesystem::case_11_filling_tmp_gets_enospc_at_its_size`]
 //!
 //! Network (`tests/security/network.rs`):

@@ -252,11 +252,9 @@ fn temp_names_carry_the_writer() {
 }
 
 #[test]
+#[ignore = "needs root: chowns new files to the workspace owner"]
 fn files_written_as_root_belong_to_the_workspace_owner() {
-    if !is_root() {
-        eprintln!("skipped: needs root to chown");
-        return;
-    }
+    require_root("chowning new files");
     let f = Fixture::new();
     // Root-owned workspace: nothing is chowned (prepare_for_sandbox hands the root over).
     let ws = Workspace::open(&f.root, WorkspaceLimits::default()).unwrap();

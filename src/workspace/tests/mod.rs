@@ -72,6 +72,14 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+/// For a test marked `#[ignore = "needs root: …"]`: asked for without root, it fails saying so.
+pub(crate) fn require_root(what: &str) {
+    assert!(
+        is_root(),
+        "{what} needs root: run the tests that need it as root with `cargo test -- --include-ignored`"
+    );
+}
+
 fn entries(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(dir)
         .unwrap()

@@ -1,0 +1,152 @@
+//! The binary as a user installs it: `cargo package` makes the crate, `cargo install` builds it
+//! from the unpacked crate into a temporary prefix, the unpacked source is then deleted, and the
+//! installed binary, started from an unrelated directory with a fresh home, serves the whole
+//! tool catalog, seeds the starter skills and runs code in the sandbox image (whose build
+//! context it carries too: the tag it asks for is the one the other tests run on).
+//!
+//! The build goes to `target/install-test`, a target directory of its own (the one `cargo test`
+//! uses is locked while the tests run), in the dev profile and offline: the crates are the ones
+//! this build already fetched. The first run compiles the crate (a few minutes on two cores);
+//! later runs reuse that directory.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use serde_json::json;
+use tokio::process::Command;
+
+use common::call_tool;
+
+const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
+const CRATE: &str = concat!(env!("CARGO_PKG_NAME"), "-", env!("CARGO_PKG_VERSION"));
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_installed_binary_serves_tools_skills_and_executions_without_its_source_tree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = Path::new(MANIFEST_DIR).join("target/install-test");
+    let installed = install(&target, tmp.path()).await;
+
+    // From a directory that has nothing of the project, with a home of its own.
+    let elsewhere = tmp.path().join("elsewhere");
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    use rmcp::ServiceExt;
+    let mut child = Command::new(&installed)
+        .args(["serve", "--pool-size", "0", "--workspace-quota-mb", "0"])
+        .current_dir(&elsewhere)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("CEM_IMAGE_PROFILE", "minimal")
+        .envs(std::env::var_os("DOCKER_HOST").map(|h| ("DOCKER_HOST", h)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the installed binary");
+    let pid = child.id().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let client = ().serve((stdout, stdin)).await.expect("MCP handshake");
+
+    let (err, v) = call_tool(&client, "get_execution_stats", json!({})).await;
+    assert!(!err, "{v}");
+    assert_eq!(v["tool_registry"]["total_tools"], 5558, "{v}");
+    let (err, v) = call_tool(
+        &client,
+        "search_tools",
+        json!({"query": "create an issue on github", "detail_level": "name"}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    assert_eq!(v["tools"][0]["id"], "github/create_issue", "{v}");
+
+    let (err, v) = call_tool(&client, "list_skills", json!({})).await;
+    assert!(!err, "{v}");
+    let names: Vec<&str> = v["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert!(names.contains(&"filter_high_risk"), "{names:?}");
+    assert!(
+        home.join(".local/share/code-execution-mcp/skills/filter_high_risk.py")
+            .is_file(),
+        "the starter skills are seeded into the default data directory"
+    );
+
+    let (err, v) = call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "from skills import filter_high_risk\nresult = len(filter_high_risk([{'severity': 'high'}, {'severity': 'low'}]))"}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], 1, "{v}");
+
+    client.cancel().await.unwrap();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait()).await;
+    assert!(
+        common::containers_of(pid).await.is_empty(),
+        "the installed server left containers behind"
+    );
+}
+
+/// Packages the crate, unpacks it into `dir/src`, installs from there into `dir/prefix`, deletes
+/// the unpacked source, and returns the installed binary.
+async fn install(target: &Path, dir: &Path) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    run(
+        Command::new(&cargo)
+            .args(["package", "--no-verify", "--allow-dirty", "--offline"])
+            .env("CARGO_TARGET_DIR", target)
+            .current_dir(MANIFEST_DIR),
+        "cargo package",
+    )
+    .await;
+    let packaged = target.join("package").join(format!("{CRATE}.crate"));
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    run(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(&packaged)
+            .arg("-C")
+            .arg(&src),
+        "unpack the crate",
+    )
+    .await;
+    let prefix = dir.join("prefix");
+    run(
+        Command::new(&cargo)
+            .args(["install", "--debug", "--locked", "--offline", "--path"])
+            .arg(src.join(CRATE))
+            .arg("--root")
+            .arg(&prefix)
+            .env("CARGO_TARGET_DIR", target),
+        "cargo install",
+    )
+    .await;
+    std::fs::remove_dir_all(&src).unwrap();
+    let bin = prefix.join("bin").join(env!("CARGO_PKG_NAME"));
+    assert!(bin.is_file(), "{} was not installed", bin.display());
+    bin
+}
+
+async fn run(command: &mut Command, what: &str) {
+    let out = command
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
