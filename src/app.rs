@@ -133,6 +133,16 @@ impl Shared {
         config.validate().map_err(StartError::Config)?;
         let engine = Engine::connect().await?;
         let engine_info = engine.info().await?;
+        match engine.features().await {
+            Ok(features) => {
+                for (feature, what_to_do) in features.problems() {
+                    tracing::warn!(
+                        "the engine lacks {feature}: {what_to_do}; `code-execution-mcp doctor` checks it"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!("the engine did not report its features: {e}"),
+        }
         reaper::reap_orphans(&engine).await?;
         if let Some(runtime) = &config.runtime {
             let registered = engine.runtimes().await?;

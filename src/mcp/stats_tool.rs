@@ -53,6 +53,8 @@ pub struct LimitStats {
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct EngineStats {
+    /// `Docker` or `Podman`.
+    pub kind: String,
     pub version: String,
     pub api_version: String,
 }
@@ -148,6 +150,7 @@ impl CodeExecutionServer {
                 pids_limit: c.pids_limit,
             },
             engine: EngineStats {
+                kind: app.shared.engine_info.kind.clone(),
                 version: app.shared.engine_info.version.clone(),
                 api_version: app.shared.engine_info.api_version.clone(),
             },

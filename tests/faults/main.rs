@@ -6,7 +6,9 @@
 //! hang, no panic, no partial file) and leaves no container behind.
 //!
 //! One file per fault: `engine_stopped.rs` (the engine stopped or restarted, catalogue case 48),
-//! `server_killed.rs` (the server SIGKILLed mid-execution and mid-write, case 49),
+//! `first_start.rs` (a fresh engine with no images and no registry: the first start builds the
+//! offline base and the image), `server_killed.rs` (the server SIGKILLed mid-execution and
+//! mid-write, case 49),
 //! `slow_engine.rs` (a slow or stalled engine) and `skills_and_registry.rs` (skills and registry
 //! paths the server cannot use); `server.rs` is the server binary they drive.
 
@@ -15,6 +17,7 @@ mod common;
 mod server;
 
 mod engine_stopped;
+mod first_start;
 mod server_killed;
 mod skills_and_registry;
 mod slow_engine;

@@ -48,6 +48,8 @@ pub enum MountKind {
 /// Engine facts for `doctor` and the stats tool.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct EngineInfo {
+    /// Which engine answers on the socket: `Docker`, or `Podman` (its Docker-compatible API).
+    pub kind: String,
     pub version: String,
     pub api_version: String,
     pub os: String,
@@ -60,6 +62,29 @@ pub struct EngineFeatures {
     /// Memory and swap limits (the memory cgroup with swap accounting).
     pub memory_and_swap_limits: bool,
     pub seccomp: bool,
+    /// The cgroup version the engine runs containers under (1 or 2; 0 when it does not say).
+    pub cgroup_version: u8,
+}
+
+impl EngineFeatures {
+    /// What is missing for the sandbox's hardening, as (feature, what to do); the server logs
+    /// these at start and `doctor` fails on them.
+    pub fn problems(&self) -> Vec<(&'static str, &'static str)> {
+        let mut problems = Vec::new();
+        if !self.memory_and_swap_limits {
+            problems.push((
+                "memory and swap limits",
+                "the engine reports no memory or swap limit support, so a sandbox's memory is not bounded: enable the memory cgroup with swap accounting (kernel command line `cgroup_enable=memory swapaccount=1`, or cgroup v2) and restart the engine",
+            ));
+        }
+        if !self.seccomp {
+            problems.push((
+                "seccomp",
+                "the engine has no seccomp support, so the sandbox's system-call filter cannot be applied: use an engine built with seccomp (Debian's docker.io and podman have it)",
+            ));
+        }
+        problems
+    }
 }
 
 impl Engine {
@@ -103,6 +128,11 @@ impl Engine {
                 .unwrap_or_default()
                 .iter()
                 .any(|o| o.contains("seccomp")),
+            cgroup_version: match sys.cgroup_version.map(|v| v.to_string()).as_deref() {
+                Some("1") => 1,
+                Some("2") => 2,
+                _ => 0,
+            },
         })
     }
 
@@ -118,7 +148,13 @@ impl Engine {
             .version()
             .await
             .map_err(|e| EngineError::api("report its version", e))?;
+        let podman = v
+            .components
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.name.contains("Podman"));
         Ok(EngineInfo {
+            kind: if podman { "Podman" } else { "Docker" }.into(),
             version: v.version.unwrap_or_default(),
             api_version: v.api_version.unwrap_or_default(),
             os: v.os.unwrap_or_default(),

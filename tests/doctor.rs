@@ -1,0 +1,194 @@
+//! `code-execution-mcp doctor` as a user runs it: every check passes on this machine's engine
+//! and names it, and each check, made to fail, prints FAIL with its fix. An unreachable engine
+//! and a missing image fail for real; what this machine's engine cannot be made to lack (a
+//! recent API, memory and swap limits, seccomp, a working container list) is reported by a fake
+//! engine on a unix socket that answers the few Docker API calls the checks make (the memory
+//! check itself, which runs a container, is covered by a unit test in src/doctor.rs).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use axum::Router;
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use tokio::process::Command;
+
+async fn doctor(env: &[(&str, &str)], args: &[&str]) -> (bool, String) {
+    let out: Output = Command::new(common::BIN)
+        .arg("doctor")
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .expect("run doctor");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.success(), stdout)
+}
+
+/// The line of check `name` and the fix line after it, if any.
+fn check<'a>(stdout: &'a str, name: &str) -> (&'a str, Option<&'a str>) {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.get(5..).is_some_and(|rest| rest.starts_with(name)))
+        .unwrap_or_else(|| panic!("no {name} check in:\n{stdout}"));
+    let fix = lines
+        .get(at + 1)
+        .filter(|l| l.trim_start().starts_with("fix:"));
+    (lines[at], fix.copied())
+}
+
+fn assert_fails(stdout: &str, name: &str, fix_says: &str) {
+    let (line, fix) = check(stdout, name);
+    assert!(line.starts_with("FAIL"), "{name} should fail:\n{stdout}");
+    let fix = fix.unwrap_or_else(|| panic!("{name} has no fix:\n{stdout}"));
+    assert!(fix.contains(fix_says), "{name}'s fix: {fix}");
+}
+
+#[tokio::test]
+async fn every_check_passes_on_this_engine_and_names_it() {
+    let (ok, out) = doctor(&[], &["--image-profile", "minimal"]).await;
+    assert!(ok, "{out}");
+    for name in [
+        "engine",
+        "cgroup limits",
+        "seccomp",
+        "image",
+        "containers",
+        "memory limit",
+    ] {
+        let (line, fix) = check(&out, name);
+        assert!(line.starts_with("ok"), "{line}");
+        assert!(fix.is_none(), "{out}");
+    }
+    let (engine, _) = check(&out, "engine");
+    let kind = if std::env::var("DOCKER_HOST").is_ok_and(|h| h.contains("podman")) {
+        "Podman"
+    } else {
+        "Docker"
+    };
+    assert!(engine.contains(kind), "{engine}");
+}
+
+#[tokio::test]
+async fn an_unreachable_engine_fails_with_how_to_start_one() {
+    let (ok, out) = doctor(&[("DOCKER_HOST", "unix:///nonexistent/docker.sock")], &[]).await;
+    assert!(!ok, "{out}");
+    assert_fails(&out, "engine", "start the Docker engine");
+}
+
+#[tokio::test]
+async fn a_missing_image_fails_with_how_to_build_it() {
+    let (ok, out) = doctor(&[], &["--image", "code-execution-mcp-sandbox:no-such-tag"]).await;
+    assert!(!ok, "{out}");
+    assert_fails(&out, "image", "code-execution-mcp image build");
+}
+
+#[tokio::test]
+async fn an_old_api_missing_limits_and_seccomp_and_a_failing_list_each_fail_with_their_fix() {
+    let engine = FakeEngine::start(Fake {
+        api_version: "1.40",
+        limits: false,
+        seccomp: false,
+        podman: true,
+    })
+    .await;
+    let (ok, out) = doctor(&[("DOCKER_HOST", &engine.host())], &[]).await;
+    assert!(!ok, "{out}");
+    assert!(check(&out, "engine").0.contains("Podman 4.9.9"), "{out}");
+    assert_fails(&out, "engine", "API 1.41");
+    assert_fails(&out, "cgroup limits", "cgroup_enable=memory swapaccount=1");
+    assert_fails(&out, "seccomp", "built with seccomp");
+    assert_fails(&out, "image", "image build");
+    assert_fails(&out, "containers", "check the engine");
+}
+
+/// What the fake engine reports.
+#[derive(Clone, Copy)]
+struct Fake {
+    api_version: &'static str,
+    limits: bool,
+    seccomp: bool,
+    podman: bool,
+}
+
+/// A Docker API of a few answers on a unix socket in a temp directory; stops when dropped.
+struct FakeEngine {
+    _dir: tempfile::TempDir,
+    socket: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeEngine {
+    async fn start(fake: Fake) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("docker.sock");
+        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+        let app = Router::new().fallback(move |uri: Uri| answer(fake, uri));
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self {
+            _dir: dir,
+            socket,
+            task,
+        }
+    }
+
+    fn host(&self) -> String {
+        format!("unix://{}", self.socket.display())
+    }
+}
+
+impl Drop for FakeEngine {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Answers by path, with or without the `/vX.Y` prefix bollard adds.
+async fn answer(fake: Fake, uri: Uri) -> Response {
+    let path = uri.path();
+    let path = match path.strip_prefix("/v") {
+        Some(rest) => rest.find('/').map_or(path, |i| &rest[i..]),
+        None => path,
+    };
+    let (name, version) = if fake.podman {
+        ("Podman Engine", "4.9.9")
+    } else {
+        ("Engine", "20.10.99")
+    };
+    match path {
+        "/_ping" => "OK".into_response(),
+        "/version" => axum::Json(json!({
+            "Version": version,
+            "ApiVersion": fake.api_version,
+            "MinAPIVersion": "1.24",
+            "Os": "linux",
+            "Arch": "amd64",
+            "KernelVersion": "6.1.0-fake",
+            "Components": [{"Name": name, "Version": version}],
+        }))
+        .into_response(),
+        "/info" => axum::Json(json!({
+            "MemoryLimit": fake.limits,
+            "SwapLimit": fake.limits,
+            "SecurityOptions": if fake.seccomp { vec!["name=seccomp,profile=default"] } else { vec![] },
+            "CgroupVersion": "2",
+        }))
+        .into_response(),
+        p if p.starts_with("/images/") => (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"message": "No such image"})),
+        )
+            .into_response(),
+        _ => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(json!({"message": "the fake engine does not do this"})),
+        )
+            .into_response(),
+    }
+}
