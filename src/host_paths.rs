@@ -96,14 +96,17 @@ impl HostPaths {
 }
 
 /// The id of the container this process runs in: the engine bind-mounts the container's
-/// `hostname`, `hosts` and `resolv.conf` from `…/containers/<id>/`, which `mountinfo` shows
-/// under cgroup v1 and v2 alike; cgroup v1 also names it in `/proc/self/cgroup`.
+/// `hostname`, `hosts` and `resolv.conf` from `…/containers/<id>/` (Docker) or
+/// `…/overlay-containers/<id>/userdata/` (Podman), which `mountinfo` shows under cgroup v1 and
+/// v2 alike; cgroup v1 also names it in `/proc/self/cgroup`.
 pub fn own_container_id(mountinfo: &str, cgroup: &str) -> Option<String> {
     let from_mounts = mountinfo.lines().find_map(|line| {
         let root = line.split(' ').nth(3)?;
-        let rest = &root[root.find("/containers/")? + "/containers/".len()..];
-        let id = rest.split('/').next()?;
-        is_container_id(id).then(|| id.to_string())
+        let segments: Vec<&str> = root.split('/').collect();
+        segments.windows(2).find_map(|w| {
+            (matches!(w[0], "containers" | "overlay-containers") && is_container_id(w[1]))
+                .then(|| w[1].to_string())
+        })
     });
     from_mounts.or_else(|| {
         cgroup.lines().find_map(|line| {
@@ -137,6 +140,11 @@ mod tests {
              612 600 254:1 /var/lib/docker/containers/{ID}/resolv.conf /etc/resolv.conf rw - ext4 /dev/vda1 rw\n"
         );
         assert_eq!(own_container_id(&mountinfo, "0::/"), Some(ID.to_string()));
+        let podman = format!(
+            "600 500 0:50 / / rw,relatime - overlay overlay rw\n\
+             613 600 254:1 /var/lib/containers/storage/overlay-containers/{ID}/userdata/hostname /etc/hostname rw - ext4 /dev/vda1 rw\n"
+        );
+        assert_eq!(own_container_id(&podman, "0::/"), Some(ID.to_string()));
         let v1 = format!("12:memory:/docker/{ID}\n0::/\n");
         assert_eq!(own_container_id("", &v1), Some(ID.to_string()));
         let systemd = format!("0::/system.slice/docker-{ID}.scope\n");

@@ -224,20 +224,28 @@ async fn cancellation_kills_the_container() {
     t.finish().await;
 }
 
+/// Sandbox code that tells containers apart on every engine, cgroup version and runtime (under
+/// cgroup v2 with a private cgroup namespace `/proc/self/cgroup` reads `0::/` in every
+/// container): whether `/tmp` (a tmpfs that lives as long as its container) already holds the
+/// mark an earlier execution in the same container would have left, and the start time of the
+/// container's PID 1.
+const CONTAINER_IDENTITY: &str = "import os\nreused = os.path.exists('/tmp/mark')\nopen('/tmp/mark', 'w').write('x')\nresult = [reused, open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19]]";
+
 #[tokio::test]
 async fn each_execution_gets_a_fresh_container() {
     let t = TestApp::start().await;
-    let a = t
-        .run("import socket\nresult = socket.gethostname(), open('/proc/self/cgroup').read()")
-        .await;
-    let b = t
-        .run("import socket\nresult = socket.gethostname(), open('/proc/self/cgroup').read()")
-        .await;
+    let a = t.run(CONTAINER_IDENTITY).await;
+    let b = t.run(CONTAINER_IDENTITY).await;
     assert_ok(&a);
     assert_ok(&b);
+    assert_eq!(a.result[0], false, "{:?}", a.result);
+    assert_eq!(
+        b.result[0], false,
+        "the second execution found the first one's /tmp"
+    );
     assert_ne!(
         a.result[1], b.result[1],
-        "same cgroup means the same container"
+        "the same PID 1 means the same container"
     );
     t.finish().await;
 }
@@ -265,15 +273,10 @@ async fn pooled_containers_are_single_use_and_refilled() {
     let app = &t.app;
     // The pool fills in the background.
     wait_for_full_pool(app, 2).await;
-    let code = "import socket\nopen('/tmp/mark', 'w').write('x')\nresult = open('/proc/self/cgroup').read()";
-    let mut seen = std::collections::HashSet::new();
     for _ in 0..4 {
-        let o = t.run(code).await;
+        let o = t.run(CONTAINER_IDENTITY).await;
         assert_ok(&o);
-        assert!(
-            seen.insert(o.result.to_string()),
-            "a container ran two executions"
-        );
+        assert_eq!(o.result[0], false, "a container ran two executions");
     }
     // A non-default memory limit: a pooled container, set to that limit before the job.
     wait_for_full_pool(app, 2).await;
