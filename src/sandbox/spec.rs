@@ -35,6 +35,13 @@ pub const SERVERS_MOUNT: &str = "/mnt/servers";
 /// Open files one sandbox may hold.
 pub const NOFILE_LIMIT: i64 = 1024;
 
+/// RLIMIT_NPROC for the sandbox user. The kernel counts it per uid across every container that
+/// shares the uid, so it sits far above what a pool of sandboxes runs (`--pids-limit` is the
+/// per-container bound). It is set explicitly so every engine applies the same value: Podman's
+/// Docker-compatible API, given any ulimit, adds its maximum (1048576) for the ones left out, and
+/// runc cannot raise a limit that high where the engine lacks CAP_SYS_RESOURCE (a nested engine).
+pub const NPROC_LIMIT: i64 = 32768;
+
 /// Everything that varies between containers.
 #[derive(Debug, Clone)]
 pub struct SandboxSpec {
@@ -90,6 +97,11 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
                 name: Some("nofile".into()),
                 soft: Some(NOFILE_LIMIT),
                 hard: Some(NOFILE_LIMIT),
+            },
+            ResourcesUlimits {
+                name: Some("nproc".into()),
+                soft: Some(NPROC_LIMIT),
+                hard: Some(NPROC_LIMIT),
             },
             ResourcesUlimits {
                 name: Some("core".into()),
@@ -192,6 +204,17 @@ mod tests {
         assert_eq!(body.user.as_deref(), Some("10001:10001"));
         assert_eq!(body.network_disabled, Some(true));
         assert_eq!(hc.auto_remove, Some(false));
+        let ulimits: Vec<_> = (hc.ulimits.as_ref().unwrap().iter())
+            .map(|u| (u.name.as_deref().unwrap(), u.soft.unwrap(), u.hard.unwrap()))
+            .collect();
+        assert_eq!(
+            ulimits,
+            [
+                ("nofile", NOFILE_LIMIT, NOFILE_LIMIT),
+                ("nproc", NPROC_LIMIT, NPROC_LIMIT),
+                ("core", 0, 0)
+            ]
+        );
         let mounts = hc.mounts.as_ref().unwrap();
         assert_eq!(mounts.len(), 3);
         assert_eq!(mounts[0].read_only, Some(false));

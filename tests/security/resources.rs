@@ -292,7 +292,7 @@ result = "done"
     .await;
 }
 
-/// 26. "Open files until EMFILE → nofile limit."
+/// 26. "Open files until EMFILE → nofile limit." (The probe also reads the nproc limit.)
 #[tokio::test]
 async fn case_26_opening_files_stops_at_the_nofile_limit() {
     watched(async |t, _| {
@@ -303,6 +303,9 @@ async fn case_26_opening_files_stops_at_the_nofile_limit() {
         assert_eq!(v["errno"], "EMFILE", "{v}");
         assert!(v["opened"].as_i64().unwrap() < limit, "{v}");
         assert_eq!(v["raise"], "ValueError", "{v}");
+        // The same process limit on every engine (Podman would otherwise pick its own).
+        let nproc = code_execution_mcp::sandbox::spec::NPROC_LIMIT;
+        assert_eq!(v["nproc"], json!([nproc, nproc]), "{v}");
     })
     .await;
 }

@@ -16,4 +16,5 @@ try:
     raised = "raised"
 except (ValueError, OSError) as e:
     raised = type(e).__name__
-result = {"soft": soft, "hard": hard, "opened": opened, "errno": err, "raise": raised}
+result = {"soft": soft, "hard": hard, "opened": opened, "errno": err, "raise": raised,
+          "nproc": resource.getrlimit(resource.RLIMIT_NPROC)}
