@@ -15,6 +15,8 @@ use crate::gateway::{Gateway, GatewayView, ToolCallRecord, ToolSession, Upstream
 use crate::host_paths::{HostPathError, HostPaths};
 use crate::pii::PiiEngine;
 use crate::sandbox::image::{self, ImageError};
+use crate::sandbox::seccomp_file;
+use crate::sandbox::spec::Seccomp;
 use crate::sandbox::stats::Stats;
 use crate::sandbox::{
     Engine, EngineError, EngineInfo, HarnessLimits, Job, Outcome, Sandbox, SandboxError,
@@ -63,6 +65,17 @@ pub enum StartError {
     },
     #[error(transparent)]
     HostPath(HostPathError),
+    #[error(
+        "cannot write the seccomp profile for the engine to {path}: {source}. The server writes it under --data-dir (CEM_DATA_DIR) when the engine is Podman, whose Docker-compatible API takes the profile as a file; make that directory writable"
+    )]
+    SeccompFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the seccomp profile file {profile} is inside the sandbox mount {mount}, where sandbox code could change it: keep --workspace-dir and --skills-dir out of --data-dir's `engine` directory"
+    )]
+    SeccompInMount { profile: PathBuf, mount: PathBuf },
 }
 
 /// Why an execution request did not run.
@@ -122,6 +135,8 @@ pub struct Shared {
     /// Executions running at once in the whole server (`--max-concurrency`).
     pub slots: Arc<Semaphore>,
     pub host_paths: HostPaths,
+    /// How the seccomp profile reaches the engine (a file's path as this process sees it).
+    pub seccomp: Seccomp,
     /// The upstream MCP servers of `--upstreams`, connecting in the background.
     pub gateway: Option<Arc<Gateway>>,
 }
@@ -143,6 +158,13 @@ impl Shared {
             }
             Err(e) => tracing::warn!("the engine did not report its features: {e}"),
         }
+        if !engine_info.reports_oom_kills() {
+            tracing::warn!(
+                "{} {} does not report OOM kills: an execution that reaches its memory limit ends as a SIGKILL (exit 137) reported as a likely memory-limit kill. Podman 5 reports them",
+                engine_info.kind,
+                engine_info.version
+            );
+        }
         reaper::reap_orphans(&engine).await?;
         if let Some(runtime) = &config.runtime {
             let registered = engine.runtimes().await?;
@@ -156,6 +178,14 @@ impl Shared {
         let host_paths = HostPaths::detect(&engine)
             .await
             .map_err(StartError::HostPath)?;
+        let seccomp_dir = config.data_dir().join(seccomp_file::DIR_NAME);
+        let seccomp =
+            seccomp_file::for_engine(&engine_info.kind, &seccomp_dir).map_err(|source| {
+                StartError::SeccompFile {
+                    path: seccomp_dir.clone(),
+                    source,
+                }
+            })?;
 
         let image = config.image_tag();
         let image_id = if config.image.is_some() {
@@ -203,6 +233,7 @@ impl Shared {
             registry_dir,
             discovery,
             host_paths,
+            seccomp,
         }))
     }
 }
@@ -413,6 +444,17 @@ impl App {
                 .to_engine(&canonical)
                 .map_err(StartError::HostPath)
         };
+        let seccomp = match &shared.seccomp {
+            Seccomp::Inline => Seccomp::Inline,
+            Seccomp::File(profile) => {
+                let tools = gateway.as_ref().map(|view| view.tree_root());
+                let mounts = [workspace_path.as_path(), skills_dir.as_path()]
+                    .into_iter()
+                    .chain(tools);
+                outside_mounts(profile, mounts)?;
+                Seccomp::File(for_engine(profile)?)
+            }
+        };
         let settings = SandboxSettings {
             image: shared.image.clone(),
             workspace: for_engine(&workspace_path)?,
@@ -443,6 +485,8 @@ impl App {
             image_id: shared.image_id.clone(),
             start_limit: config.start_timeout(),
             preload: config.preload_modules(),
+            seccomp,
+            oom_reported: shared.engine_info.reports_oom_kills(),
         };
         let sandbox = Arc::new(Sandbox::new(
             Arc::new(shared.engine.clone()),
@@ -629,6 +673,25 @@ impl App {
 /// Creates `dir` and its missing parents with mode 0700, and makes `dir` and its parent (the
 /// tenants directory) 0700: other users of the host have no business in tenants' data. The
 /// engine binds the workspaces as root, so sandboxes are unaffected.
+/// Refuses a seccomp profile file inside a directory sandboxes mount: their code could rewrite
+/// it for the next container.
+fn outside_mounts<'a>(
+    profile: &std::path::Path,
+    mounts: impl IntoIterator<Item = &'a std::path::Path>,
+) -> Result<(), StartError> {
+    let real = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let profile = real(profile);
+    for mount in mounts {
+        if profile.starts_with(real(mount)) {
+            return Err(StartError::SeccompInMount {
+                profile,
+                mount: mount.to_path_buf(),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()

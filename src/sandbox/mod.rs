@@ -21,6 +21,7 @@ mod output;
 mod pool;
 pub(crate) mod reaper;
 pub mod returned;
+pub mod seccomp_file;
 pub mod spec;
 pub mod stats;
 #[cfg(test)]
@@ -98,6 +99,10 @@ pub struct SandboxSettings {
     pub start_limit: std::time::Duration,
     /// Modules pooled containers import before their job arrives (`--preload`).
     pub preload: Vec<String>,
+    /// How the seccomp profile reaches the engine.
+    pub seccomp: spec::Seccomp,
+    /// Whether the engine reports OOM kills ([`EngineInfo::reports_oom_kills`]).
+    pub oom_reported: bool,
 }
 
 /// Identity of this server process, written on every container it creates.
@@ -245,6 +250,7 @@ impl Sandbox {
         let result = {
             let linked = LinkedCancel::new(&cancel, &self.shutdown);
             let runner = execution::Runner {
+                oom_reported: self.settings.oom_reported,
                 backend: &self.backend,
                 limits: self.settings.limits,
                 calls: self.calls.as_ref(),
@@ -349,6 +355,7 @@ impl Sandbox {
             labels: self.labels(),
             runtime: self.settings.runtime.clone(),
             preload: Vec::new(),
+            seccomp: self.settings.seccomp.clone(),
         }
     }
 

@@ -32,6 +32,12 @@ pub const SKILLS_MOUNT: &str = "/skills";
 /// The harness links `/servers` to the version of its job.
 pub const SERVERS_MOUNT: &str = "/mnt/servers";
 
+/// Directories an engine may cover with a writable tmpfs of its own when the root is read-only
+/// (Podman's `read_only_tmpfs`, on by default: /run and /var/tmp). The sandbox covers them with
+/// an empty read-only tmpfs instead, so /tmp (sized) and the workspace stay the only writable
+/// places on every engine.
+pub const READ_ONLY_TMPFS: [&str; 2] = ["/run", "/var/tmp"];
+
 /// Open files one sandbox may hold.
 pub const NOFILE_LIMIT: i64 = 1024;
 
@@ -41,6 +47,26 @@ pub const NOFILE_LIMIT: i64 = 1024;
 /// Docker-compatible API, given any ulimit, adds its maximum (1048576) for the ones left out, and
 /// runc cannot raise a limit that high where the engine lacks CAP_SYS_RESOURCE (a nested engine).
 pub const NPROC_LIMIT: i64 = 32768;
+
+/// How the seccomp profile reaches the engine: inline (Docker), or as a file the engine opens
+/// (Podman's Docker-compatible API; see `seccomp_file`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Seccomp {
+    #[default]
+    Inline,
+    /// The profile written by `seccomp_file::write`, as the engine sees the path.
+    File(PathBuf),
+}
+
+impl Seccomp {
+    /// The `SecurityOpt` entry.
+    fn security_opt(&self) -> String {
+        match self {
+            Seccomp::Inline => format!("seccomp={SECCOMP_PROFILE}"),
+            Seccomp::File(path) => format!("seccomp={}", path.display()),
+        }
+    }
+}
 
 /// Everything that varies between containers.
 #[derive(Debug, Clone)]
@@ -62,6 +88,7 @@ pub struct SandboxSpec {
     /// Modules the harness imports before its job arrives (pooled containers only: a cold
     /// start would only wait longer).
     pub preload: Vec<String>,
+    pub seccomp: Seccomp,
 }
 
 /// The create-container body: network none, read-only root, memory without swap, pids limit,
@@ -79,9 +106,18 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
         cap_drop: Some(vec!["ALL".into()]),
         security_opt: Some(vec![
             "no-new-privileges=true".into(),
-            format!("seccomp={SECCOMP_PROFILE}"),
+            spec.seccomp.security_opt(),
         ]),
-        tmpfs: Some(HashMap::from([("/tmp".to_string(), tmpfs_options)])),
+        tmpfs: Some(
+            std::iter::once(("/tmp".to_string(), tmpfs_options))
+                .chain(READ_ONLY_TMPFS.iter().map(|dir| {
+                    (
+                        dir.to_string(),
+                        "ro,nosuid,nodev,noexec,size=4k,mode=755".into(),
+                    )
+                }))
+                .collect(),
+        ),
         mounts: Some(
             std::iter::once(bind(&spec.workspace, WORKSPACE_MOUNT, false))
                 .chain(spec.skills.iter().map(|dir| bind(dir, SKILLS_MOUNT, true)))
@@ -184,6 +220,7 @@ mod tests {
             labels: HashMap::from([(LABEL_MANAGED.into(), "true".into())]),
             runtime: None,
             preload: Vec::new(),
+            seccomp: Seccomp::Inline,
         }
     }
 
@@ -200,7 +237,11 @@ mod tests {
         assert!(sec.iter().any(|s| s == "no-new-privileges=true"));
         assert!(sec.iter().any(|s| s.starts_with("seccomp={")));
         assert_eq!(hc.log_config.as_ref().unwrap().typ.as_deref(), Some("none"));
-        assert!(hc.tmpfs.as_ref().unwrap()["/tmp"].contains("size=67108864"));
+        let tmpfs = hc.tmpfs.as_ref().unwrap();
+        assert!(tmpfs["/tmp"].contains("size=67108864"));
+        for dir in READ_ONLY_TMPFS {
+            assert!(tmpfs[dir].starts_with("ro,"), "{dir}: {}", tmpfs[dir]);
+        }
         assert_eq!(body.user.as_deref(), Some("10001:10001"));
         assert_eq!(body.network_disabled, Some(true));
         assert_eq!(hc.auto_remove, Some(false));
@@ -230,6 +271,17 @@ mod tests {
             Some(true),
             "the tools package is read-only in the sandbox"
         );
+    }
+
+    #[test]
+    fn a_profile_file_is_named_by_its_path() {
+        let body = container_body(&SandboxSpec {
+            seccomp: Seccomp::File("/srv/cem/engine/seccomp-0123.json".into()),
+            ..spec()
+        });
+        let sec = body.host_config.unwrap().security_opt.unwrap();
+        assert!(sec.contains(&"seccomp=/srv/cem/engine/seccomp-0123.json".to_string()));
+        assert!(!sec.iter().any(|s| s.contains('{')));
     }
 
     #[test]

@@ -167,14 +167,17 @@ async fn case_38_mountinfo_reveals_no_host_paths_beyond_the_workspace() {
                     }
                 }
                 let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+                // Login users' home directories (not `/<name>/`: a user named `dev` would
+                // match every `/dev/` device path).
                 for line in passwd.lines() {
                     let fields: Vec<&str> = line.split(':').collect();
-                    if fields.len() > 2
+                    if fields.len() > 5
                         && fields[2]
                             .parse::<u32>()
                             .is_ok_and(|uid| (1000..60000).contains(&uid))
+                        && fields[5].len() > 1
                     {
-                        forbidden.push(format!("/{}/", fields[0]));
+                        forbidden.push(format!("{}/", fields[5]));
                     }
                 }
                 for needle in &forbidden {

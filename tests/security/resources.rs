@@ -45,9 +45,13 @@ async fn case_19_a_thread_bomb_stops_at_the_pids_limit() {
 
 /// 20. "Memory bomb → OOM kill reported as "memory limit exceeded" (inspect OOMKilled); server
 ///     healthy."
+///
+/// On an engine that does not report OOM kills (Podman before 5.0) the kill still happens, and
+/// the error names the memory limit as the likely cause.
 #[tokio::test]
 async fn case_20_a_memory_bomb_is_killed_and_reported_as_the_memory_limit() {
     watched(async |t, _| {
+        let reported = t.app.shared.engine_info.reports_oom_kills();
         let o = t
             .run_with(
                 "b = bytearray(512 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1",
@@ -56,12 +60,20 @@ async fn case_20_a_memory_bomb_is_killed_and_reported_as_the_memory_limit() {
                 Some(64.0),
             )
             .await;
-        assert_eq!(o.status, Status::MemoryLimit, "{:?}", o.error);
         let error = o.error.as_deref().unwrap();
-        assert!(
-            error.contains("Memory limit exceeded") && error.contains("64 MB"),
-            "{error}"
-        );
+        if reported {
+            assert_eq!(o.status, Status::MemoryLimit, "{error}");
+            assert!(
+                error.contains("Memory limit exceeded") && error.contains("64 MB"),
+                "{error}"
+            );
+        } else {
+            assert_eq!(o.status, Status::Error, "{error}");
+            assert!(
+                error.contains("most likely at its memory limit of 64 MB"),
+                "{error}"
+            );
+        }
         // Through MCP the status is machine-readable.
         let client = mcp_client(t.app.clone()).await;
         let (err, v) = call_tool(
@@ -71,8 +83,11 @@ async fn case_20_a_memory_bomb_is_killed_and_reported_as_the_memory_limit() {
         )
         .await;
         assert!(err);
-        assert_eq!(v["status"], "memory_limit", "{v}");
+        let status = if reported { "memory_limit" } else { "error" };
+        assert_eq!(v["status"], status, "{v}");
         client.cancel().await.unwrap();
+        // The server is healthy afterwards.
+        assert_eq!(t.run("result = 1").await.result, 1);
     })
     .await;
 }

@@ -56,6 +56,16 @@ pub struct EngineInfo {
     pub kernel: String,
 }
 
+impl EngineInfo {
+    /// Whether the engine tells an OOM kill from another SIGKILL (an `oom` event or
+    /// `State.OOMKilled`). Podman before 5.0 reports neither for containers it runs, so an
+    /// execution that reaches its memory limit there ends as a plain exit 137.
+    pub fn reports_oom_kills(&self) -> bool {
+        let major = (self.version.split('.').next()).and_then(|m| m.parse::<u32>().ok());
+        self.kind != "Podman" || major.is_some_and(|m| m >= 5)
+    }
+}
+
 /// What the engine supports of the sandbox's hardening, for `doctor`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EngineFeatures {
@@ -203,5 +213,25 @@ impl Engine {
             tokio::time::timeout(limit, self.docker.ping()).await,
             Ok(Ok(_))
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EngineInfo;
+
+    #[test]
+    fn podman_reports_oom_kills_from_version_5() {
+        let info = |kind: &str, version: &str| EngineInfo {
+            kind: kind.into(),
+            version: version.into(),
+            api_version: "1.41".into(),
+            os: "linux".into(),
+            kernel: String::new(),
+        };
+        assert!(info("Docker", "20.10.24").reports_oom_kills());
+        assert!(!info("Podman", "4.3.1").reports_oom_kills());
+        assert!(!info("Podman", "junk").reports_oom_kills());
+        assert!(info("Podman", "5.0.0").reports_oom_kills());
     }
 }

@@ -79,6 +79,9 @@ pub(crate) struct Runner<'a> {
     /// Background removals and drains, awaited at shutdown.
     pub tracker: &'a TaskTracker,
     pub oom: &'a OomEvents,
+    /// Whether the engine reports OOM kills; when it does not, an exit by SIGKILL is reported
+    /// as a likely memory-limit kill without waiting for an event that never comes.
+    pub oom_reported: bool,
     pub breaks: &'a EngineBreaks,
     /// The start limit, for the message when it is reached.
     pub start_limit: Duration,

@@ -231,7 +231,7 @@ pub(super) async fn classify(
             } = wait_exit_state(backend, id, deadline)
                 .await
                 .map_err(EngineError::lost_if_unreachable)?;
-            if !oom_killed && exit_code == Some(SIGKILL_EXIT) {
+            if !oom_killed && exit_code == Some(SIGKILL_EXIT) && runner.oom_reported {
                 oom_killed = runner.oom.wait_for(id, OOM_EVENT_WAIT).await;
             }
             // Stopped by a signal from outside while the engine's event stream broke: the
@@ -251,6 +251,8 @@ pub(super) async fn classify(
             if oom_killed {
                 outcome.status = Status::MemoryLimit;
                 outcome.error = Some(memory_message(job.memory_bytes));
+            } else if exit_code == Some(SIGKILL_EXIT) && !runner.oom_reported {
+                outcome.error = Some(unreported_kill_message(job.memory_bytes));
             } else {
                 outcome.error = Some(format!(
                     "The sandbox exited (code {}) before reporting a result: the code may have closed the harness's channel or killed the interpreter (os._exit, signals)",
@@ -317,6 +319,14 @@ fn bound_text(mut s: String, max: usize) -> String {
         s.truncate(cut);
     }
     s
+}
+
+/// A SIGKILL on an engine that does not report OOM kills: most likely the memory limit.
+fn unreported_kill_message(memory_bytes: i64) -> String {
+    format!(
+        "The sandbox was killed (SIGKILL, exit code 137) before reporting a result, most likely at its memory limit of {} MB: this engine (Podman before 5.0) does not report OOM kills, so the server cannot be sure. Process the data in smaller pieces or pass a larger memory_mb (code that kills its own interpreter ends the same way)",
+        memory_bytes / (1024 * 1024)
+    )
 }
 
 fn memory_message(memory_bytes: i64) -> String {

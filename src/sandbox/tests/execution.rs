@@ -252,6 +252,32 @@ async fn end_of_output_after_sigkill_without_oom_is_reported_as_a_crash() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_sigkill_on_an_engine_without_oom_reports_is_named_a_likely_memory_kill_at_once() {
+    let script = vec![Step::Exit {
+        code: 137,
+        oom_killed: false,
+    }];
+    let rig = Rig::new(
+        script,
+        SandboxSettings {
+            oom_reported: false,
+            ..settings(0, 2)
+        },
+    );
+    let outcome = rig.run(10).await.unwrap();
+    assert_eq!(outcome.status, Status::Error);
+    let error = error_text(&outcome);
+    assert!(
+        error.contains("most likely at its memory limit of"),
+        "{error}"
+    );
+    assert!(error.contains("does not report OOM kills"), "{error}");
+    // No wait for an `oom` event that this engine never sends.
+    assert!(outcome.elapsed < Duration::from_secs(1), "{outcome:?}");
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn end_of_output_with_an_unterminated_line_keeps_it_as_output() {
     let rig = Rig::cold(vec![
         Step::Stdout(b"no newline".to_vec()),

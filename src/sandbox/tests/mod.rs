@@ -45,6 +45,8 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         image_id: "sha256:one".into(),
         start_limit: Duration::from_secs(30),
         preload: Vec::new(),
+        seccomp: Default::default(),
+        oom_reported: true,
     }
 }
 

@@ -207,6 +207,7 @@ async fn shutdown_sweeps_containers_of_this_instance_that_no_guard_holds() {
         .into(),
         runtime: None,
         preload: Vec::new(),
+        seccomp: Default::default(),
     };
     rig.engine.create("stray", &spec).await.unwrap();
     rig.finish().await;
