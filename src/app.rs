@@ -715,6 +715,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_seccomp_profile_inside_a_sandbox_mount_is_refused() {
+        let data = tempfile::tempdir().unwrap();
+        let profile = data.path().join("engine/seccomp-0123.json");
+        let (ws, skills) = (data.path().join("workspace"), data.path().join("skills"));
+        assert!(outside_mounts(&profile, [ws.as_path(), skills.as_path()]).is_ok());
+        // --workspace-dir pointed at the data directory itself.
+        let err = outside_mounts(&profile, [data.path(), skills.as_path()]).unwrap_err();
+        assert!(
+            matches!(&err, StartError::SeccompInMount { mount, .. } if mount == data.path()),
+            "{err}"
+        );
+        assert!(err.to_string().contains("keep --workspace-dir"), "{err}");
+    }
+
+    #[test]
     fn no_space_errors_are_recognised() {
         assert!(mentions_no_space("[Errno 28] No space left on device"));
         assert!(mentions_no_space(

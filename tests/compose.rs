@@ -55,12 +55,27 @@ async fn compose_stack_serves_two_tenants_apart_and_keeps_their_data_across_rest
     );
 
     stack.python("examples", &url).await;
+    // The server (root in its container) keeps tenant directories 0700: a test run by another
+    // user asks the server's container, whose /data is the host directory.
     let tenants = stack.data.path().join("tenants");
     for name in ["alice", "bob"] {
-        assert!(
-            tenants.join(name).join("workspace/report.txt").is_file(),
-            "{name}'s workspace is in the host data directory"
-        );
+        let report = format!("tenants/{name}/workspace/report.txt");
+        if rustix::process::geteuid().is_root() {
+            assert!(
+                tenants.join(name).join("workspace/report.txt").is_file(),
+                "{name}'s workspace is in the host data directory"
+            );
+        }
+        stack
+            .compose(&[
+                "exec",
+                "-T",
+                "server",
+                "test",
+                "-f",
+                &format!("/data/{report}"),
+            ])
+            .await;
     }
 
     // The published port is chosen anew when the container starts again.
@@ -140,6 +155,9 @@ impl Stack {
                 path_str(&self.secrets.path().join("tokens")),
             ),
             ("CEM_POOL_SIZE", "1".into()),
+            // The engine the test runs against (Docker's socket, or Podman's through DOCKER_HOST)
+            // is the one the server drives.
+            ("CEM_ENGINE_SOCKET", engine_socket()),
         ]
     }
 
@@ -238,6 +256,23 @@ impl Drop for Stack {
                 .envs(self.env());
             cleanup.push(down);
         }
+        // Hand the data directory back to a non-root test user, so it can be deleted.
+        let euid = rustix::process::geteuid();
+        if !euid.is_root() {
+            let mut chown = std::process::Command::new("docker");
+            chown.args(["run", "--rm", "--network", "none", "--user", "0"]);
+            chown
+                .arg("-v")
+                .arg(format!("{}:/data", path_str(self.data.path())));
+            chown.args([&sandbox_base(), "chown", "-R"]);
+            chown.arg(format!(
+                "{}:{}",
+                euid.as_raw(),
+                rustix::process::getegid().as_raw()
+            ));
+            chown.arg("/data");
+            cleanup.push(chown);
+        }
         let mut rmi = std::process::Command::new("docker");
         rmi.args(["rmi", "-f", &self.image]);
         cleanup.push(rmi);
@@ -281,6 +316,14 @@ async fn compose_command() -> Option<Vec<String>> {
         .await
         .is_ok_and(|o| o.status.success());
     standalone.then(|| vec!["docker-compose".into()])
+}
+
+/// The host path of the engine's socket: DOCKER_HOST's when it names one, else Docker's.
+fn engine_socket() -> String {
+    std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|h| h.strip_prefix("unix://").map(str::to_string))
+        .unwrap_or_else(|| "/var/run/docker.sock".into())
 }
 
 /// The test binary's server, as a path inside the build context (the repository root).

@@ -10,7 +10,6 @@ mod common;
 use std::fmt::Write as _;
 use std::process::Command;
 
-use code_execution_mcp::sandbox::Status;
 use common::TestApp;
 use serde_json::json;
 
@@ -83,12 +82,7 @@ async fn numpy_past_the_memory_limit_fails_cleanly_as_memory_limit() {
             Some(200.0),
         )
         .await;
-    assert_eq!(o.status, Status::MemoryLimit, "{:?}", o.error);
-    assert!(
-        o.error.as_deref().unwrap().contains("200 MB"),
-        "{:?}",
-        o.error
-    );
+    common::assert_memory_killed(&t.app, &o, 200);
     t.finish().await;
 }
 

@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use code_execution_mcp::execute_request::ExecuteRequest;
-use code_execution_mcp::sandbox::Status;
+use code_execution_mcp::sandbox::{Engine, Status};
 use common::{TestApp, assert_ok, stdout, wait_for_full_pool};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -253,8 +253,15 @@ async fn each_execution_gets_a_fresh_container() {
 #[tokio::test]
 async fn a_named_runtime_runs_the_sandbox() {
     // Docker registers runc also under this name; a container the flag did not reach would
-    // show the engine's default ("runc"). CEM_RUNTIME=runsc runs the suite on gVisor.
-    let runtime = std::env::var("CEM_RUNTIME").unwrap_or_else(|_| "io.containerd.runc.v2".into());
+    // show the engine's default ("runc"). Podman names its runtimes plainly and records none
+    // for its default. CEM_RUNTIME=runsc runs the suite on gVisor.
+    let podman = Engine::connect().await.unwrap().info().await.unwrap().kind == "Podman";
+    let alias = if podman {
+        "runc"
+    } else {
+        "io.containerd.runc.v2"
+    };
+    let runtime = std::env::var("CEM_RUNTIME").unwrap_or_else(|_| alias.into());
     let t = TestApp::start_with(|c| c.runtime = Some(runtime.clone())).await;
     let inspected = common::inspect_pooled(&t.app).await;
     assert_eq!(
@@ -289,7 +296,12 @@ async fn pooled_containers_are_single_use_and_refilled() {
         serde_json::json!(128 << 20),
         "the requested limit holds"
     );
-    assert_eq!(app.stats.snapshot().executions_pooled, pooled_before + 1);
+    // Podman 4's compatible API cannot update a container's limit: such a call runs cold.
+    let pooled = u64::from(app.shared.engine_info.kind != "Podman");
+    assert_eq!(
+        app.stats.snapshot().executions_pooled,
+        pooled_before + pooled
+    );
     let o = t.run(limit).await;
     assert_eq!(
         o.result,

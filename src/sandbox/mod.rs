@@ -141,6 +141,9 @@ pub struct Sandbox {
     pool: Arc<pool::Pool>,
     oom: events::OomEvents,
     breaks: events::EngineBreaks,
+    /// Set once the engine answered that it cannot update a container's memory limit: from
+    /// then on a non-default limit runs cold without taking (and wasting) a pooled container.
+    no_memory_update: std::sync::atomic::AtomicBool,
 }
 
 impl Sandbox {
@@ -168,6 +171,7 @@ impl Sandbox {
             stats,
             oom: events::OomEvents::default(),
             breaks: events::EngineBreaks::default(),
+            no_memory_update: Default::default(),
         }
     }
 
@@ -319,14 +323,25 @@ impl Sandbox {
         memory_bytes: i64,
         deadline: tokio::time::Instant,
     ) -> Option<execution::Started> {
+        let default_limit = memory_bytes == self.pool.memory_bytes();
+        if !default_limit && self.no_memory_update.load(Ordering::Relaxed) {
+            return None;
+        }
         let limit = deadline.saturating_duration_since(tokio::time::Instant::now());
         let ready = self.pool.take_or_wait(limit).await?;
-        if memory_bytes == self.pool.memory_bytes() {
+        if default_limit {
             return Some(ready);
         }
         let update = self.backend.set_memory_limit(ready.name(), memory_bytes);
         match tokio::time::timeout_at(deadline, update).await {
             Ok(Ok(())) => Some(ready),
+            Ok(Err(e @ EngineError::Unsupported(_))) => {
+                self.no_memory_update.store(true, Ordering::Relaxed);
+                tracing::warn!(
+                    "{e}: executions with a non-default memory_mb start their own container instead of a pooled one"
+                );
+                None
+            }
             Ok(Err(e)) => {
                 tracing::warn!("running cold: {e}");
                 None

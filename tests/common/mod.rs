@@ -15,7 +15,7 @@ use code_execution_mcp::config::Config;
 use code_execution_mcp::execute_request::ExecuteRequest;
 use code_execution_mcp::sandbox::backend::Labelled;
 use code_execution_mcp::sandbox::spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER};
-use code_execution_mcp::sandbox::{Backend, Engine, Outcome};
+use code_execution_mcp::sandbox::{Backend, Engine, Outcome, Status};
 use rmcp::RoleClient;
 use rmcp::service::{Peer, RunningService, ServiceError};
 use serde_json::Value;
@@ -200,6 +200,29 @@ pub fn assert_ok(o: &Outcome) {
         o.stdout.as_str(),
         o.stderr.as_str()
     );
+}
+
+/// Asserts the execution was killed at its memory limit of `mb` MB, as the engine can tell it:
+/// `memory_limit` where the engine reports OOM kills, else (Podman before 5.0) an error naming
+/// the memory limit as the likely cause. Returns the status MCP reports for it.
+#[track_caller]
+pub fn assert_memory_killed(app: &App, o: &Outcome, mb: u32) -> &'static str {
+    let error = o.error.as_deref().unwrap_or_default();
+    if app.shared.engine_info.reports_oom_kills() {
+        assert_eq!(o.status, Status::MemoryLimit, "{error}");
+        assert!(
+            error.contains("Memory limit exceeded") && error.contains(&format!("{mb} MB")),
+            "{error}"
+        );
+        "memory_limit"
+    } else {
+        assert_eq!(o.status, Status::Error, "{error}");
+        assert!(
+            error.contains(&format!("most likely at its memory limit of {mb} MB")),
+            "{error}"
+        );
+        "error"
+    }
 }
 
 /// An rmcp client connected in-process (over a duplex pipe) to a server for `app`.

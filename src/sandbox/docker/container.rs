@@ -112,10 +112,16 @@ impl Backend for Engine {
             memory_swap: Some(bytes),
             ..Default::default()
         };
-        self.docker
-            .update_container(name, body)
-            .await
-            .map_err(|e| EngineError::api("set a sandbox container's memory limit", e))
+        match self.docker.update_container(name, body).await {
+            // No such endpoint (Podman 4's compatible API has none); a missing container is
+            // a 404 with a message naming it.
+            Err(e) if is_status(&e, &[404]) && !e.to_string().contains(name) => Err(
+                EngineError::Unsupported("updating a container's memory limit"),
+            ),
+            other => {
+                other.map_err(|e| EngineError::api("set a sandbox container's memory limit", e))
+            }
+        }
     }
 
     async fn remove(&self, name: &str) -> Result<(), EngineError> {

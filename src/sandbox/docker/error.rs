@@ -27,6 +27,8 @@ pub enum EngineError {
         "the Docker engine did not start a sandbox container within {0} seconds: it is overloaded or stuck. Retry in a moment, and check it with `code-execution-mcp doctor`"
     )]
     Slow(u64),
+    #[error("the engine does not support {0}")]
+    Unsupported(&'static str),
 }
 
 impl EngineError {

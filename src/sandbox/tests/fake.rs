@@ -90,6 +90,8 @@ pub struct FakeEngine {
     pub stall_kill: AtomicBool,
     /// Memory-limit updates fail while set.
     pub fail_updates: AtomicBool,
+    /// Updates answered as an engine without the endpoint answers them (Podman 4).
+    pub no_update_endpoint: AtomicBool,
     pub updates: AtomicUsize,
 }
 
@@ -104,6 +106,7 @@ impl FakeEngine {
             fail_creates: AtomicUsize::new(0),
             stall_kill: AtomicBool::new(false),
             fail_updates: AtomicBool::new(false),
+            no_update_endpoint: AtomicBool::new(false),
             updates: AtomicUsize::new(0),
         }
     }
@@ -356,6 +359,11 @@ impl Backend for std::sync::Arc<FakeEngine> {
 
     async fn set_memory_limit(&self, _name: &str, _bytes: i64) -> Result<(), EngineError> {
         self.updates.fetch_add(1, Ordering::SeqCst);
+        if self.no_update_endpoint.load(Ordering::SeqCst) {
+            return Err(EngineError::Unsupported(
+                "updating a container's memory limit",
+            ));
+        }
         if self.fail_updates.load(Ordering::SeqCst) {
             return Err(EngineError::Api {
                 action: "set a sandbox container's memory limit",

@@ -100,6 +100,28 @@ async fn a_refused_memory_update_runs_cold() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn without_an_update_endpoint_other_limits_run_cold_and_leave_the_pool_alone() {
+    let rig = Rig::pooled(vec![ok(json!(1)), ok(json!(2))], 1).await;
+    rig.engine.no_update_endpoint.store(true, Ordering::SeqCst);
+    for _ in 0..2 {
+        let mut job = job(10);
+        job.memory_bytes = 512 * MB;
+        let outcome = (rig.sandbox.run(job, CancellationToken::new()).await).unwrap();
+        assert_eq!(outcome.status, Status::Ok);
+        settle().await;
+    }
+    assert_eq!(rig.engine.updates.load(Ordering::SeqCst), 1, "asked once");
+    assert_eq!(
+        rig.engine.created().len(),
+        4,
+        "pooled, cold, replacement, cold: the second run took nothing from the pool"
+    );
+    assert_eq!(rig.sandbox.pool_ready(), 1);
+    assert_eq!(rig.stats.snapshot().executions_pooled, 0);
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_moved_image_tag_rebuilds_the_pool_from_the_new_image() {
     let rig = Rig::new(vec![ok(json!(1))], settings(1, 2));
     rig.sandbox.refill();
