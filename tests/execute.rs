@@ -264,10 +264,18 @@ async fn a_named_runtime_runs_the_sandbox() {
     let runtime = std::env::var("CEM_RUNTIME").unwrap_or_else(|_| alias.into());
     let t = TestApp::start_with(|c| c.runtime = Some(runtime.clone())).await;
     let inspected = common::inspect_pooled(&t.app).await;
-    assert_eq!(
-        inspected.host_config.and_then(|h| h.runtime).as_deref(),
-        Some(runtime.as_str())
-    );
+    let recorded = if podman {
+        // Podman's compatible inspect says "oci" for every runtime; its own CLI names it.
+        let id = inspected.id.unwrap();
+        let out = std::process::Command::new("podman")
+            .args(["inspect", "--format", "{{.OCIRuntime}}", &id])
+            .output()
+            .expect("the podman CLI beside the Podman engine");
+        Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        inspected.host_config.and_then(|h| h.runtime)
+    };
+    assert_eq!(recorded.as_deref(), Some(runtime.as_str()));
     let o = t.run("print('hi')").await;
     assert_ok(&o);
     assert_eq!(o.stdout.lines(), ["hi"]);

@@ -153,12 +153,15 @@ async fn sigterm_during_an_execution_removes_its_container() {
 async fn a_sigkilled_servers_containers_are_reaped_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, pid, call) = server_with_a_running_execution(dir.path()).await;
+    // No other test's server starts (and reaps) between the kill and the look.
+    let no_starts = common::SERVER_STARTS.write().await;
     child.kill().await.unwrap();
     call.abort();
     assert!(
         !containers_of(pid).await.is_empty(),
         "the container outlives its SIGKILLed server"
     );
+    drop(no_starts);
 
     let (mut next, client) = spawn_server(dir.path()).await;
     assert!(
@@ -284,7 +287,8 @@ result = {"seen": seen, "env": sorted(os.environ)}
     assert_eq!(v["result"]["seen"], json!([]), "{v}");
     // Only the variables the spec sets, the image's own (the matplotlib backend and its
     // writable config directory, PYTHONPATH for subprocesses; CEM_PRELOAD on pooled containers
-    // that preload) and what Docker adds are there.
+    // that preload) and what the engine adds (Docker: PATH, HOSTNAME; Podman also TERM and
+    // `container`) are there.
     let env: Vec<String> = serde_json::from_value(v["result"]["env"].clone()).unwrap();
     for name in &env {
         assert!(
@@ -293,6 +297,8 @@ result = {"seen": seen, "env": sorted(os.environ)}
                 "LANG",
                 "PATH",
                 "HOSTNAME",
+                "TERM",
+                "container",
                 "PYTHONDONTWRITEBYTECODE",
                 "PYTHONUNBUFFERED",
                 "LC_CTYPE",

@@ -47,6 +47,11 @@ pub struct TestApp {
     pub dir: tempfile::TempDir,
 }
 
+/// Every server start reaps the containers of servers that died, whichever test killed them.
+/// Starts in a test binary hold this for reading; a test that needs a killed server's containers
+/// to stay until it has looked holds it for writing meanwhile.
+pub static SERVER_STARTS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 impl TestApp {
     pub async fn start() -> Self {
         Self::start_with(|_| {}).await
@@ -56,9 +61,11 @@ impl TestApp {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = config_in(dir.path());
         adjust(&mut config);
+        let starting = SERVER_STARTS.read().await;
         let app = App::start(config)
             .await
             .expect("server starts (is the image built?)");
+        drop(starting);
         Self {
             app: Arc::new(app),
             dir,
@@ -295,6 +302,8 @@ pub async fn spawn_server_with(
     args: &[&str],
 ) -> (Child, RunningService<RoleClient, ()>) {
     use rmcp::ServiceExt;
+    // The server has reaped by the time it answers the handshake.
+    let _starting = SERVER_STARTS.read().await;
     let mut child = serve_command(dir, args)
         .envs(env.iter().copied())
         .spawn()

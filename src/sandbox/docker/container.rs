@@ -20,6 +20,16 @@ use crate::sandbox::spec::{LABEL_INSTANCE, SandboxSpec, container_body};
 
 /// The engine's answer "no such container" (404), or "already in that state / removal in
 /// progress" (409).
+/// How often, and how far apart, a list that failed on Podman's transient `stopped` state is
+/// asked again (2 s in all).
+const STOPPED_RETRIES: u32 = 20;
+const STOPPED_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A list that failed to decode because a container's state is one the API does not define.
+fn is_unknown_state(err: &bollard::errors::Error) -> bool {
+    matches!(err, bollard::errors::Error::JsonDataError { message, .. } if message.contains("unknown variant `stopped`"))
+}
+
 fn is_status(err: &bollard::errors::Error, codes: &[u16]) -> bool {
     matches!(err, bollard::errors::Error::DockerResponseServerError { status_code, .. } if codes.contains(status_code))
 }
@@ -144,11 +154,21 @@ impl Backend for Engine {
             .all(true)
             .filters(&filters)
             .build();
-        let list = self
-            .docker
-            .list_containers(Some(opts))
-            .await
-            .map_err(|e| EngineError::api("list sandbox containers", e))?;
+        // Podman's compatible list can name the transient state `stopped`, which the API (and
+        // bollard) does not know, failing the whole list (podman#28359): it passes within
+        // moments, so the list is asked again, a bounded number of times.
+        let mut attempts = 0;
+        let list = loop {
+            match self.docker.list_containers(Some(opts.clone())).await {
+                Err(e) if attempts < STOPPED_RETRIES && is_unknown_state(&e) => {
+                    attempts += 1;
+                    tokio::time::sleep(STOPPED_RETRY_DELAY).await;
+                }
+                other => {
+                    break other.map_err(|e| EngineError::api("list sandbox containers", e))?;
+                }
+            }
+        };
         Ok(list
             .into_iter()
             .filter_map(|c| {
