@@ -318,6 +318,8 @@ result = {"seen": seen, "env": sorted(os.environ)}
 /// Runs `serve` expecting it to fail at start; returns its stderr.
 async fn failed_start(env: &[(&str, &str)], args: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
+    // It reaps before it fails (the runtime and image checks come after).
+    let _starting = common::SERVER_STARTS.read().await;
     let out = Command::new(BIN)
         .arg("serve")
         .args(args)
