@@ -73,7 +73,7 @@ pub enum StartError {
         source: std::io::Error,
     },
     #[error(
-        "the seccomp profile file {profile} is inside the sandbox mount {mount}, where sandbox code could change it: keep --workspace-dir and --skills-dir out of --data-dir's `engine` directory"
+        "the seccomp profile file {profile} is inside {mount}, which sandboxes mount, so their code could change it: point --workspace (CEM_WORKSPACE) and --skills-dir (CEM_SKILLS_DIR) at directories that do not contain --data-dir's `engine` directory (their defaults, under --data-dir, do not)"
     )]
     SeccompInMount { profile: PathBuf, mount: PathBuf },
 }
@@ -447,12 +447,20 @@ impl App {
         let seccomp = match &shared.seccomp {
             Seccomp::Inline => Seccomp::Inline,
             Seccomp::File(profile) => {
-                let tools = gateway.as_ref().map(|view| view.tree_root());
-                let mounts = [workspace_path.as_path(), skills_dir.as_path()]
+                let real = |p: &PathBuf| p.canonicalize().unwrap_or(p.clone());
+                let tools = gateway.as_ref().map(|view| view.tree_root().to_path_buf());
+                let mounts: Vec<PathBuf> = [workspace_path.clone(), skills_dir.clone()]
                     .into_iter()
-                    .chain(tools);
-                outside_mounts(profile, mounts)?;
-                Seccomp::File(for_engine(profile)?)
+                    .chain(tools)
+                    .collect();
+                let real_mounts: Vec<PathBuf> = mounts.iter().map(real).collect();
+                outside_mounts(&real(profile), real_mounts.iter().map(PathBuf::as_path))?;
+                // And as the engine sees them (a server in a container translates both).
+                let on_engine = for_engine(profile)?;
+                let mounts_on_engine =
+                    (mounts.iter().map(for_engine)).collect::<Result<Vec<_>, _>>()?;
+                outside_mounts(&on_engine, mounts_on_engine.iter().map(PathBuf::as_path))?;
+                Seccomp::File(on_engine)
             }
         };
         let settings = SandboxSettings {
@@ -670,28 +678,25 @@ impl App {
     }
 }
 
-/// Creates `dir` and its missing parents with mode 0700, and makes `dir` and its parent (the
-/// tenants directory) 0700: other users of the host have no business in tenants' data. The
-/// engine binds the workspaces as root, so sandboxes are unaffected.
 /// Refuses a seccomp profile file inside a directory sandboxes mount: their code could rewrite
-/// it for the next container.
+/// it for the next container. The paths are compared as given (canonical, or as the engine
+/// names them).
 fn outside_mounts<'a>(
     profile: &std::path::Path,
     mounts: impl IntoIterator<Item = &'a std::path::Path>,
 ) -> Result<(), StartError> {
-    let real = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    let profile = real(profile);
-    for mount in mounts {
-        if profile.starts_with(real(mount)) {
-            return Err(StartError::SeccompInMount {
-                profile,
-                mount: mount.to_path_buf(),
-            });
-        }
+    match mounts.into_iter().find(|mount| profile.starts_with(mount)) {
+        Some(mount) => Err(StartError::SeccompInMount {
+            profile: profile.to_path_buf(),
+            mount: mount.to_path_buf(),
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
+/// Creates `dir` and its missing parents with mode 0700, and makes `dir` and its parent (the
+/// tenants directory) 0700: other users of the host have no business in tenants' data. The
+/// engine binds the workspaces as root, so sandboxes are unaffected.
 fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()
@@ -720,13 +725,17 @@ mod tests {
         let profile = data.path().join("engine/seccomp-0123.json");
         let (ws, skills) = (data.path().join("workspace"), data.path().join("skills"));
         assert!(outside_mounts(&profile, [ws.as_path(), skills.as_path()]).is_ok());
-        // --workspace-dir pointed at the data directory itself.
+        // --workspace pointed at the data directory itself.
         let err = outside_mounts(&profile, [data.path(), skills.as_path()]).unwrap_err();
         assert!(
             matches!(&err, StartError::SeccompInMount { mount, .. } if mount == data.path()),
             "{err}"
         );
-        assert!(err.to_string().contains("keep --workspace-dir"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("point --workspace (CEM_WORKSPACE)"),
+            "{err}"
+        );
     }
 
     #[test]

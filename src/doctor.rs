@@ -204,7 +204,9 @@ async fn memory_enforced(engine: Engine, kind: &str, oom_reported: bool, image: 
     sandbox.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
     memory_verdict(
-        outcome.map(|o| o.status).map_err(|e| e.to_string()),
+        outcome
+            .map(|o| (o.status, o.error.unwrap_or_default()))
+            .map_err(|e| e.to_string()),
         oom_reported,
     )
 }
@@ -212,17 +214,17 @@ async fn memory_enforced(engine: Engine, kind: &str, oom_reported: bool, image: 
 /// The memory check's verdict on how the 64 MB sandbox allocating 256 MB ended.
 /// `oom_reported`: whether the engine tells OOM kills apart; where it does not (Podman before
 /// 5.0), a killed sandbox ends as an error, and that is the limit at work.
-fn memory_verdict(ended: Result<Status, String>, oom_reported: bool) -> Check {
+fn memory_verdict(ended: Result<(Status, String), String>, oom_reported: bool) -> Check {
     match ended {
-        Ok(Status::MemoryLimit) => Check::pass(
+        Ok((Status::MemoryLimit, _)) => Check::pass(
             "memory limit",
             "a 64 MB sandbox allocating 256 MB was stopped",
         ),
-        Ok(Status::Error) if !oom_reported => Check::pass(
+        Ok((Status::Error, error)) if !oom_reported && error.contains("SIGKILL") => Check::pass(
             "memory limit",
             "a 64 MB sandbox allocating 256 MB was killed; this engine does not report OOM kills, so executions at their limit are reported as likely memory-limit kills (Podman 5 reports them)",
         ),
-        Ok(status) => Check::fail(
+        Ok((status, _)) => Check::fail(
             "memory limit",
             format!(
                 "a 64 MB sandbox allocating 256 MB ended with status {}",
@@ -249,10 +251,12 @@ mod tests {
     /// are made to fail against real and fake engines in tests/doctor.rs.
     #[test]
     fn a_memory_limit_that_is_not_enforced_fails_with_the_fix() {
-        assert!(memory_verdict(Ok(Status::MemoryLimit), true).ok);
-        assert!(memory_verdict(Ok(Status::Error), false).ok);
-        assert!(!memory_verdict(Ok(Status::Error), true).ok);
-        let check = memory_verdict(Ok(Status::Ok), false);
+        let killed = "The sandbox was killed (SIGKILL, exit code 137) before reporting a result";
+        assert!(memory_verdict(Ok((Status::MemoryLimit, String::new())), true).ok);
+        assert!(memory_verdict(Ok((Status::Error, killed.into())), false).ok);
+        assert!(!memory_verdict(Ok((Status::Error, "MemoryError".into())), false).ok);
+        assert!(!memory_verdict(Ok((Status::Error, killed.into())), true).ok);
+        let check = memory_verdict(Ok((Status::Ok, String::new())), false);
         assert!(!check.ok);
         assert!(
             check.detail.contains("ended with status ok"),

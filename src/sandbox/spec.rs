@@ -41,12 +41,25 @@ pub const READ_ONLY_TMPFS: [&str; 2] = ["/run", "/var/tmp"];
 /// Open files one sandbox may hold.
 pub const NOFILE_LIMIT: i64 = 1024;
 
-/// RLIMIT_NPROC for the sandbox user. The kernel counts it per uid across every container that
-/// shares the uid, so it sits far above what a pool of sandboxes runs (`--pids-limit` is the
-/// per-container bound). It is set explicitly so every engine applies the same value: Podman's
-/// Docker-compatible API, given any ulimit, adds its maximum (1048576) for the ones left out, and
-/// runc cannot raise a limit that high where the engine lacks CAP_SYS_RESOURCE (a nested engine).
+/// The most RLIMIT_NPROC the sandbox user gets. The kernel counts it per uid across every
+/// container that shares the uid, so it sits far above what a pool of sandboxes runs
+/// (`--pids-limit` is the per-container bound). It is set explicitly so no engine picks its own:
+/// Podman's Docker-compatible API, given any ulimit, adds its maximum (1048576) for the ones left
+/// out, which runc cannot set where the engine lacks CAP_SYS_RESOURCE (rootless, or nested).
 pub const NPROC_LIMIT: i64 = 32768;
+
+/// The nproc limit containers get: [`NPROC_LIMIT`], or this process's hard limit where that is
+/// lower (a small host's kernel default is about RAM / 256 KiB), which an engine beside the
+/// server can set without privileges.
+pub fn nproc_limit() -> i64 {
+    static LIMIT: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let hard = rustix::process::getrlimit(rustix::process::Resource::Nproc).maximum;
+        hard.map_or(NPROC_LIMIT, |h| {
+            NPROC_LIMIT.min(i64::try_from(h).unwrap_or(i64::MAX))
+        })
+    })
+}
 
 /// How the seccomp profile reaches the engine: inline (Docker), or as a file the engine opens
 /// (Podman's Docker-compatible API; see `seccomp_file`).
@@ -136,8 +149,8 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
             },
             ResourcesUlimits {
                 name: Some("nproc".into()),
-                soft: Some(NPROC_LIMIT),
-                hard: Some(NPROC_LIMIT),
+                soft: Some(nproc_limit()),
+                hard: Some(nproc_limit()),
             },
             ResourcesUlimits {
                 name: Some("core".into()),
@@ -252,7 +265,7 @@ mod tests {
             ulimits,
             [
                 ("nofile", NOFILE_LIMIT, NOFILE_LIMIT),
-                ("nproc", NPROC_LIMIT, NPROC_LIMIT),
+                ("nproc", nproc_limit(), nproc_limit()),
                 ("core", 0, 0)
             ]
         );

@@ -304,7 +304,7 @@ async fn case_26_opening_files_stops_at_the_nofile_limit() {
         assert!(v["opened"].as_i64().unwrap() < limit, "{v}");
         assert_eq!(v["raise"], "ValueError", "{v}");
         // The same process limit on every engine (Podman would otherwise pick its own).
-        let nproc = code_execution_mcp::sandbox::spec::NPROC_LIMIT;
+        let nproc = code_execution_mcp::sandbox::spec::nproc_limit();
         assert_eq!(v["nproc"], json!([nproc, nproc]), "{v}");
     })
     .await;

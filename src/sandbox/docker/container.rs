@@ -18,18 +18,33 @@ use crate::sandbox::backend::{
 };
 use crate::sandbox::spec::{LABEL_INSTANCE, SandboxSpec, container_body};
 
-/// The engine's answer "no such container" (404), or "already in that state / removal in
-/// progress" (409).
-/// How often, and how far apart, a list that failed on Podman's transient `stopped` state is
-/// asked again (2 s in all).
+/// How often, and how far apart, a call that failed on Podman's transient `stopped` state is
+/// made again (2 s in all).
 const STOPPED_RETRIES: u32 = 20;
 const STOPPED_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// A list that failed to decode because a container's state is one the API does not define.
-fn is_unknown_state(err: &bollard::errors::Error) -> bool {
-    matches!(err, bollard::errors::Error::JsonDataError { message, .. } if message.contains("unknown variant `stopped`"))
+/// Makes `call` (a container list or inspect) until its answer decodes. Podman's compatible API
+/// can name the transient state `stopped`, which the Docker API (and so bollard) does not
+/// define, failing the whole answer (podman#28359, podman#17728); it passes within moments.
+async fn past_transient_state<T, F: Future<Output = Result<T, bollard::errors::Error>>>(
+    mut call: impl FnMut() -> F,
+) -> Result<T, bollard::errors::Error> {
+    let mut attempts = 0;
+    loop {
+        match call().await {
+            Err(bollard::errors::Error::JsonDataError { message, .. })
+                if attempts < STOPPED_RETRIES && message.contains("unknown variant `stopped`") =>
+            {
+                attempts += 1;
+                tokio::time::sleep(STOPPED_RETRY_DELAY).await;
+            }
+            other => return other,
+        }
+    }
 }
 
+/// The engine's answer "no such container" (404), or "already in that state / removal in
+/// progress" (409).
 fn is_status(err: &bollard::errors::Error, codes: &[u16]) -> bool {
     matches!(err, bollard::errors::Error::DockerResponseServerError { status_code, .. } if codes.contains(status_code))
 }
@@ -104,9 +119,11 @@ impl Backend for Engine {
     }
 
     async fn exit_state(&self, name: &str) -> Result<ExitState, EngineError> {
-        let c = self
-            .docker
-            .inspect_container(name, None::<InspectContainerOptions>)
+        let inspect = || {
+            self.docker
+                .inspect_container(name, None::<InspectContainerOptions>)
+        };
+        let c = past_transient_state(inspect)
             .await
             .map_err(|e| EngineError::api("inspect a sandbox container", e))?;
         let state = c.state.unwrap_or_default();
@@ -154,21 +171,9 @@ impl Backend for Engine {
             .all(true)
             .filters(&filters)
             .build();
-        // Podman's compatible list can name the transient state `stopped`, which the API (and
-        // bollard) does not know, failing the whole list (podman#28359): it passes within
-        // moments, so the list is asked again, a bounded number of times.
-        let mut attempts = 0;
-        let list = loop {
-            match self.docker.list_containers(Some(opts.clone())).await {
-                Err(e) if attempts < STOPPED_RETRIES && is_unknown_state(&e) => {
-                    attempts += 1;
-                    tokio::time::sleep(STOPPED_RETRY_DELAY).await;
-                }
-                other => {
-                    break other.map_err(|e| EngineError::api("list sandbox containers", e))?;
-                }
-            }
-        };
+        let list = past_transient_state(|| self.docker.list_containers(Some(opts.clone())))
+            .await
+            .map_err(|e| EngineError::api("list sandbox containers", e))?;
         Ok(list
             .into_iter()
             .filter_map(|c| {
