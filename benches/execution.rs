@@ -21,10 +21,21 @@
 //! 7. the server's resident memory: idle with the pool full, the maximum sampled every 50 ms
 //!    while 8 callers run, and the high-water mark at the end;
 //! 8. the time from spawning the server to the first execution served (MCP handshake
-//!    included), median of 3 fresh processes.
+//!    included), median of 3 fresh processes;
+//! 9. the previous design in the same run, for before/after: a fixed pool (`--pool-max` equal
+//!    to the pool size) and every container removed at once (`--removal-backlog 0`), back to
+//!    back and with 8 callers.
+//!
+//! Where the time goes: for the cold, paced, back-to-back and 8-caller rows the bench prints
+//! the mean of each engine phase of a container's life (create, attach, start, the wait for a
+//! pooled container, job written, first frame, done, kill/wait, remove) and of the server's
+//! own handling (`run`: the sandbox; `call`: the whole `execute_code` inside the server), from
+//! the cumulative `phases` of `get_execution_stats` before and after the row (after the row the
+//! bench waits until the pool has refilled and the removal backlog is empty, so a row is
+//! charged with the work it caused).
 //!
 //! Rows 4 to 7 share one server (default pool size, `--max-concurrency 8`); before each timed
-//! phase the bench waits until `get_execution_stats` reports the pool full. Every server gets
+//! phase the bench waits until `get_execution_stats` reports the pool at its target. Every server gets
 //! its own temporary workspace and skills directory, is shut down by closing its stdin, and must
 //! exit cleanly; at the end the bench checks that no sandbox container of its servers is left.
 //! A failed call fails the bench with the error text and the tail of the server's stderr.
@@ -34,8 +45,11 @@
 //! `BENCH_N_SHORT` samples of the docker run, cold and back-to-back rows (default 30);
 //! `BENCH_THINK_MS` think time of the paced row (default 500); `BENCH_CALLS` calls per caller
 //! and per docker run loop in the throughput phase (default 10); `BENCH_SAMPLES=1` also prints
-//! every latency sample in call order; `CEM_POOL_SIZE` the pool size of the pooled rows. The
-//! servers inherit the
+//! every latency sample in call order; `CEM_POOL_SIZE` the pool size of the pooled rows;
+//! `BENCH_ENGINE=overlay2-crun` runs everything against a private engine the bench starts (its
+//! own `dockerd` in its own network namespace, data root under the temp directory, the
+//! `overlay2` storage driver and `crun` as its default runtime, both from Debian's packages),
+//! into which it loads the sandbox image first. The servers inherit the
 //! environment, so `CEM_*` settings (e.g. `CEM_BASE_IMAGE` for the first image build) apply.
 //! The sandbox image is built first when missing (`code-execution-mcp image build`).
 //!
@@ -59,6 +73,10 @@ use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
+
+#[path = "../tests/common/private_engine.rs"]
+#[allow(dead_code)]
+mod private_engine;
 
 const BIN: &str = env!("CARGO_BIN_EXE_code-execution-mcp");
 const SECCOMP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/images/python/seccomp.json");
@@ -140,6 +158,59 @@ fn sorted(samples: impl Iterator<Item = f64>) -> Vec<f64> {
 
 fn p(sorted: &[f64], q: f64) -> f64 {
     percentile(sorted, q).expect("at least one sample")
+}
+
+/// The phases whose means the bench prints, in the order of a container's life.
+const PHASES: [&str; 11] = [
+    "create",
+    "attach",
+    "start",
+    "pool_wait",
+    "job_written",
+    "first_frame",
+    "done",
+    "kill_wait",
+    "remove",
+    "run",
+    "call",
+];
+
+/// Cumulative (count, total ms) per phase, from `get_execution_stats`.
+#[derive(Clone, Default)]
+struct Phases(std::collections::BTreeMap<String, (f64, f64)>);
+
+impl Phases {
+    fn from_stats(executions: &Value) -> Self {
+        let mut map = std::collections::BTreeMap::new();
+        for name in PHASES {
+            let p = &executions["phases"][name];
+            let (Some(count), Some(total)) = (p["count"].as_f64(), p["total_ms"].as_f64()) else {
+                panic!("get_execution_stats has no phases.{name}: {executions}");
+            };
+            map.insert(name.to_string(), (count, total));
+        }
+        Self(map)
+    }
+
+    /// Per phase, (count, mean ms) of what happened between `before` and `self`.
+    fn since(&self, before: &Phases) -> Vec<(f64, f64)> {
+        PHASES
+            .iter()
+            .map(|name| {
+                let (c1, t1) = self.0[*name];
+                let (c0, t0) = before.0.get(*name).copied().unwrap_or_default();
+                let n = c1 - c0;
+                (n, if n > 0.0 { (t1 - t0) / n } else { 0.0 })
+            })
+            .collect()
+    }
+}
+
+/// One row of the phase table: a row's name, its client-side mean, and its phases.
+struct PhaseRow {
+    name: String,
+    client_mean: f64,
+    phases: Vec<(f64, f64)>,
 }
 
 /// One row of the latency table.
@@ -253,24 +324,46 @@ impl Server {
         }
     }
 
-    async fn pool_ready(&self) -> usize {
+    /// `executions` of `get_execution_stats`.
+    async fn executions(&self) -> Value {
         let v = self.call("get_execution_stats", json!({})).await;
-        match v["executions"]["pool_ready"].as_u64() {
-            Some(n) => n as usize,
-            None => self.fail(format!(
-                "get_execution_stats has no executions.pool_ready: {v}"
-            )),
+        if v["executions"]["pool"].is_null() {
+            self.fail(format!("get_execution_stats has no executions.pool: {v}"));
+        }
+        v["executions"].clone()
+    }
+
+    async fn pool_ready(&self) -> usize {
+        self.executions().await["pool"]["ready"]
+            .as_u64()
+            .unwrap_or_default() as usize
+    }
+
+    /// Waits until the pool holds at least `size` and its target, nothing is starting, and
+    /// the removal backlog is empty: the work a row caused is done. Returns the phases then.
+    async fn settle(&self, size: usize) -> Phases {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let e = self.executions().await;
+            let pool = &e["pool"];
+            let n = |v: &Value| v.as_u64().unwrap_or_default() as usize;
+            if n(&pool["ready"]) >= size.max(n(&pool["target"]))
+                && n(&pool["starting"]) == 0
+                && n(&e["removal_backlog"]) == 0
+            {
+                return Phases::from_stats(&e);
+            }
+            if Instant::now() > deadline {
+                self.fail(format!(
+                    "the pool did not settle at {size} within 120 s: {e}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
     async fn wait_pool_full(&self, size: usize) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while self.pool_ready().await < size {
-            if Instant::now() > deadline {
-                self.fail(format!("the pool did not fill to {size} within 60 s"));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.settle(size).await;
     }
 
     /// Closes stdin (by closing the session) and waits for a clean exit.
@@ -496,8 +589,46 @@ async fn leftover_containers(pids: &[u32]) -> Vec<String> {
     left
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // A private engine is started before the runtime's worker threads exist, so that pointing
+    // this process (and the servers and docker CLI it spawns) at it with DOCKER_HOST is safe.
+    let engine = match std::env::var("BENCH_ENGINE").as_deref() {
+        Err(_) | Ok("" | "default") => None,
+        Ok("overlay2-crun") => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let engine = rt.block_on(private_engine::PrivateEngine::start_with(
+                &["overlay2"],
+                &[
+                    "--add-runtime=crun=/usr/bin/crun".into(),
+                    "--default-runtime=crun".into(),
+                ],
+            ));
+            let image = std::process::Command::new(BIN)
+                .args(["image", "build"])
+                .output()
+                .expect("run image build");
+            let image = String::from_utf8_lossy(&image.stdout).trim().to_string();
+            progress(&format!("loading {image} into the private engine"));
+            engine.load_image(&image);
+            // SAFETY: no other thread exists yet (the runtime above is single-threaded and
+            // idle), so nothing reads the environment concurrently.
+            unsafe { std::env::set_var("DOCKER_HOST", engine.host()) };
+            Some(engine)
+        }
+        Ok(other) => panic!("BENCH_ENGINE={other:?}: use `default` or `overlay2-crun`"),
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(run());
+    drop(engine);
+}
+
+async fn run() {
     let knobs = Knobs::from_env();
     let (run_started, load_before) = (Instant::now(), loadavg());
     // The servers read CEM_POOL_SIZE like any other setting: so does the bench.
@@ -507,9 +638,9 @@ async fn main() {
     let docker_version = command_stdout(
         "docker",
         &[
-            "version",
+            "info",
             "--format",
-            "{{.Server.Version}} (API {{.Server.APIVersion}})",
+            "{{.ServerVersion}}, storage {{.Driver}}, runtime {{.DefaultRuntime}}",
         ],
     )
     .await;
@@ -551,7 +682,14 @@ async fn main() {
         p99: None,
         server_p50: None,
     };
+    let mut phase_rows = Vec::new();
+    let before = cold.settle(0).await;
     let cold_samples = sample(knobs.n_short, async || cold.print1().await).await;
+    phase_rows.push(PhaseRow {
+        name: "cold".into(),
+        client_mean: mean_client(&cold_samples),
+        phases: cold.settle(0).await.since(&before),
+    });
     cold.shutdown().await;
 
     // 4 to 7. Pooled server: paced, back to back, throughput, memory.
@@ -563,7 +701,7 @@ async fn main() {
     for _ in 0..WARMUPS {
         pooled.print1().await;
     }
-    pooled.wait_pool_full(pool_size).await;
+    let before = pooled.settle(pool_size).await;
     progress(&format!(
         "pooled, paced ({} calls, {} ms think time)",
         knobs.n_paced,
@@ -578,24 +716,46 @@ async fn main() {
         }
         paced.push(pooled.print1().await);
     }
+    phase_rows.push(PhaseRow {
+        name: "pooled, paced".into(),
+        client_mean: mean_client(&paced),
+        phases: pooled.settle(pool_size).await.since(&before),
+    });
     progress("pooled, back to back");
-    pooled.wait_pool_full(pool_size).await;
+    let before = pooled.settle(pool_size).await;
     let mut back_to_back = Vec::with_capacity(knobs.n_short);
     for _ in 0..knobs.n_short {
         back_to_back.push(pooled.print1().await);
     }
+    phase_rows.push(PhaseRow {
+        name: "pooled, back to back".into(),
+        client_mean: mean_client(&back_to_back),
+        phases: pooled.settle(pool_size).await.since(&before),
+    });
+    let grown = pooled.executions().await["pool"].clone();
     let mut throughput = Vec::new();
     let mut rss_load = 0;
     for callers in CALLERS {
         progress(&format!("throughput, {callers} caller(s)"));
-        pooled.wait_pool_full(pool_size).await;
+        let before = pooled.settle(pool_size).await;
         let stop = Arc::new(AtomicBool::new(false));
         let sampler = rss_sampler(pooled.pid, stop.clone());
-        let took = concurrent(callers, knobs.calls, async || pooled.print1().await).await;
+        let calls = std::sync::Mutex::new(Vec::new());
+        let took = concurrent(callers, knobs.calls, async || {
+            let call = pooled.print1().await;
+            calls.lock().unwrap().push(call);
+        })
+        .await;
         stop.store(true, Ordering::Relaxed);
         let max = sampler.await.expect("RSS sampler");
         if callers == DOCKER_LOOPS {
             rss_load = max;
+            let client_mean = mean_client(&calls.lock().unwrap());
+            phase_rows.push(PhaseRow {
+                name: format!("pooled, {callers} callers"),
+                client_mean,
+                phases: pooled.settle(pool_size).await.since(&before),
+            });
         }
         throughput.push((
             match callers {
@@ -608,6 +768,49 @@ async fn main() {
     }
     let rss_hwm = proc_kib(pooled.pid, "VmHWM").expect("server VmHWM");
     pooled.shutdown().await;
+
+    // 9. The previous design, same run: fixed pool, every container removed at once.
+    progress("previous design: fixed pool, --removal-backlog 0");
+    let size = pool_size.to_string();
+    let fixed = Server::start(&[
+        "--max-concurrency",
+        "8",
+        "--pool-max",
+        &size,
+        "--removal-backlog",
+        "0",
+    ])
+    .await;
+    pids.push(fixed.pid);
+    let before = fixed.settle(pool_size).await;
+    let mut fixed_b2b = Vec::with_capacity(knobs.n_short);
+    for _ in 0..knobs.n_short {
+        fixed_b2b.push(fixed.print1().await);
+    }
+    phase_rows.push(PhaseRow {
+        name: "fixed pool, immediate removal, back to back".into(),
+        client_mean: mean_client(&fixed_b2b),
+        phases: fixed.settle(pool_size).await.since(&before),
+    });
+    let before = fixed.settle(pool_size).await;
+    let calls = std::sync::Mutex::new(Vec::new());
+    let took = concurrent(DOCKER_LOOPS, knobs.calls, async || {
+        let call = fixed.print1().await;
+        calls.lock().unwrap().push(call);
+    })
+    .await;
+    let client_mean = mean_client(&calls.lock().unwrap());
+    phase_rows.push(PhaseRow {
+        name: format!("fixed pool, immediate removal, {DOCKER_LOOPS} callers"),
+        client_mean,
+        phases: fixed.settle(pool_size).await.since(&before),
+    });
+    throughput.push((
+        format!("execute_code, {DOCKER_LOOPS} callers, fixed pool and immediate removal"),
+        DOCKER_LOOPS * knobs.calls,
+        took,
+    ));
+    fixed.shutdown().await;
 
     progress(&format!("throughput, {DOCKER_LOOPS} docker run --rm loops"));
     let docker_took = concurrent(DOCKER_LOOPS, knobs.calls, async || {
@@ -658,6 +861,10 @@ async fn main() {
             &paced,
         ),
         Row::from_calls("execute_code, pooled, back to back", &back_to_back),
+        Row::from_calls(
+            "execute_code, back to back, fixed pool and immediate removal",
+            &fixed_b2b,
+        ),
     ];
     let base = rows[1].p50;
     println!("| path | n | p50 ms | p90 ms | p99 ms | p50 vs docker run | server-side p50 ms |");
@@ -692,6 +899,12 @@ async fn main() {
         dump("paced, server", &server(&paced));
         dump("back to back, server", &server(&back_to_back));
     }
+    println!(
+        "After the back-to-back row the pool's target was {} (base {}, share {}), refilling at \
+         {} containers/s over the last 10 s.\n",
+        grown["target"], grown["base"], grown["share"], grown["refill_per_second"]
+    );
+    print_phases(&phase_rows);
     println!("| callers | executions | seconds | exec/s | vs {DOCKER_LOOPS} docker run loops |");
     println!("|---|---:|---:|---:|---:|");
     for (name, n, took) in &throughput {
@@ -730,4 +943,38 @@ async fn main() {
         let _ = command_stdout("docker", &rm).await;
         panic!("containers left behind by this run's servers (now removed): {left:?}");
     }
+}
+
+fn mean_client(calls: &[Call]) -> f64 {
+    calls.iter().map(|c| c.client).sum::<f64>() / calls.len().max(1) as f64
+}
+
+/// The phase table: mean ms per phase (and how many were timed) for each row.
+fn print_phases(rows: &[PhaseRow]) {
+    println!(
+        "Where the time goes (mean ms per timing, count in brackets; engine phases, then the \
+         server's `run` and `call`, then what the client saw):\n"
+    );
+    println!("| row | {} | client |", PHASES.join(" | "));
+    println!("|---|{}---:|", "---:|".repeat(PHASES.len()));
+    for row in rows {
+        let cells: Vec<String> = row
+            .phases
+            .iter()
+            .map(|(n, mean)| {
+                if *n == 0.0 {
+                    "–".to_string()
+                } else {
+                    format!("{mean:.1} ({n})")
+                }
+            })
+            .collect();
+        println!(
+            "| {} | {} | {:.1} |",
+            row.name,
+            cells.join(" | "),
+            row.client_mean
+        );
+    }
+    println!();
 }

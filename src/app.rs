@@ -139,6 +139,10 @@ pub struct Shared {
     pub seccomp: Seccomp,
     /// The upstream MCP servers of `--upstreams`, connecting in the background.
     pub gateway: Option<Arc<Gateway>>,
+    /// The budget every tenant's pool grows within (`--pool-max`).
+    pub pool_budget: Arc<crate::sandbox::PoolBudget>,
+    /// Used containers waiting for an idle engine to be removed (`--removal-backlog`).
+    pub removals: Arc<crate::sandbox::Removals>,
 }
 
 impl Shared {
@@ -224,6 +228,11 @@ impl Shared {
         };
         Ok(Arc::new(Self {
             gateway,
+            pool_budget: crate::sandbox::PoolBudget::new(config.pool_max),
+            removals: crate::sandbox::Removals::new(
+                Arc::new(engine.clone()),
+                config.removal_backlog,
+            ),
             slots: Arc::new(Semaphore::new(config.max_concurrency)),
             config,
             engine,
@@ -489,6 +498,15 @@ impl App {
             max_queue: config.max_queue,
             runtime: config.runtime.clone(),
             pool_size: config.pool_size,
+            pool_budget: shared.pool_budget.clone(),
+            pool_idle: std::time::Duration::from_secs(config.pool_idle_secs),
+            // An HTTP tenant that has gone idle gives its containers back.
+            pool_idle_floor: if tenant.is_some() {
+                0
+            } else {
+                config.pool_size
+            },
+            removals: shared.removals.clone(),
             pool_memory_bytes: (config.default_memory_mb * 1024 * 1024) as i64,
             image_id: shared.image_id.clone(),
             start_limit: config.start_timeout(),
@@ -523,6 +541,18 @@ impl App {
     /// output chunk is also offered to it as it arrives (for progress reports; see
     /// `progress`).
     pub async fn execute(
+        &self,
+        request: ExecuteRequest,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<Executed, ExecuteError> {
+        let call_started = std::time::Instant::now();
+        let executed = self.execute_timed(request, cancel).await;
+        self.stats
+            .phase(crate::sandbox::stats::Phase::Call, call_started.elapsed());
+        executed
+    }
+
+    async fn execute_timed(
         &self,
         request: ExecuteRequest,
         cancel: tokio_util::sync::CancellationToken,

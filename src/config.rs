@@ -137,6 +137,24 @@ pub struct Config {
     #[arg(long, env = "CEM_POOL_SIZE", default_value_t = 4)]
     pub pool_size: usize,
 
+    /// The most pooled containers (waiting or starting) the whole server holds, every tenant's
+    /// pool together: the pool's memory budget (a waiting container holds about 20 MiB, more
+    /// with --preload). Under bursts a pool grows past --pool-size up to its share of this (the
+    /// budget divided among the pools in use).
+    #[arg(long, env = "CEM_POOL_MAX", default_value_t = 16)]
+    pub pool_max: usize,
+
+    /// Seconds without an execution after which a pool falls back to --pool-size, removing what
+    /// it grew by; an HTTP tenant's pool gives back every container (0: never shrink).
+    #[arg(long, env = "CEM_POOL_IDLE_SECS", default_value_t = 120)]
+    pub pool_idle_secs: u64,
+
+    /// Used containers (all their processes ended) whose removal may wait until the engine is
+    /// idle, so that removals do not slow down the executions of a burst. Past it, removals go
+    /// on during executions (0: remove each container at once). Shutdown removes the backlog.
+    #[arg(long, env = "CEM_REMOVAL_BACKLOG", default_value_t = 32)]
+    pub removal_backlog: usize,
+
     /// Executions that may wait for a free slot (per tenant); beyond that a call fails with
     /// "busy".
     #[arg(long, env = "CEM_MAX_QUEUE", default_value_t = 32)]
@@ -474,6 +492,21 @@ impl Config {
         }
         if self.pool_size > 64 {
             return Err(format!("--pool-size {} is over 64", self.pool_size));
+        }
+        if self.pool_max > 256 {
+            return Err(format!("--pool-max {} is over 256", self.pool_max));
+        }
+        if self.pool_max < self.pool_size {
+            return Err(format!(
+                "--pool-max {} is below --pool-size {}: the budget must hold at least one full pool",
+                self.pool_max, self.pool_size
+            ));
+        }
+        if self.removal_backlog > 1024 {
+            return Err(format!(
+                "--removal-backlog {} is over 1024",
+                self.removal_backlog
+            ));
         }
         if self.max_concurrency == 0 {
             return Err("--max-concurrency must be at least 1".into());

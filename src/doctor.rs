@@ -159,6 +159,7 @@ async fn memory_enforced(engine: Engine, kind: &str, oom_reported: bool, image: 
             );
         }
     };
+    let engine: Arc<dyn crate::sandbox::Backend> = Arc::new(engine);
     let settings = SandboxSettings {
         image,
         workspace,
@@ -178,6 +179,10 @@ async fn memory_enforced(engine: Engine, kind: &str, oom_reported: bool, image: 
         server_slots: Arc::new(tokio::sync::Semaphore::new(1)),
         runtime: None,
         pool_size: 0,
+        pool_budget: crate::sandbox::PoolBudget::new(0),
+        pool_idle: Duration::ZERO,
+        pool_idle_floor: 0,
+        removals: crate::sandbox::Removals::new(engine.clone(), 0),
         pool_memory_bytes: 0,
         image_id: String::new(),
         start_limit: crate::sandbox::DEFAULT_START_LIMIT,
@@ -186,7 +191,7 @@ async fn memory_enforced(engine: Engine, kind: &str, oom_reported: bool, image: 
         oom_reported,
     };
     let sandbox = Sandbox::new(
-        Arc::new(engine),
+        engine,
         settings,
         Arc::new(BuiltinCalls),
         Arc::new(Stats::new()),

@@ -67,7 +67,7 @@ const WARM_UP: usize = 64;
 /// never finish pass it within seconds; the settling check after the run catches a slower
 /// leak.
 fn removal_margin() -> usize {
-    CONCURRENCY + pool_size()
+    CONCURRENCY + pool_size() + code_execution_mcp::config::Config::defaults().removal_backlog
 }
 /// How long the server may take, once the load stops, to be back at exactly its pool.
 const SETTLE_LIMIT: Duration = Duration::from_secs(15);

@@ -83,7 +83,7 @@ pub struct ExecutionStatsResponse {
 #[tool_router(router = stats_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
-        description = "Statistics of the execution environment: workspace use and quota, skills, tool registry, limits, Docker engine and image, executions by status with latency p50/p99, containers running.",
+        description = "Statistics of the execution environment: workspace use and quota, skills, tool registry, limits, Docker engine and image, executions by status with latency p50/p99, containers running, the pool (ready, target, refill rate) and where execution time goes (engine phases).",
         annotations(
             title = "Execution statistics",
             read_only_hint = true,
@@ -160,7 +160,9 @@ impl CodeExecutionServer {
             },
             executions: {
                 let mut snapshot = app.stats.snapshot();
-                snapshot.pool_ready = app.sandbox.pool_ready();
+                snapshot.pool = app.sandbox.pool_snapshot();
+                snapshot.pool_ready = snapshot.pool.ready;
+                snapshot.removal_backlog = app.shared.removals.backlog();
                 snapshot
             },
             tool_calls: app

@@ -20,6 +20,7 @@ pub mod image;
 mod output;
 mod pool;
 pub(crate) mod reaper;
+pub mod removal;
 pub mod returned;
 pub mod seccomp_file;
 pub mod spec;
@@ -42,8 +43,10 @@ pub use channel::{BuiltinCalls, CallHandler, HarnessLimits};
 pub use docker::{Engine, EngineError, EngineInfo};
 pub use execution::{DEFAULT_START_LIMIT, Job, Outcome, Status};
 pub use output::{BoundedText, OutputTap};
+pub use pool::{PoolBudget, PoolSnapshot};
+pub use removal::Removals;
 use spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, SandboxSpec};
-use stats::Stats;
+use stats::{Phase, Stats};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -89,8 +92,16 @@ pub struct SandboxSettings {
     /// The server-wide slots every tenant's sandbox also takes one of (`--max-concurrency`).
     pub server_slots: Arc<Semaphore>,
     pub runtime: Option<String>,
-    /// Containers kept started ahead (0: every execution starts its own).
+    /// Containers kept started ahead (0: every execution starts its own): the pool's base.
     pub pool_size: usize,
+    /// The server-wide budget of pooled containers every tenant's pool grows within.
+    pub pool_budget: Arc<PoolBudget>,
+    /// How long the pool waits without an execution before it shrinks to `pool_idle_floor`.
+    pub pool_idle: std::time::Duration,
+    /// The pool's size when idle: `pool_size`, or 0 for an HTTP tenant.
+    pub pool_idle_floor: usize,
+    /// The server-wide backlog of stopped containers awaiting removal.
+    pub removals: Arc<Removals>,
     /// The memory limit pooled containers carry (the default one).
     pub pool_memory_bytes: i64,
     /// The id `image` resolved to at start (pooled containers are made from the id).
@@ -136,7 +147,7 @@ pub struct Sandbox {
     waiting: AtomicUsize,
     seq: AtomicU64,
     shutdown: CancellationToken,
-    cleanup: TaskTracker,
+    cleanup: execution::Cleanup,
     stats: Arc<Stats>,
     pool: Arc<pool::Pool>,
     oom: events::OomEvents,
@@ -156,9 +167,16 @@ impl Sandbox {
         Self {
             pool: Arc::new(pool::Pool::new(
                 settings.pool_size,
+                settings.pool_idle_floor,
+                settings.pool_budget.clone(),
                 settings.pool_memory_bytes,
                 settings.image_id.clone(),
             )),
+            cleanup: execution::Cleanup {
+                tracker: TaskTracker::new(),
+                stats: stats.clone(),
+                removals: settings.removals.clone(),
+            },
             slots: Arc::new(Semaphore::new(settings.max_concurrency)),
             backend,
             settings,
@@ -167,7 +185,6 @@ impl Sandbox {
             waiting: AtomicUsize::new(0),
             seq: AtomicU64::new(0),
             shutdown: CancellationToken::new(),
-            cleanup: TaskTracker::new(),
             stats,
             oom: events::OomEvents::default(),
             breaks: events::EngineBreaks::default(),
@@ -230,6 +247,9 @@ impl Sandbox {
             return Err(SandboxError::ShuttingDown);
         }
 
+        let run_started = std::time::Instant::now();
+        // The engine is busy until this execution has answered: removals wait.
+        let _busy = self.settings.removals.busy();
         // One limit for getting a container ready, whether from the pool or cold.
         let start_deadline = tokio::time::Instant::now() + self.settings.start_limit;
         // Waiting here (for a replacement on its way) is waiting for a start, like a queue.
@@ -258,7 +278,7 @@ impl Sandbox {
                 backend: &self.backend,
                 limits: self.settings.limits,
                 calls: self.calls.as_ref(),
-                tracker: &self.cleanup,
+                cleanup: &self.cleanup,
                 oom: &self.oom,
                 breaks: &self.breaks,
                 start_limit: self.settings.start_limit,
@@ -282,6 +302,7 @@ impl Sandbox {
         };
         drop(permit);
         drop(server_permit);
+        self.stats.phase(Phase::Run, run_started.elapsed());
         match &result {
             Ok(outcome) => self.stats.record(outcome.status, outcome.elapsed),
             Err(_) => self.stats.record_engine_failure(),
@@ -324,11 +345,16 @@ impl Sandbox {
         deadline: tokio::time::Instant,
     ) -> Option<execution::Started> {
         let default_limit = memory_bytes == self.pool.memory_bytes();
-        if !default_limit && self.no_memory_update.load(Ordering::Relaxed) {
+        if self.settings.pool_size == 0
+            || (!default_limit && self.no_memory_update.load(Ordering::Relaxed))
+        {
             return None;
         }
         let limit = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let ready = self.pool.take_or_wait(limit).await?;
+        let asked = std::time::Instant::now();
+        let ready = self.pool.take_or_wait(limit).await;
+        self.stats.phase(Phase::PoolWait, asked.elapsed());
+        let ready = ready?;
         if default_limit {
             return Some(ready);
         }
@@ -387,6 +413,11 @@ impl Sandbox {
         self.pool.ready()
     }
 
+    /// The pool's size, target, share of the budget and refill rate.
+    pub fn pool_snapshot(&self) -> PoolSnapshot {
+        self.pool.snapshot()
+    }
+
     /// The image id the pool's containers are made from.
     pub fn pool_image(&self) -> String {
         self.pool.image()
@@ -399,25 +430,32 @@ impl Sandbox {
             return;
         }
         for _ in 0..self.pool.reserve() {
-            let (backend, pool, tracker) = (
+            let (backend, pool, cleanup) = (
                 self.backend.clone(),
                 self.pool.clone(),
                 self.cleanup.clone(),
             );
+            // A start is engine work: removals wait for it.
+            let busy = self.settings.removals.busy();
             let image = self.pool.image();
             let spec = SandboxSpec {
                 image: image.clone(),
-                preload: self.settings.preload.clone(),
+                preload: if self.pool.under_pressure() {
+                    Vec::new()
+                } else {
+                    self.settings.preload.clone()
+                },
                 ..self.spec(self.pool.memory_bytes())
             };
             let name = self.next_name();
             let shutdown = self.shutdown.clone();
             let limit = self.settings.start_limit;
-            self.cleanup.spawn(async move {
-                let start = execution::start(&backend, &spec, &name, &tracker);
+            self.cleanup.tracker.spawn(async move {
+                let start = execution::start(&backend, &spec, &name, &cleanup);
                 let started = tokio::time::timeout(limit, start)
                     .await
                     .unwrap_or(Err(EngineError::Slow(limit.as_secs())));
+                drop(busy);
                 match started {
                     // Shutdown began meanwhile: dropping it removes the container.
                     Ok(_) if shutdown.is_cancelled() => pool.failed(),
@@ -457,10 +495,14 @@ impl Sandbox {
         self.slots.close();
         drop(all);
         self.pool.drain();
-        self.cleanup.close();
-        if tokio::time::timeout_at(deadline, self.cleanup.wait())
+        self.cleanup.tracker.close();
+        let removed = async {
+            self.cleanup.tracker.wait().await;
+            self.settings.removals.flush(deadline).await
+        };
+        if !tokio::time::timeout_at(deadline, removed)
             .await
-            .is_err()
+            .unwrap_or(false)
         {
             tracing::warn!(
                 "the Docker engine did not finish removing this server's containers within {} seconds; the next start removes what is left",

@@ -22,18 +22,90 @@
 //! A pooled start that fails (the engine is down, restarting or stuck) is retried in the
 //! background after [`retry_delay`], growing with each consecutive failure, so the pool fills
 //! up again by itself once the engine is back.
+//!
+//! The pool breathes. `--pool-size` is its base; an execution that finds it empty, or empties
+//! it, raises its target by one, up to its share of the server-wide budget ([`PoolBudget`],
+//! `--pool-max` containers waiting or starting across every tenant: a share is the budget
+//! divided among the pools in use, never below the base). After `--pool-idle-secs` without an
+//! execution the target falls back to the base (to nothing for an HTTP tenant: an idle tenant
+//! gives its containers back) and the containers above it are removed.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
 use super::execution::Started;
 
+/// The server-wide budget of pooled containers (waiting or starting), shared by every tenant's
+/// pool: `--pool-max`.
+#[derive(Debug)]
+pub struct PoolBudget {
+    max: usize,
+    /// Containers the pools hold (ready or starting).
+    held: AtomicUsize,
+    /// Pools whose target is above zero.
+    in_use: AtomicUsize,
+}
+
+impl PoolBudget {
+    pub fn new(max: usize) -> Arc<Self> {
+        Arc::new(Self {
+            max,
+            held: AtomicUsize::new(0),
+            in_use: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Containers the pools hold now (ready or starting).
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
+    }
+
+    /// Takes up to `n` from the budget; returns how many it got.
+    fn grant(&self, n: usize) -> usize {
+        let mut granted = 0;
+        let _ = self
+            .held
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
+                granted = n.min(self.max.saturating_sub(held));
+                Some(held + granted)
+            });
+        granted
+    }
+
+    fn release(&self, n: usize) {
+        self.held.fetch_sub(n, Ordering::SeqCst);
+    }
+}
+
+/// How long after an execution found the pool empty its replacements skip `--preload`.
+pub const PRESSURE_WINDOW: Duration = Duration::from_secs(10);
+
+/// Successful starts remembered for the refill rate.
+const RATE_WINDOW: Duration = Duration::from_secs(10);
+
 pub struct Pool {
-    size: usize,
+    /// `--pool-size`: the target while the pool is in use.
+    base: usize,
+    /// The target when idle: the base, or 0 for an HTTP tenant.
+    idle_floor: usize,
+    /// How many containers the pool aims to hold now.
+    target: AtomicUsize,
+    budget: Arc<PoolBudget>,
+    /// When an execution last asked the pool (or the pool was created).
+    last_use: Mutex<tokio::time::Instant>,
+    /// When an execution last found the pool empty.
+    last_miss: Mutex<Option<tokio::time::Instant>>,
+    /// Starts that landed in the pool: the total, and the recent ones for the rate.
+    started_total: AtomicU64,
+    started_recent: Mutex<VecDeque<Instant>>,
     memory_bytes: i64,
     ready: Mutex<VecDeque<Started>>,
     /// The image id pooled containers are made from.
@@ -60,13 +132,61 @@ pub fn retry_delay(failures: u32) -> Duration {
     Duration::from_secs(1u64 << doublings).min(MAX_RETRY_DELAY)
 }
 
+/// The pool's state for `get_execution_stats`.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+pub struct PoolSnapshot {
+    /// Containers waiting for an execution.
+    pub ready: usize,
+    /// Containers being started for the pool.
+    pub starting: usize,
+    /// How many the pool aims to hold now (grows under bursts, falls back when idle).
+    pub target: usize,
+    /// The target in use (`--pool-size`).
+    pub base: usize,
+    /// The most this pool may grow to: its share of `--pool-max`.
+    pub share: usize,
+    /// Containers every pool of the server holds, and the server's budget (`--pool-max`).
+    pub server_held: usize,
+    pub server_max: usize,
+    /// Pooled containers started per second over the last 10 seconds.
+    pub refill_per_second: f64,
+    /// Pooled containers started since the server started.
+    pub started_total: u64,
+}
+
 impl Pool {
-    pub fn new(size: usize, memory_bytes: i64, image: String) -> Self {
+    /// A pool of `base` containers (`idle_floor` when idle), growing within `budget`.
+    pub fn new(
+        base: usize,
+        idle_floor: usize,
+        budget: Arc<PoolBudget>,
+        memory_bytes: i64,
+        image: String,
+    ) -> Self {
+        if base > 0 {
+            budget.in_use.fetch_add(1, Ordering::SeqCst);
+        }
         Self {
-            size,
+            base,
+            idle_floor: idle_floor.min(base),
+            target: AtomicUsize::new(base),
+            budget,
+            last_use: Mutex::new(tokio::time::Instant::now()),
+            last_miss: Mutex::new(None),
+            started_total: AtomicU64::new(0),
+            started_recent: Mutex::new(VecDeque::new()),
             memory_bytes,
             image: Mutex::new(image),
-            ready: Mutex::new(VecDeque::with_capacity(size)),
+            ready: Mutex::new(VecDeque::with_capacity(base)),
             pending: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             changed: Notify::new(),
@@ -89,11 +209,105 @@ impl Pool {
     pub(crate) fn take(&self) -> Option<Started> {
         let mut ready = self.ready.lock().expect("pool lock");
         while let Some(mut started) = ready.pop_front() {
+            self.budget.release(1);
             if started.is_waiting() {
                 return Some(started);
             }
         }
         None
+    }
+
+    /// The most this pool may grow to: the budget shared among the pools in use, never below
+    /// the base (the budget still bounds what is actually started).
+    pub fn share(&self) -> usize {
+        let in_use = self.budget.in_use.load(Ordering::SeqCst).max(1);
+        (self.budget.max / in_use).max(self.base)
+    }
+
+    pub fn target(&self) -> usize {
+        self.target.load(Ordering::SeqCst)
+    }
+
+    /// Notes an execution asking for a container: the pool is in use again (back to its base
+    /// if it had fallen below), and grows by one when the execution `missed` (found it empty)
+    /// or left it `empty`. A miss also puts the pool under pressure.
+    fn used(&self, missed: bool, empty: bool) {
+        let empty = missed || empty;
+        *self.last_use.lock().expect("pool lock") = tokio::time::Instant::now();
+        if self.base == 0 {
+            return;
+        }
+        if missed {
+            *self.last_miss.lock().expect("pool lock") = Some(tokio::time::Instant::now());
+        }
+        let share = self.share();
+        let _ = self
+            .target
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+                let grown = if empty && t < share { t + 1 } else { t };
+                Some(grown.max(self.base))
+            })
+            .map(|before| {
+                if before == 0 && self.base > 0 {
+                    self.budget.in_use.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+    }
+
+    /// Whether executions have outpaced the pool lately ([`PRESSURE_WINDOW`]): replacements
+    /// started then skip `--preload`, so they are ready for a job as soon as their interpreter
+    /// is (a preload of numpy and pandas is about a second of CPU, which under a burst is the
+    /// ceiling itself, spent on containers whose job rarely needs it).
+    pub(crate) fn under_pressure(&self) -> bool {
+        self.last_miss
+            .lock()
+            .expect("pool lock")
+            .is_some_and(|t| t.elapsed() < PRESSURE_WINDOW)
+    }
+
+    /// After `idle` without an execution, lowers the target to the idle floor and drops the
+    /// containers above it. Returns how many it dropped.
+    pub(crate) fn shrink_if_idle(&self, idle: Duration) -> usize {
+        if self.last_use.lock().expect("pool lock").elapsed() < idle {
+            return 0;
+        }
+        let before = self.target.swap(self.idle_floor, Ordering::SeqCst);
+        if before > 0 && self.idle_floor == 0 {
+            self.budget.in_use.fetch_sub(1, Ordering::SeqCst);
+        }
+        let dropped: Vec<Started> = {
+            let mut ready = self.ready.lock().expect("pool lock");
+            let keep = self.idle_floor.min(ready.len());
+            ready.drain(keep..).collect()
+        };
+        self.budget.release(dropped.len());
+        dropped.len()
+    }
+
+    /// When the pool would next shrink if no execution comes.
+    pub(crate) fn idle_deadline(&self, idle: Duration) -> tokio::time::Instant {
+        *self.last_use.lock().expect("pool lock") + idle
+    }
+
+    pub fn snapshot(&self) -> PoolSnapshot {
+        let recent = {
+            let mut recent = self.started_recent.lock().expect("pool lock");
+            while recent.front().is_some_and(|t| t.elapsed() > RATE_WINDOW) {
+                recent.pop_front();
+            }
+            recent.len()
+        };
+        PoolSnapshot {
+            ready: self.ready(),
+            starting: self.pending.load(Ordering::SeqCst),
+            target: self.target(),
+            base: self.base,
+            share: self.share(),
+            server_held: self.budget.held(),
+            server_max: self.budget.max,
+            refill_per_second: recent as f64 / RATE_WINDOW.as_secs_f64(),
+            started_total: self.started_total.load(Ordering::SeqCst),
+        }
     }
 
     /// A ready container, or, when none is ready but a replacement is on its way that no
@@ -103,11 +317,16 @@ impl Pool {
     /// `None`: start one (cold).
     pub(crate) async fn take_or_wait(&self, limit: Duration) -> Option<Started> {
         let until = tokio::time::Instant::now() + limit;
+        let mut first = true;
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if let Some(ready) = self.take() {
+            let taken = self.take();
+            if std::mem::take(&mut first) {
+                self.used(taken.is_none(), self.ready() == 0);
+            }
+            if let Some(ready) = taken {
                 return Some(ready);
             }
             let waiting = self.waiting.fetch_add(1, Ordering::SeqCst);
@@ -125,9 +344,10 @@ impl Pool {
     /// [`Pool::put`] or [`Pool::failed`]).
     pub(crate) fn reserve(&self) -> usize {
         let have = self.ready() + self.pending.load(Ordering::SeqCst);
-        let missing = self.size.saturating_sub(have);
-        self.pending.fetch_add(missing, Ordering::SeqCst);
-        missing
+        let missing = self.target().saturating_sub(have);
+        let granted = self.budget.grant(missing);
+        self.pending.fetch_add(granted, Ordering::SeqCst);
+        granted
     }
 
     /// The image id new pooled containers are made from.
@@ -151,15 +371,27 @@ impl Pool {
     /// Adds a started container made from `image`; one made from an image the pool has since
     /// left is dropped instead.
     pub(crate) fn put(&self, started: Started, image: &str) {
-        if *self.image.lock().expect("pool lock") == image {
-            self.ready.lock().expect("pool lock").push_back(started);
+        self.started_total.fetch_add(1, Ordering::SeqCst);
+        self.started_recent
+            .lock()
+            .expect("pool lock")
+            .push_back(Instant::now());
+        let current = *self.image.lock().expect("pool lock") == image;
+        let mut ready = self.ready.lock().expect("pool lock");
+        // Above the target (it shrank while this one started): dropped, and so removed.
+        if current && ready.len() < self.target() {
+            ready.push_back(started);
+        } else {
+            self.budget.release(1);
         }
+        drop(ready);
         self.failures.store(0, Ordering::SeqCst);
         self.pending.fetch_sub(1, Ordering::SeqCst);
         self.changed.notify_waiters();
     }
 
     pub(crate) fn failed(&self) {
+        self.budget.release(1);
         self.failures.fetch_add(1, Ordering::SeqCst);
         self.pending.fetch_sub(1, Ordering::SeqCst);
         self.changed.notify_waiters();
@@ -176,6 +408,7 @@ impl Pool {
     /// Empties the pool; the dropped containers are removed by their guards.
     pub(crate) fn drain(&self) -> usize {
         let drained: Vec<Started> = self.ready.lock().expect("pool lock").drain(..).collect();
+        self.budget.release(drained.len());
         drained.len()
     }
 }
@@ -195,7 +428,7 @@ mod tests {
 
     #[test]
     fn reserve_counts_what_is_missing_once() {
-        let pool = Pool::new(3, 100, "sha256:a".into());
+        let pool = Pool::new(3, 3, PoolBudget::new(3), 100, "sha256:a".into());
         assert_eq!(pool.reserve(), 3);
         assert_eq!(pool.reserve(), 0, "pending replacements count");
         pool.failed();
@@ -205,7 +438,7 @@ mod tests {
 
     #[test]
     fn an_empty_pool_is_a_cold_path() {
-        let pool = Pool::new(0, 100, "sha256:a".into());
+        let pool = Pool::new(0, 0, PoolBudget::new(0), 100, "sha256:a".into());
         assert_eq!(pool.reserve(), 0);
         assert!(pool.take().is_none());
         assert_eq!(pool.drain(), 0);
@@ -213,7 +446,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn waits_only_for_replacements_no_one_else_waits_for() {
-        let pool = std::sync::Arc::new(Pool::new(2, 100, "sha256:a".into()));
+        let pool = std::sync::Arc::new(Pool::new(2, 2, PoolBudget::new(2), 100, "sha256:a".into()));
         let limit = Duration::from_secs(30);
         assert!(
             pool.take_or_wait(limit).await.is_none(),
@@ -236,7 +469,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_wait_is_bounded() {
-        let pool = Pool::new(1, 100, "sha256:a".into());
+        let pool = Pool::new(1, 1, PoolBudget::new(1), 100, "sha256:a".into());
         assert_eq!(pool.reserve(), 1);
         let started = tokio::time::Instant::now();
         assert!(pool.take_or_wait(Duration::from_secs(5)).await.is_none());
@@ -253,7 +486,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn failures_are_signalled_and_counted() {
-        let pool = Pool::new(2, 100, "sha256:a".into());
+        let pool = Pool::new(2, 2, PoolBudget::new(2), 100, "sha256:a".into());
         assert_eq!(pool.reserve(), 2);
         pool.failed();
         pool.failed();
@@ -268,7 +501,7 @@ mod tests {
 
     #[test]
     fn retargeting_changes_the_image_once() {
-        let pool = Pool::new(1, 100, "sha256:a".into());
+        let pool = Pool::new(1, 1, PoolBudget::new(1), 100, "sha256:a".into());
         assert!(!pool.retarget("sha256:a"));
         assert!(pool.retarget("sha256:b"));
         assert_eq!(pool.image(), "sha256:b");

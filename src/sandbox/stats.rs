@@ -1,8 +1,11 @@
 //! Execution statistics for `get_execution_stats`: counts by status, latency percentiles over
-//! the most recent executions, and the number of sandbox containers alive right now. Lock-light
-//! and bounded: the latency window keeps the last [`LATENCY_WINDOW`] samples.
+//! the most recent executions, the number of sandbox containers alive right now, and where the
+//! time goes: cumulative count and total of each [`Phase`] of a container's life. Totals (not
+//! windows) so a reader takes two snapshots and divides the differences, which is how the
+//! execution bench attributes time to each of its rows. Lock-light and bounded: the latency
+//! window keeps the last [`LATENCY_WINDOW`] samples.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -14,6 +17,80 @@ use super::Status;
 /// Latency samples kept for the percentiles.
 pub const LATENCY_WINDOW: usize = 1024;
 
+/// A timed step of a container's life or of a call, in the order they happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// The engine's create call (cold starts and pool refills alike).
+    Create,
+    /// Attaching to the created container's streams.
+    Attach,
+    /// The engine's start call.
+    Start,
+    /// An execution waiting for a pooled container on its way (only when it waited).
+    PoolWait,
+    /// Writing the job to the container's stdin.
+    JobWritten,
+    /// From the job written to the container's first output.
+    FirstFrame,
+    /// From the job written to the `done` frame (or whatever stopped the frame loop).
+    Done,
+    /// Killing the container and asking how it ended, when it did not end with `done`.
+    KillWait,
+    /// The engine's remove call (in the background, after the answer).
+    Remove,
+    /// `Sandbox::run`: from asking for a slot to the outcome.
+    Run,
+    /// The whole `execute_code` call inside the server: checks, workspace snapshot, the run,
+    /// redaction and the response.
+    Call,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 11] = [
+        Phase::Create,
+        Phase::Attach,
+        Phase::Start,
+        Phase::PoolWait,
+        Phase::JobWritten,
+        Phase::FirstFrame,
+        Phase::Done,
+        Phase::KillWait,
+        Phase::Remove,
+        Phase::Run,
+        Phase::Call,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Create => "create",
+            Phase::Attach => "attach",
+            Phase::Start => "start",
+            Phase::PoolWait => "pool_wait",
+            Phase::JobWritten => "job_written",
+            Phase::FirstFrame => "first_frame",
+            Phase::Done => "done",
+            Phase::KillWait => "kill_wait",
+            Phase::Remove => "remove",
+            Phase::Run => "run",
+            Phase::Call => "call",
+        }
+    }
+}
+
+/// Cumulative count and total of one phase.
+#[derive(Debug, Default)]
+struct PhaseTotal {
+    count: AtomicU64,
+    total_us: AtomicU64,
+}
+
+/// One phase in a snapshot: how often it was timed and its total, since the server started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PhaseSnapshot {
+    pub count: u64,
+    pub total_ms: f64,
+}
+
 #[derive(Debug)]
 pub struct Stats {
     started: Instant,
@@ -22,6 +99,7 @@ pub struct Stats {
     latencies_ms: Mutex<VecDeque<f64>>,
     containers_running: AtomicI64,
     pooled: AtomicU64,
+    phases: [PhaseTotal; Phase::ALL.len()],
 }
 
 /// A point-in-time copy, shaped for the stats tool.
@@ -39,8 +117,19 @@ pub struct StatsSnapshot {
     pub containers_running: i64,
     /// Pre-started containers waiting for an execution.
     pub pool_ready: usize,
+    /// The pool: ready and starting containers, its target, base and share of the server's
+    /// budget, and how fast it refills.
+    pub pool: super::PoolSnapshot,
+    /// Used containers (all their processes ended) waiting for an idle engine to be removed,
+    /// server-wide.
+    pub removal_backlog: usize,
     /// Executions served by a pre-started container (the rest started their own).
     pub executions_pooled: u64,
+    /// Count and total time of each phase of a container's life since the server started
+    /// (create, attach, start, pool_wait, job_written, first_frame, done, kill_wait, remove)
+    /// and of the server's handling (run, call). The mean of a phase over a period is the
+    /// difference of two snapshots' totals over that of their counts.
+    pub phases: BTreeMap<String, PhaseSnapshot>,
 }
 
 impl Default for Stats {
@@ -58,7 +147,17 @@ impl Stats {
             latencies_ms: Mutex::new(VecDeque::with_capacity(LATENCY_WINDOW)),
             containers_running: AtomicI64::new(0),
             pooled: AtomicU64::new(0),
+            phases: Default::default(),
         }
+    }
+
+    /// Adds one timing of `phase`.
+    pub fn phase(&self, phase: Phase, took: Duration) {
+        let total = &self.phases[phase as usize];
+        total.count.fetch_add(1, Ordering::Relaxed);
+        total
+            .total_us
+            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
     }
 
     pub fn record(&self, status: Status, elapsed: Duration) {
@@ -108,7 +207,20 @@ impl Stats {
             latency_samples: sorted.len(),
             containers_running: self.containers_running.load(Ordering::Relaxed),
             pool_ready: 0,
+            pool: Default::default(),
+            removal_backlog: 0,
             executions_pooled: self.pooled.load(Ordering::Relaxed),
+            phases: Phase::ALL
+                .iter()
+                .map(|&p| {
+                    let t = &self.phases[p as usize];
+                    let snapshot = PhaseSnapshot {
+                        count: t.count.load(Ordering::Relaxed),
+                        total_ms: t.total_us.load(Ordering::Relaxed) as f64 / 1000.0,
+                    };
+                    (p.as_str().to_string(), snapshot)
+                })
+                .collect(),
         }
     }
 }
@@ -156,6 +268,25 @@ mod tests {
         assert_eq!(snap.executions_by_status["memory_limit"], 0);
         assert_eq!(snap.latency_samples, LATENCY_WINDOW);
         assert_eq!(snap.latency_ms_p50, Some(5.0));
+    }
+
+    #[test]
+    fn phases_add_up_per_phase() {
+        let s = Stats::new();
+        s.phase(Phase::Create, Duration::from_millis(30));
+        s.phase(Phase::Create, Duration::from_millis(10));
+        s.phase(Phase::Remove, Duration::from_micros(1500));
+        let snap = s.snapshot();
+        assert_eq!(snap.phases.len(), Phase::ALL.len());
+        assert_eq!(
+            snap.phases["create"],
+            PhaseSnapshot {
+                count: 2,
+                total_ms: 40.0
+            }
+        );
+        assert_eq!(snap.phases["remove"].total_ms, 1.5);
+        assert_eq!(snap.phases["done"].count, 0);
     }
 
     #[test]

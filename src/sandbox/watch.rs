@@ -18,15 +18,40 @@ impl Sandbox {
     /// `keep_pool_filled`).
     pub fn watch_engine(self: &Arc<Self>) {
         let sandbox = self.clone();
-        self.cleanup.spawn(async move {
+        self.cleanup.tracker.spawn(async move {
             let shutdown = sandbox.shutdown.clone();
             tokio::select! {
                 _ = shutdown.cancelled() => {}
                 _ = sandbox.follow_oom_events() => {}
                 _ = sandbox.follow_image_events() => {}
                 _ = sandbox.keep_pool_filled() => {}
+                _ = sandbox.shrink_pool_when_idle() => {}
             }
         });
+    }
+
+    /// Lets the pool breathe out: once no execution has asked for a container for
+    /// `--pool-idle-secs`, its target falls back to its idle floor and what is above goes.
+    async fn shrink_pool_when_idle(&self) {
+        let idle = self.settings.pool_idle;
+        if self.settings.pool_size == 0 || idle.is_zero() {
+            return std::future::pending().await;
+        }
+        loop {
+            let at = self.pool.idle_deadline(idle);
+            tokio::time::sleep_until(at).await;
+            let dropped = self.pool.shrink_if_idle(idle);
+            if dropped > 0 {
+                tracing::debug!(
+                    dropped,
+                    "the pool was idle: it gave back its extra containers"
+                );
+            }
+            if self.pool.idle_deadline(idle) <= tokio::time::Instant::now() {
+                // Still idle after shrinking: wait for the next use.
+                tokio::time::sleep(idle.min(std::time::Duration::from_secs(1))).await;
+            }
+        }
     }
 
     /// After a failed pool start (the engine is down, restarting or stuck), tries again after

@@ -34,6 +34,9 @@ pub fn config_in(dir: &Path) -> Config {
     // The pool is exercised in every test, at a size that keeps parallel tests light on the
     // engine (tests about the pool set their own).
     c.pool_size = 1;
+    // A fixed pool: tests count containers and pooled executions, which a pool growing under
+    // their bursts would change (`TestApp::start_with` keeps it at the test's pool size).
+    c.pool_max = c.pool_size;
     // Pooled containers import nothing ahead: preloading pandas into every pooled container
     // costs a core-second each, which hundreds of test executions would pay for nothing (the
     // tests of preloading set it).
@@ -60,7 +63,11 @@ impl TestApp {
     pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = config_in(dir.path());
+        let fixed_pool = config.pool_max == config.pool_size;
         adjust(&mut config);
+        if fixed_pool {
+            config.pool_max = config.pool_max.max(config.pool_size);
+        }
         let starting = SERVER_STARTS.read().await;
         let app = App::start(config)
             .await
@@ -327,11 +334,28 @@ pub fn serve_command(dir: &Path, args: &[&str]) -> Command {
         .arg("--skills-dir")
         .arg(dir.join("skills"))
         .args(args)
+        .args(fixed_pool(args))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
         .kill_on_drop(true);
     command
+}
+
+/// As in `config_in`: a fixed pool (`--pool-max` at the pool size) unless the test sets one.
+fn fixed_pool(args: &[&str]) -> Vec<String> {
+    if args.contains(&"--pool-max") {
+        return Vec::new();
+    }
+    let size = args
+        .iter()
+        .position(|a| *a == "--pool-size")
+        .and_then(|i| args.get(i + 1))
+        .map_or_else(
+            || Config::defaults().pool_size.to_string(),
+            |s| s.to_string(),
+        );
+    vec!["--pool-max".into(), size]
 }
 
 /// Managed containers owned by process `pid` of this host.

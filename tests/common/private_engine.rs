@@ -39,6 +39,8 @@ const STOP_LIMIT: Duration = Duration::from_secs(45);
 pub struct PrivateEngine {
     dir: PathBuf,
     driver: &'static str,
+    /// Extra daemon arguments (a runtime, say).
+    extra: Vec<String>,
     child: Option<Child>,
     started: u32,
 }
@@ -47,6 +49,12 @@ impl PrivateEngine {
     /// Starts the daemon, trying each storage driver; panics with the daemon's log when none
     /// works.
     pub async fn start() -> Self {
+        Self::start_with(&DRIVERS, &[]).await
+    }
+
+    /// Starts the daemon with the first of `drivers` that works and `extra` arguments (e.g.
+    /// `--add-runtime=crun=/usr/bin/crun`); panics with the daemon's log when none works.
+    pub async fn start_with(drivers: &[&'static str], extra: &[String]) -> Self {
         // Short: unix socket paths are limited to 108 bytes, containerd's included.
         let dir = std::env::temp_dir().join(format!(
             "cem-engine-{}-{}",
@@ -59,12 +67,13 @@ impl PrivateEngine {
         std::fs::write(dir.join("daemon.json"), "{}").unwrap();
         let mut engine = Self {
             dir,
-            driver: DRIVERS[0],
+            driver: drivers[0],
+            extra: extra.to_vec(),
             child: None,
             started: 0,
         };
         let mut logs = String::new();
-        for driver in DRIVERS {
+        for &driver in drivers {
             engine.driver = driver;
             if engine.spawn_and_wait().await {
                 eprintln!(
@@ -225,6 +234,9 @@ impl PrivateEngine {
             "--ip6tables=false".into(),
             "--ip-masq=false".into(),
         ]
+        .into_iter()
+        .chain(self.extra.iter().cloned())
+        .collect()
     }
 
     async fn spawn_and_wait(&mut self) -> bool {

@@ -26,6 +26,7 @@ use crate::sandbox::channel::{
 use crate::sandbox::docker::EngineError;
 use crate::sandbox::output::BoundedText;
 use crate::sandbox::returned::{MAX_IMAGE_BYTES, Returned};
+use crate::sandbox::stats::Phase;
 
 /// Bytes the server reads from one container before it kills it as a flood. The harness
 /// stops forwarding at the output limits, so only code that bypasses it gets here.
@@ -112,8 +113,10 @@ pub(super) async fn serve(
     input: &mut InputSink,
     cancel: &CancellationToken,
     deadline: TokioInstant,
+    job_written: std::time::Instant,
 ) -> Result<(Stop, Collector), EngineError> {
     let mut c = Collector::new(runner.limits);
+    let mut first = true;
     let cap = hard_cap(runner.limits);
     let mut pending: FuturesUnordered<PendingCall<'_>> = FuturesUnordered::new();
     let stop = loop {
@@ -127,6 +130,12 @@ pub(super) async fn serve(
             }
             chunk = output.next() => chunk,
         };
+        if std::mem::take(&mut first) {
+            runner
+                .cleanup
+                .stats
+                .phase(Phase::FirstFrame, job_written.elapsed());
+        }
         let message = match chunk {
             None => break Stop::Eof,
             Some(Err(e)) => return Err(e.lost_if_unreachable()),

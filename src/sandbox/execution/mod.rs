@@ -16,7 +16,7 @@ mod outcome;
 mod start;
 
 pub use outcome::{Outcome, Status};
-pub(crate) use start::{Source, Started, start};
+pub(crate) use start::{Cleanup, Source, Started, start};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,7 +25,6 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant as TokioInstant;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use super::backend::Backend;
 use super::channel::{CallHandler, HarnessLimits};
@@ -70,14 +69,18 @@ pub const DEFAULT_START_LIMIT: Duration = Duration::from_secs(30);
 
 /// How long output is drained after the execution has ended (the removal ends it sooner).
 const DRAIN_LIMIT: Duration = Duration::from_secs(60);
+/// How long a container has, after its execution's outcome, to end by itself (its output
+/// closing) before it is removed at once instead of through the removal backlog. The harness
+/// exits right after `done`; code that outlives it (a forged `done`) is removed at once.
+const END_GRACE: Duration = Duration::from_secs(2);
 
 /// What every execution of one sandbox shares.
 pub(crate) struct Runner<'a> {
     pub backend: &'a Arc<dyn Backend>,
     pub limits: HarnessLimits,
     pub calls: &'a dyn CallHandler,
-    /// Background removals and drains, awaited at shutdown.
-    pub tracker: &'a TaskTracker,
+    /// Background removals and drains (awaited at shutdown), the stats, the removal backlog.
+    pub cleanup: &'a Cleanup,
     pub oom: &'a OomEvents,
     /// Whether the engine reports OOM kills; when it does not, an exit by SIGKILL is reported
     /// as a likely memory-limit kill without waiting for an event that never comes.
@@ -115,20 +118,37 @@ pub(crate) async fn execute(
         name,
         mut output,
         mut input,
-        guard: _guard,
+        guard,
     } = ready;
     let job_sent = started.elapsed();
     // The code's time starts now: starting its container is the engine's time.
     let deadline = TokioInstant::now() + job.timeout;
 
-    let (stop, collected) =
-        frames::serve(runner, job, &mut output, &mut input, cancel, deadline).await?;
+    let job_written = Instant::now();
+    let (stop, collected) = frames::serve(
+        runner,
+        job,
+        &mut output,
+        &mut input,
+        cancel,
+        deadline,
+        job_written,
+    )
+    .await?;
+    runner
+        .cleanup
+        .stats
+        .phase(super::stats::Phase::Done, job_written.elapsed());
     drop(input);
     // Keep draining until the container is gone: the engine blocks a container (and a kill of
-    // it) on an attached client that stops reading.
-    runner.tracker.spawn(async move {
+    // it) on an attached client that stops reading. The end of the output is the sign that
+    // every process of the container has ended.
+    let (ended_tx, ended) = tokio::sync::oneshot::channel::<()>();
+    runner.cleanup.tracker.spawn(async move {
         let drain = async { while output.next().await.is_some() {} };
-        let _ = tokio::time::timeout(DRAIN_LIMIT, drain).await;
+        if tokio::time::timeout(DRAIN_LIMIT, drain).await.is_ok() {
+            let _ = ended_tx.send(());
+        }
     });
 
     let elapsed = started.elapsed();
@@ -138,7 +158,7 @@ pub(crate) async fn execute(
         ended_us = elapsed.as_micros() as u64,
         "execution timings"
     );
-    let ended = outcome::Ended {
+    let ended_at = outcome::Ended {
         stop,
         collected,
         id: &name,
@@ -146,5 +166,21 @@ pub(crate) async fn execute(
         elapsed,
         breaks_seen,
     };
-    outcome::classify(runner, job, ended).await
+    let classified = Instant::now();
+    let outcome = outcome::classify(runner, job, ended_at).await;
+    if stop != frames::Stop::Done {
+        runner
+            .cleanup
+            .stats
+            .phase(super::stats::Phase::KillWait, classified.elapsed());
+    }
+    // The removal waits (briefly, in the background) for the container to end by itself, so
+    // that it may go through the backlog; dropped at once, the guard removes it at once.
+    runner.cleanup.tracker.spawn(async move {
+        match tokio::time::timeout(END_GRACE, ended).await {
+            Ok(Ok(())) => guard.ended(),
+            _ => drop(guard),
+        }
+    });
+    outcome
 }

@@ -3,7 +3,7 @@
 //! the pool already started; then sent its job, all within the start deadline.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
 use tokio::io::AsyncWriteExt;
@@ -14,37 +14,64 @@ use super::{Job, Runner};
 use crate::sandbox::backend::{Backend, InputSink, OutputStream};
 use crate::sandbox::channel::ToHarness;
 use crate::sandbox::docker::EngineError;
+use crate::sandbox::removal::{self, Removals};
 use crate::sandbox::spec::SandboxSpec;
+use crate::sandbox::stats::{Phase, Stats};
 
-/// Removes its container when dropped, in the background, tracked so shutdown can wait.
+/// What a container's guard needs to remove it: the task tracker shutdown waits on, the
+/// stats its removal is timed in, and the backlog a stopped container may wait in.
+#[derive(Clone)]
+pub(crate) struct Cleanup {
+    pub tracker: TaskTracker,
+    pub stats: Arc<Stats>,
+    pub removals: Arc<Removals>,
+}
+
+/// Removes its container when dropped: at once, in the background, tracked so shutdown can
+/// wait; or, once [`ContainerGuard::ended`] says every process of it has ended, through the
+/// removal backlog ([`Removals`]).
 pub(crate) struct ContainerGuard {
     backend: Arc<dyn Backend>,
     id: String,
-    tracker: TaskTracker,
+    cleanup: Cleanup,
     /// Whether the engine answered the create. A create abandoned half-way (its execution
     /// timed out or was cancelled) may still land after a first removal found nothing, so
     /// then the removal is repeated for a few seconds.
     created: bool,
+    /// The container's output ended after its execution: nothing in it runs any more.
+    ended: bool,
 }
 
 impl ContainerGuard {
-    pub(crate) fn new(backend: Arc<dyn Backend>, id: String, tracker: TaskTracker) -> Self {
+    pub(crate) fn new(backend: Arc<dyn Backend>, id: String, cleanup: Cleanup) -> Self {
         Self {
             backend,
             id,
-            tracker,
+            cleanup,
             created: false,
+            ended: false,
         }
+    }
+
+    /// Drops the guard of a container whose processes have all ended: its removal may wait
+    /// for an idle engine.
+    pub(crate) fn ended(mut self) {
+        self.ended = true;
     }
 }
 
 impl Drop for ContainerGuard {
     fn drop(&mut self) {
-        let backend = self.backend.clone();
         let id = std::mem::take(&mut self.id);
+        let cleanup = &self.cleanup;
+        if self.created && self.ended && cleanup.removals.defers() {
+            cleanup.removals.defer(id, cleanup.stats.clone());
+            return;
+        }
+        let (backend, stats) = (self.backend.clone(), cleanup.stats.clone());
         let created = self.created;
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            self.tracker.spawn_on(
+            cleanup.tracker.spawn_on(
                 async move {
                     if !created {
                         // Removing a name the engine does not know (yet) succeeds: repeat it.
@@ -53,16 +80,7 @@ impl Drop for ContainerGuard {
                             let _ = backend.remove(&id).await;
                         }
                     }
-                    // Retried, so an engine restarting under us does not leave the container.
-                    for delay in [1, 2, 4, 8, 0] {
-                        match backend.remove(&id).await {
-                            Ok(()) => return,
-                            Err(e) if delay == 0 => {
-                                tracing::warn!(container = %id, "could not remove sandbox container: {e}; the next start removes it");
-                            }
-                            Err(_) => tokio::time::sleep(Duration::from_secs(delay)).await,
-                        }
-                    }
+                    removal::remove(backend.as_ref(), &id, &stats).await;
                 },
                 &handle,
             );
@@ -97,14 +115,21 @@ pub(crate) async fn start(
     backend: &Arc<dyn Backend>,
     spec: &SandboxSpec,
     name: &str,
-    tracker: &TaskTracker,
+    cleanup: &Cleanup,
 ) -> Result<Started, EngineError> {
-    let mut guard = ContainerGuard::new(backend.clone(), name.to_string(), tracker.clone());
+    let stats = &cleanup.stats;
+    let mut guard = ContainerGuard::new(backend.clone(), name.to_string(), cleanup.clone());
+    let t = Instant::now();
     let created = backend.create(name, spec).await;
     guard.created = true;
     created?;
+    stats.phase(Phase::Create, t.elapsed());
+    let t = Instant::now();
     let attached = backend.attach(name).await?;
+    stats.phase(Phase::Attach, t.elapsed());
+    let t = Instant::now();
     backend.start(name).await?;
+    stats.phase(Phase::Start, t.elapsed());
     Ok(Started {
         name: name.to_string(),
         output: attached.output,
@@ -139,7 +164,7 @@ pub(super) async fn ready_for_job(
     let setup = async {
         let mut ready = match source {
             Source::Warm(ready) => ready,
-            Source::Cold(spec, name) => start(runner.backend, spec, name, runner.tracker).await?,
+            Source::Cold(spec, name) => start(runner.backend, spec, name, runner.cleanup).await?,
         };
         let job_line = ToHarness::Job {
             code: &job.code,
@@ -149,6 +174,7 @@ pub(super) async fn ready_for_job(
         }
         .to_line();
         // The harness reads its job before it runs anything, so this completes promptly.
+        let t = Instant::now();
         ready
             .input
             .write_all(&job_line)
@@ -157,6 +183,7 @@ pub(super) async fn ready_for_job(
                 action: "deliver the job to the sandbox",
                 message: e.to_string(),
             })?;
+        runner.cleanup.stats.phase(Phase::JobWritten, t.elapsed());
         Ok::<_, EngineError>(ready)
     };
     tokio::select! {

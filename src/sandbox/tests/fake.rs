@@ -67,6 +67,8 @@ struct Container {
 struct State {
     containers: HashMap<String, Container>,
     created: Vec<String>,
+    /// The `--preload` list of each container created, in creation order.
+    preloads: Vec<Vec<String>>,
     removed: HashSet<String>,
     killed: Vec<String>,
     jobs: Vec<String>,
@@ -127,6 +129,11 @@ impl FakeEngine {
     /// Names of the containers created so far, in order.
     pub fn created(&self) -> Vec<String> {
         self.state().created.clone()
+    }
+
+    /// The preload list each container was created with, in creation order.
+    pub fn preloads(&self) -> Vec<Vec<String>> {
+        self.state().preloads.clone()
     }
 
     /// Containers created and not removed.
@@ -270,6 +277,7 @@ impl Backend for std::sync::Arc<FakeEngine> {
         }
         let mut state = self.state();
         state.created.push(name.to_string());
+        state.preloads.push(spec.preload.clone());
         state.containers.insert(
             name.to_string(),
             Container {

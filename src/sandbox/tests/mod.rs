@@ -4,6 +4,7 @@
 //! (cleanup on every path). The isolation the sandbox claims is tested against the real engine
 //! in `tests/`.
 
+mod breathing;
 mod execution;
 mod fake;
 mod pool;
@@ -41,6 +42,12 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         server_slots: Arc::new(tokio::sync::Semaphore::new(max_concurrency)),
         runtime: None,
         pool_size,
+        // A budget of one pool: no growth (the breathing tests give it more).
+        pool_budget: super::PoolBudget::new(pool_size),
+        pool_idle: Duration::ZERO,
+        pool_idle_floor: pool_size,
+        // Replaced by the rig with one on its own fake engine.
+        removals: super::Removals::new(Arc::new(Arc::new(FakeEngine::new(Vec::new()))), 0),
         pool_memory_bytes: 256 * MB,
         image_id: "sha256:one".into(),
         start_limit: Duration::from_secs(30),
@@ -59,7 +66,13 @@ struct Rig {
 
 impl Rig {
     fn new(script: Vec<Step>, settings: SandboxSettings) -> Self {
+        Self::with_backlog(script, settings, 0)
+    }
+
+    /// A rig whose used containers may wait in a removal backlog of `bound`.
+    fn with_backlog(script: Vec<Step>, mut settings: SandboxSettings, bound: usize) -> Self {
         let engine = Arc::new(FakeEngine::new(script));
+        settings.removals = super::Removals::new(Arc::new(engine.clone()), bound);
         let stats = Arc::new(Stats::new());
         let sandbox = Arc::new(Sandbox::new(
             Arc::new(engine.clone()),
