@@ -571,7 +571,12 @@ impl App {
         execute_request::check_job_size(&code, &context_vars)?;
         let limits =
             execute_request::clamp(timeout_seconds, memory_mb, &self.config.execute_bounds())?;
-        self.check_soft_quota().await?;
+        // One trip to a blocking thread: the soft quota, then what the workspace holds (to
+        // tell what the code produced).
+        let before = self
+            .with_workspace(|ws| ws.check_quota().map(|()| ws.snapshot().ok()))
+            .await
+            .map_err(ExecuteError::Workspace)?;
         let session = match &self.gateway {
             None => None,
             Some(view) => {
@@ -603,7 +608,6 @@ impl App {
                 ) as Arc<dyn crate::sandbox::CallHandler>
             }),
         };
-        let before = self.with_workspace(|ws| ws.snapshot()).await.ok();
         let ran = self.sandbox.run(job, cancel).await;
         let tool_calls = session.as_ref().map(|s| s.records()).unwrap_or_default();
         if let Some(view) = &self.gateway {
@@ -616,22 +620,19 @@ impl App {
         {
             error.push_str(&format!(". {}", self.no_space_hint()));
         }
-        if self.config.pii_output == PiiOutput::Tokenize {
-            let pii = self.pii.clone();
-            outcome = tokio::task::spawn_blocking(move || {
-                crate::privacy::redact_outcome(&pii, &mut outcome);
-                outcome
-            })
-            .await
-            .expect("redaction does not panic");
-        }
-        let returned = std::mem::take(&mut outcome.returned);
+        // One trip to a blocking thread: redaction, then the images and files produced.
+        let pii = (self.config.pii_output == PiiOutput::Tokenize).then(|| self.pii.clone());
         let (workspace, bounds) = (self.workspace.clone(), self.config.image_bounds());
-        let produced = tokio::task::spawn_blocking(move || {
-            crate::produced::prepare(returned, bounds, &workspace, before.as_ref())
+        let (outcome, produced) = tokio::task::spawn_blocking(move || {
+            if let Some(pii) = pii {
+                crate::privacy::redact_outcome(&pii, &mut outcome);
+            }
+            let returned = std::mem::take(&mut outcome.returned);
+            let produced = crate::produced::prepare(returned, bounds, &workspace, before.as_ref());
+            (outcome, produced)
         })
         .await
-        .expect("preparing images and files does not panic");
+        .expect("redaction and preparing images and files do not panic");
         Ok(Executed {
             outcome,
             limits,
