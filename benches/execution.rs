@@ -46,10 +46,11 @@
 //! `BENCH_THINK_MS` think time of the paced row (default 500); `BENCH_CALLS` calls per caller
 //! and per docker run loop in the throughput phase (default 10); `BENCH_SAMPLES=1` also prints
 //! every latency sample in call order; `CEM_POOL_SIZE` the pool size of the pooled rows;
-//! `BENCH_ENGINE=overlay2-crun` runs everything against a private engine the bench starts (its
+//! `BENCH_ENGINE=overlay2` runs everything against a private engine the bench starts (its
 //! own `dockerd` in its own network namespace, data root under the temp directory, the
-//! `overlay2` storage driver and `crun` as its default runtime, both from Debian's packages),
-//! into which it loads the sandbox image first. The servers inherit the
+//! `overlay2` storage driver and runc: a standard Docker setup), into which it loads the
+//! sandbox image first; `BENCH_ENGINE=overlay2-crun` does the same with `crun` (Debian's
+//! package) as the engine's default runtime. The servers inherit the
 //! environment, so `CEM_*` settings (e.g. `CEM_BASE_IMAGE` for the first image build) apply.
 //! The sandbox image is built first when missing (`code-execution-mcp image build`).
 //!
@@ -594,17 +595,22 @@ fn main() {
     // this process (and the servers and docker CLI it spawns) at it with DOCKER_HOST is safe.
     let engine = match std::env::var("BENCH_ENGINE").as_deref() {
         Err(_) | Ok("" | "default") => None,
-        Ok("overlay2-crun") => {
+        Ok(name @ ("overlay2" | "overlay2-crun")) => {
+            let runtime: &[String] = if name == "overlay2-crun" {
+                &[
+                    "--add-runtime=crun=/usr/bin/crun".into(),
+                    "--default-runtime=crun".into(),
+                ]
+            } else {
+                &[]
+            };
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("runtime");
             let engine = rt.block_on(private_engine::PrivateEngine::start_with(
                 &["overlay2"],
-                &[
-                    "--add-runtime=crun=/usr/bin/crun".into(),
-                    "--default-runtime=crun".into(),
-                ],
+                runtime,
             ));
             let image = std::process::Command::new(BIN)
                 .args(["image", "build"])
@@ -618,7 +624,7 @@ fn main() {
             unsafe { std::env::set_var("DOCKER_HOST", engine.host()) };
             Some(engine)
         }
-        Ok(other) => panic!("BENCH_ENGINE={other:?}: use `default` or `overlay2-crun`"),
+        Ok(other) => panic!("BENCH_ENGINE={other:?}: use `default`, `overlay2` or `overlay2-crun`"),
     };
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -249,8 +249,23 @@ impl PrivateEngine {
         writeln!(log, "=== start {} ({}) ===", self.started, self.driver).unwrap();
         // In a network namespace of its own: see the module docs. Sockets are paths, so they
         // work across namespaces; mounts are shared, so the workspace bind mounts work.
-        let child = Command::new("unshare")
-            .args(["--net", "--", "dockerd"])
+        let mut command = Command::new("unshare");
+        if self.extra.iter().any(|a| a.contains("crun")) && hybrid_cgroups() {
+            // crun refuses a hybrid cgroup layout (v1 controllers beside a cgroup2 mount that
+            // has controllers of its own): such a daemon gets a mount namespace of its own
+            // without the cgroup2 mount, which crun then sees as plain cgroup v1. The
+            // directories it bind-mounts already exist, so they are the same there.
+            command.args(["--net", "--mount", "--propagation", "private", "--"]);
+            command.args([
+                "sh",
+                "-c",
+                r#"umount /sys/fs/cgroup/unified && exec dockerd "$@""#,
+            ]);
+            command.arg("dockerd");
+        } else {
+            command.args(["--net", "--", "dockerd"]);
+        }
+        let child = command
             .args(self.args())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -325,6 +340,12 @@ impl Drop for PrivateEngine {
             );
         }
     }
+}
+
+/// Whether the host mixes cgroup v1 hierarchies with a cgroup2 mount that has controllers.
+fn hybrid_cgroups() -> bool {
+    std::fs::read_to_string("/sys/fs/cgroup/unified/cgroup.controllers")
+        .is_ok_and(|c| !c.trim().is_empty())
 }
 
 /// Whether `pid` is a running containerd (not a reused pid).
