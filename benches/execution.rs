@@ -342,6 +342,21 @@ impl Server {
 
     /// Waits until the pool holds at least `size` and its target, nothing is starting, and
     /// the removal backlog is empty: the work a row caused is done. Returns the phases then.
+    /// `n` calls back to back from a settled pool, and their phase row.
+    async fn back_to_back(&self, name: &str, n: usize, pool_size: usize) -> (Vec<Call>, PhaseRow) {
+        let before = self.settle(pool_size).await;
+        let mut calls = Vec::with_capacity(n);
+        for _ in 0..n {
+            calls.push(self.print1().await);
+        }
+        let row = PhaseRow {
+            name: name.into(),
+            client_mean: mean_client(&calls),
+            phases: self.settle(pool_size).await.since(&before),
+        };
+        (calls, row)
+    }
+
     async fn settle(&self, size: usize) -> Phases {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
@@ -728,16 +743,10 @@ async fn run() {
         phases: pooled.settle(pool_size).await.since(&before),
     });
     progress("pooled, back to back");
-    let before = pooled.settle(pool_size).await;
-    let mut back_to_back = Vec::with_capacity(knobs.n_short);
-    for _ in 0..knobs.n_short {
-        back_to_back.push(pooled.print1().await);
-    }
-    phase_rows.push(PhaseRow {
-        name: "pooled, back to back".into(),
-        client_mean: mean_client(&back_to_back),
-        phases: pooled.settle(pool_size).await.since(&before),
-    });
+    let (back_to_back, row) = pooled
+        .back_to_back("pooled, back to back", knobs.n_short, pool_size)
+        .await;
+    phase_rows.push(row);
     let grown = pooled.executions().await["pool"].clone();
     let mut throughput = Vec::new();
     let mut rss_load = 0;
@@ -788,16 +797,14 @@ async fn run() {
     ])
     .await;
     pids.push(fixed.pid);
-    let before = fixed.settle(pool_size).await;
-    let mut fixed_b2b = Vec::with_capacity(knobs.n_short);
-    for _ in 0..knobs.n_short {
-        fixed_b2b.push(fixed.print1().await);
-    }
-    phase_rows.push(PhaseRow {
-        name: "fixed pool, immediate removal, back to back".into(),
-        client_mean: mean_client(&fixed_b2b),
-        phases: fixed.settle(pool_size).await.since(&before),
-    });
+    let (fixed_b2b, row) = fixed
+        .back_to_back(
+            "fixed pool, immediate removal, back to back",
+            knobs.n_short,
+            pool_size,
+        )
+        .await;
+    phase_rows.push(row);
     let before = fixed.settle(pool_size).await;
     let calls = std::sync::Mutex::new(Vec::new());
     let took = concurrent(DOCKER_LOOPS, knobs.calls, async || {
