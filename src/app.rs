@@ -76,6 +76,8 @@ pub enum StartError {
         "the seccomp profile file {profile} is inside {mount}, which sandboxes mount, so their code could change it: point --workspace (CEM_WORKSPACE) and --skills-dir (CEM_SKILLS_DIR) at directories that do not contain --data-dir's `engine` directory (their defaults, under --data-dir, do not)"
     )]
     SeccompInMount { profile: PathBuf, mount: PathBuf },
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
 }
 
 /// Why an execution request did not run.
@@ -146,10 +148,25 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The node this server runs on, for `get_execution_stats`: `--node-name`, else the
+    /// engine's host name.
+    pub fn node_name(&self) -> &str {
+        self.config
+            .node_name
+            .as_deref()
+            .unwrap_or(&self.engine_info.host_name)
+    }
+}
+
+impl Shared {
     /// Connects to the engine, removes containers a crashed server left, makes sure the image
     /// exists (building it on first start) and loads the tool registry.
     pub async fn start(config: Config) -> Result<Arc<Self>, StartError> {
         config.validate().map_err(StartError::Config)?;
+        if config.shared_data {
+            let storage = crate::storage::require_shared(&config.data_dir())?;
+            tracing::info!("tenant data on shared storage: {storage}");
+        }
         let engine = Engine::connect().await?;
         let engine_info = engine.info().await?;
         match engine.features().await {

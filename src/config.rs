@@ -57,6 +57,17 @@ pub struct Config {
     #[arg(long, env = "CEM_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
 
+    /// The data directory is the volume every node of a swarm mounts: refuse to start when it
+    /// is on local storage (a shared mount that did not come up), and fail `/health` while it
+    /// cannot be read. See README, "Scale out".
+    #[arg(long, env = "CEM_SHARED_DATA")]
+    pub shared_data: bool,
+
+    /// This server's node, as `get_execution_stats` reports it [default: the engine's host
+    /// name].
+    #[arg(long, env = "CEM_NODE_NAME")]
+    pub node_name: Option<String>,
+
     /// Host directory bind-mounted at /workspace in every sandbox [default: DATA_DIR/workspace].
     /// Not with tokens: each tenant has DATA_DIR/tenants/NAME/workspace.
     #[arg(long, env = "CEM_WORKSPACE")]

@@ -9,8 +9,8 @@ use crate::config::Config;
 use crate::sandbox::spec::LABEL_MANAGED;
 use crate::sandbox::stats::Stats;
 use crate::sandbox::{
-    Backend, BuiltinCalls, Engine, HarnessLimits, Job, Sandbox, SandboxSettings, Status, image,
-    seccomp_file,
+    Backend, BuiltinCalls, Engine, HarnessLimits, Job, Sandbox, SandboxSettings, Status, SwarmNode,
+    image, seccomp_file,
 };
 
 /// One check's verdict.
@@ -56,16 +56,23 @@ pub async fn run(config: &Config) -> Vec<Check> {
             return checks;
         }
     };
-    let (mut kind, mut oom_reported) = (String::new(), true);
+    let (mut kind, mut oom_reported, mut swarm) = (String::new(), true, None);
     match engine.info().await {
         Ok(info) => {
             kind = info.kind.clone();
             oom_reported = info.reports_oom_kills();
+            swarm = info.swarm.clone();
             let api_ok = version_at_least(&info.api_version, 1, 41);
-            let detail = format!(
-                "{} {} (API {}), kernel {}",
-                info.kind, info.version, info.api_version, info.kernel
+            let mut detail = format!(
+                "{} {} (API {}), kernel {}, host {}",
+                info.kind, info.version, info.api_version, info.kernel, info.host_name
             );
+            if let Some(node) = &info.swarm {
+                detail.push_str(&format!(", swarm node {}", node.node_id));
+                if node.nodes > 0 {
+                    detail.push_str(&format!(" of {} nodes", node.nodes));
+                }
+            }
             checks.push(if api_ok {
                 Check::pass("engine", detail)
             } else {
@@ -110,6 +117,8 @@ pub async fn run(config: &Config) -> Vec<Check> {
         )),
     }
 
+    checks.push(storage_check(config, swarm.as_ref()));
+
     let tag = config.image_tag();
     let image_present = matches!(image::image_id(&engine, &tag).await, Ok(Some(_)));
     checks.push(if image_present {
@@ -131,14 +140,60 @@ pub async fn run(config: &Config) -> Vec<Check> {
     }
 
     if image_present {
-        checks.push(memory_enforced(engine, &kind, oom_reported, tag).await);
+        checks.push(memory_enforced(engine, config, &kind, oom_reported, tag).await);
     }
     checks
 }
 
+/// The data directory: there, writable, and on shared storage where it must be (with
+/// `--shared-data`, or on an engine that is a node of a swarm of several).
+fn storage_check(config: &Config, swarm: Option<&SwarmNode>) -> Check {
+    let dir = config.data_dir();
+    let storage = match crate::storage::inspect(&dir) {
+        Ok(s) => s,
+        Err(e) => {
+            return Check::fail(
+                "storage",
+                e.to_string(),
+                "create the data directory (--data-dir, CEM_DATA_DIR), or mount the shared volume there",
+            );
+        }
+    };
+    let probe = dir.join(format!(".doctor-{}", uuid::Uuid::new_v4().simple()));
+    if let Err(e) = std::fs::write(&probe, b"probe").and_then(|()| std::fs::remove_file(&probe)) {
+        return Check::fail(
+            "storage",
+            format!("{} is not writable: {e}", dir.display()),
+            "make the data directory writable by the server",
+        );
+    }
+    let several_nodes = swarm.is_some_and(|n| n.nodes > 1);
+    let detail = format!("{} on {storage}, writable", dir.display());
+    if storage.is_local() && (config.shared_data || several_nodes) {
+        return Check::fail(
+            "storage",
+            format!("{detail}, but local to this node"),
+            "mount the volume every node shares (GlusterFS, NFS, CephFS) at the data directory on this node before the engine starts; see README, \"Scale out\"",
+        );
+    }
+    Check::pass("storage", detail)
+}
+
 /// Runs a container with a 64 MB limit that allocates 256 MB and expects a memory-limit kill.
-async fn memory_enforced(engine: Engine, kind: &str, oom_reported: bool, image: String) -> Check {
-    let dir = std::env::temp_dir().join(format!("cem-doctor-{}", uuid::Uuid::new_v4().simple()));
+/// The check's workspace is made under the data directory when it exists: in a container (the
+/// Compose or Swarm deployment) that is the mount the engine can bind, through the same path
+/// translation as the server's workspaces; elsewhere the temp directory.
+async fn memory_enforced(
+    engine: Engine,
+    config: &Config,
+    kind: &str,
+    oom_reported: bool,
+    image: String,
+) -> Check {
+    let parent = Some(config.data_dir())
+        .filter(|d| d.is_dir())
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = parent.join(format!(".cem-doctor-{}", uuid::Uuid::new_v4().simple()));
     let workspace = dir.join("workspace");
     let prepared = std::fs::create_dir_all(&workspace)
         .and_then(|()| {
@@ -155,7 +210,32 @@ async fn memory_enforced(engine: Engine, kind: &str, oom_reported: bool, image: 
             return Check::fail(
                 "memory limit",
                 format!("cannot prepare {}: {e}", dir.display()),
-                "make the temp directory writable",
+                "make the data directory (or, without one, the temp directory) writable",
+            );
+        }
+    };
+    // Both paths as the engine sees them (a doctor in the server's container translates them).
+    let on_engine = match crate::host_paths::HostPaths::detect(&engine).await {
+        Ok(paths) => {
+            let translate =
+                |p: &std::path::Path| paths.to_engine(&p.canonicalize().unwrap_or(p.to_path_buf()));
+            translate(&workspace).and_then(|w| match &seccomp {
+                crate::sandbox::spec::Seccomp::File(f) => {
+                    Ok((w, crate::sandbox::spec::Seccomp::File(translate(f)?)))
+                }
+                inline => Ok((w, inline.clone())),
+            })
+        }
+        Err(e) => Err(e),
+    };
+    let (workspace, seccomp) = match on_engine {
+        Ok(pair) => pair,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Check::fail(
+                "memory limit",
+                format!("cannot hand {} to the engine: {e}", dir.display()),
+                "run doctor where the server runs, with the same mounts",
             );
         }
     };

@@ -56,6 +56,7 @@ pub mod sandbox;
 mod sandbox_calls;
 pub mod shipped;
 pub mod skills;
+pub mod storage;
 pub mod transport;
 pub mod workspace;
 

@@ -59,6 +59,16 @@ pub struct EngineStats {
     pub api_version: String,
 }
 
+/// The node that served this call: with several servers behind a proxy (a swarm), which one.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct NodeStats {
+    /// `--node-name` (CEM_NODE_NAME), else the engine's host name.
+    pub name: String,
+    /// The engine's swarm node ID, when it is a node of a swarm.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub swarm_node_id: Option<String>,
+}
+
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ImageStats {
     pub name: String,
@@ -73,6 +83,7 @@ pub struct ExecutionStatsResponse {
     pub capabilities: Vec<String>,
     pub limits: LimitStats,
     pub engine: EngineStats,
+    pub node: NodeStats,
     pub image: ImageStats,
     pub executions: StatsSnapshot,
     /// Upstream MCP tool calls made from code, per upstream (with `--upstreams`).
@@ -83,7 +94,7 @@ pub struct ExecutionStatsResponse {
 #[tool_router(router = stats_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
-        description = "Statistics of the execution environment: workspace use and quota, skills, tool registry, limits, Docker engine and image, executions by status with latency p50/p99, containers running, the pool (ready, target, refill rate) and where execution time goes (engine phases).",
+        description = "Statistics of the execution environment: workspace use and quota, skills, tool registry, limits, Docker engine and image, executions by status with latency p50/p99, containers running, the node that served, the pool (ready, target, refill rate) and where execution time goes (engine phases).",
         annotations(
             title = "Execution statistics",
             read_only_hint = true,
@@ -153,6 +164,15 @@ impl CodeExecutionServer {
                 kind: app.shared.engine_info.kind.clone(),
                 version: app.shared.engine_info.version.clone(),
                 api_version: app.shared.engine_info.api_version.clone(),
+            },
+            node: NodeStats {
+                name: app.shared.node_name().to_string(),
+                swarm_node_id: app
+                    .shared
+                    .engine_info
+                    .swarm
+                    .as_ref()
+                    .map(|s| s.node_id.clone()),
             },
             image: ImageStats {
                 name: app.shared.image.clone(),

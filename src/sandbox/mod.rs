@@ -40,7 +40,7 @@ use tokio_util::task::TaskTracker;
 
 pub use backend::Backend;
 pub use channel::{BuiltinCalls, CallHandler, HarnessLimits};
-pub use docker::{Engine, EngineError, EngineInfo};
+pub use docker::{Engine, EngineError, EngineInfo, SwarmNode};
 pub use execution::{DEFAULT_START_LIMIT, Job, Outcome, Status};
 pub use output::{BoundedText, OutputTap};
 pub use pool::{PoolBudget, PoolSnapshot};

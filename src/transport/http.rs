@@ -142,9 +142,13 @@ pub async fn serve_http(
             }))
         }
     };
+    let config = access.config();
     let state = Arc::new(HttpState {
         endpoint,
         engine: access.engine().clone(),
+        storage: config
+            .shared_data
+            .then(|| crate::storage::StorageWatch::start(config.data_dir())),
     });
     let hosts = access.config().allowed_hosts.join(",");
     let router = axum::Router::new()
@@ -191,6 +195,8 @@ enum Endpoint {
 struct HttpState {
     endpoint: Endpoint,
     engine: Engine,
+    /// With `--shared-data`, the watch of the data directory `/health` also consults.
+    storage: Option<Arc<crate::storage::StorageWatch>>,
 }
 
 /// The MCP service a request is for, found by [`authenticate`].
@@ -233,17 +239,23 @@ async fn mcp_endpoint(request: Request) -> Response {
     service.handle(request).await.into_response()
 }
 
-/// `GET /health`: 200 while the Docker engine answers, 503 otherwise. Unauthenticated, and
+/// `GET /health`: 200 while the Docker engine answers (and, with `--shared-data`, the data
+/// directory's watch has no failed or hung read), 503 otherwise. Unauthenticated, and
 /// tells nothing about tenants.
 async fn health(State(state): State<Arc<HttpState>>) -> Response {
-    if state.engine.ping(std::time::Duration::from_secs(3)).await {
-        json_answer(StatusCode::OK, serde_json::json!({"status": "ok"}))
-    } else {
+    let unavailable = |reason: &str| {
         json_answer(
             StatusCode::SERVICE_UNAVAILABLE,
-            serde_json::json!({"status": "unavailable", "reason": "the Docker engine does not answer"}),
+            serde_json::json!({"status": "unavailable", "reason": reason}),
         )
+    };
+    if !state.engine.ping(std::time::Duration::from_secs(3)).await {
+        return unavailable("the Docker engine does not answer");
     }
+    if let Some(Err(reason)) = state.storage.as_ref().map(|w| w.verdict()) {
+        return unavailable(&reason);
+    }
+    json_answer(StatusCode::OK, serde_json::json!({"status": "ok"}))
 }
 
 /// Asks `GET /health` of a server listening on `listen` (loopback for an unspecified address);

@@ -54,6 +54,19 @@ pub struct EngineInfo {
     pub api_version: String,
     pub os: String,
     pub kernel: String,
+    /// The engine's host name (`docker info`'s Name).
+    pub host_name: String,
+    /// The swarm this engine is a node of, when it is an active node of one.
+    pub swarm: Option<SwarmNode>,
+}
+
+/// This engine's place in a Docker Swarm.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SwarmNode {
+    pub node_id: String,
+    /// Nodes and managers the swarm has (reported by managers only; 0 on a worker).
+    pub nodes: i64,
+    pub managers: i64,
 }
 
 impl EngineInfo {
@@ -163,12 +176,27 @@ impl Engine {
             .unwrap_or_default()
             .iter()
             .any(|c| c.name.contains("Podman"));
+        let system = self
+            .docker
+            .info()
+            .await
+            .map_err(|e| EngineError::api("report its system information", e))?;
+        let swarm = system.swarm.and_then(|s| {
+            let active = s.local_node_state == Some(bollard::models::LocalNodeState::ACTIVE);
+            active.then(|| SwarmNode {
+                node_id: s.node_id.unwrap_or_default(),
+                nodes: s.nodes.unwrap_or(0),
+                managers: s.managers.unwrap_or(0),
+            })
+        });
         Ok(EngineInfo {
             kind: if podman { "Podman" } else { "Docker" }.into(),
             version: v.version.unwrap_or_default(),
             api_version: v.api_version.unwrap_or_default(),
             os: v.os.unwrap_or_default(),
             kernel: v.kernel_version.unwrap_or_default(),
+            host_name: system.name.unwrap_or_default(),
+            swarm,
         })
     }
 
@@ -228,6 +256,8 @@ mod tests {
             api_version: "1.41".into(),
             os: "linux".into(),
             kernel: String::new(),
+            host_name: String::new(),
+            swarm: None,
         };
         assert!(info("Docker", "20.10.24").reports_oom_kills());
         assert!(!info("Podman", "4.3.1").reports_oom_kills());
