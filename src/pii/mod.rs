@@ -363,10 +363,20 @@ impl PiiEngine {
     /// `{"api_key": "…"}` are detected as `ssn: 123456789` and `api_key: …` would be. If two keys
     /// of one object sanitize to the same string, later ones get a `#2`, `#3`… suffix.
     pub fn sanitize_json(&self, v: &Value) -> Value {
-        let mut fresh = Vec::new();
-        let sanitized = self.json(v, None, 0, &mut fresh);
-        self.persist(&fresh);
-        sanitized
+        self.together(|batch| batch.json(v))
+    }
+
+    /// Sanitizes several texts and JSON values as one call: the values new to the vault are
+    /// written to its file once, when `f` returns (one `fdatasync` for a whole execution's
+    /// outcome rather than one per part).
+    pub fn together<R>(&self, f: impl FnOnce(&mut Batch<'_>) -> R) -> R {
+        let mut batch = Batch {
+            engine: self,
+            fresh: Vec::new(),
+        };
+        let r = f(&mut batch);
+        self.persist(&batch.fresh);
+        r
     }
 
     fn json(
@@ -467,6 +477,24 @@ impl PiiEngine {
             return s.to_owned();
         }
         self.replace(s, &found, fresh).text
+    }
+}
+
+/// Sanitizing as one call (see [`PiiEngine::together`]).
+pub struct Batch<'a> {
+    engine: &'a PiiEngine,
+    fresh: Vec<(PiiKind, String)>,
+}
+
+impl Batch<'_> {
+    /// [`PiiEngine::sanitize`]'s text.
+    pub fn text(&mut self, text: &str) -> String {
+        self.engine.sanitize_in_context(None, text, &mut self.fresh)
+    }
+
+    /// [`PiiEngine::sanitize_json`].
+    pub fn json(&mut self, v: &Value) -> Value {
+        self.engine.json(v, None, 0, &mut self.fresh)
     }
 }
 

@@ -286,6 +286,16 @@ fn one_sanitize_call_is_one_record() {
     // Values already in the vault write nothing.
     pii.sanitize("a@example.com again");
     assert_eq!(std::fs::metadata(&path).unwrap().len(), one);
+    // Several parts sanitized together (an execution's outcome): one record.
+    let (text, json) = pii.together(|batch| {
+        (
+            batch.text("from d@example.com"),
+            batch.json(&serde_json::json!(["e@example.com"])),
+        )
+    });
+    assert!(text.starts_with("from [EMAIL_") && json[0].as_str().unwrap().starts_with("[EMAIL_"));
+    let two = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(two - one, 4 + 24 + 16 + 2 * 18);
 }
 
 /// The cost of what a sanitize call that minted a token adds: one append and `fdatasync`.
