@@ -78,7 +78,7 @@ fn tokens_restore_after_a_reopen_and_the_file_never_holds_the_values() {
     }
     for token in sanitized.tokens.keys() {
         assert!(!holds(token.as_bytes()), "{token} is in the file");
-        assert!(!holds(token[token.len() - 9..token.len() - 1].as_bytes()));
+        assert!(!holds(&token.as_bytes()[token.len() - 9..token.len() - 1]));
     }
 }
 
@@ -305,7 +305,7 @@ fn one_sanitize_call_is_one_record() {
 fn append_cost() {
     let dir = std::env::var_os("VAULT_BENCH_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir());
+        .unwrap_or_else(std::env::temp_dir);
     let dir = tempfile::tempdir_in(dir).unwrap();
     let path = dir.path().join("pii/vault");
     let persisted = engine(&path, A, 100_000);
