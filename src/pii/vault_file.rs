@@ -216,7 +216,9 @@ impl VaultFile {
             .write_all(&buf)
             .and_then(|()| self.file.sync_data());
         if let Err(e) = written {
-            // A partial record in the middle would hide every later one from readers.
+            // A partial record in the middle would hide every later one from readers. (Should
+            // another server have appended since `before`, its record goes too: it stays in that
+            // server's memory, as a failed append leaves this one's.)
             if let Ok(len) = before {
                 let _ = self.file.set_len(len);
             }
