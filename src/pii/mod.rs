@@ -25,8 +25,10 @@
 //!   sharing the key and the storage restores the tokens any of them minted for the tenant.
 //!
 //! Restore rules (what can turn a token back into a value):
-//! - [`PiiEngine::restore`]: only tokens in this engine's vault. Forged tokens, tokens of another
-//!   server and tokens already evicted stay as they are and are counted as `unknown`.
+//! - [`PiiEngine::restore`]: only tokens in this engine's vault (with a vault file, also those
+//!   another server of the same tenant appended to it). Forged tokens, tokens of another server
+//!   (of another tenant, or without the shared key) and tokens already evicted stay as they are and
+//!   are counted as `unknown`.
 //! - [`PiiEngine::restore_with`] (sandbox `detokenize_pii(text, tokens)`): only tokens present in
 //!   the caller's map *and* whose mapped value this engine would itself mint to exactly that
 //!   token (the HMAC is recomputed; the vault is not needed). Why: the map comes from sandbox

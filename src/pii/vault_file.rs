@@ -151,6 +151,7 @@ impl VaultFile {
             Mode::empty(),
         )
         .map_err(|e| io_err("cannot open the directory (not a symlink) of", e.into()))?;
+        remove_stale_temps(parent, &dir, name);
         let (file, id) = open_log(path, &dir, name)?;
         let mut vault = VaultFile {
             path: path.to_path_buf(),
@@ -380,6 +381,30 @@ impl VaultFile {
         }
         report.tail_bytes = (buf.len() - at) as u64;
         (report, at)
+    }
+}
+
+/// Temp files of rewrites that a crash interrupted, an hour old or more (a younger one may be
+/// another server's rewrite in progress). Best effort: what cannot be removed stays.
+fn remove_stale_temps(parent: &Path, dir: &OwnedFd, name: &std::ffi::OsStr) {
+    let prefix = format!(".{}.tmp-", name.to_string_lossy());
+    let Ok(listing) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    for entry in listing.flatten() {
+        let temp = entry.file_name();
+        if !temp.to_string_lossy().starts_with(&prefix) {
+            continue;
+        }
+        // Looked at and removed beneath the directory's descriptor, never through a link.
+        if let Ok(st) = rustix::fs::statat(dir, &temp, AtFlags::SYMLINK_NOFOLLOW)
+            && now - st.st_mtime >= 3600
+        {
+            let _ = rustix::fs::unlinkat(dir, &temp, AtFlags::empty());
+        }
     }
 }
 

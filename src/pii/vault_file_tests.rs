@@ -330,3 +330,30 @@ fn append_cost() {
         path.display()
     );
 }
+
+#[test]
+fn temp_files_of_interrupted_rewrites_are_removed_once_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = vault_path(&dir);
+    drop(engine(&path, A, 10));
+    let pii_dir = path.parent().unwrap();
+    let (old, young) = (
+        pii_dir.join(".vault.tmp-0a0a0a"),
+        pii_dir.join(".vault.tmp-0b0b0b"),
+    );
+    std::fs::write(&old, b"x").unwrap();
+    std::fs::write(&young, b"x").unwrap();
+    let hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    std::fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(hours_ago)
+        .unwrap();
+    drop(engine(&path, A, 10));
+    assert!(!old.exists(), "an old temp file is removed");
+    assert!(
+        young.exists(),
+        "a young one may be another server's rewrite"
+    );
+}
