@@ -28,11 +28,12 @@ const VAULT_LABEL: &[u8] = b"code-execution-mcp/pii/vault-key/v1";
 #[derive(Debug, thiserror::Error)]
 pub enum KeyFileError {
     #[error(
-        "cannot read the PII key file {path}: {source}. Point --pii-key-file (CEM_PII_KEY_FILE) at a file this server can read (in a swarm, the Docker secret's path, /run/secrets/NAME), or leave the setting out for tokens that last one server run"
+        "cannot read the PII key file {path}: {error}. Point --pii-key-file (CEM_PII_KEY_FILE) at a file this server can read (in a swarm, the Docker secret's path, /run/secrets/NAME), or leave the setting out for tokens that last one server run"
     )]
+    // `error`, not `source`: the message holds the cause, so it is not chained again.
     Unreadable {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error(
         "the PII key file {path} holds {found} characters (surrounding whitespace ignored), not 64: it must hold a 32-byte key as 64 hex digits, such as `openssl rand -hex 32` prints"
@@ -84,9 +85,9 @@ impl PiiKey {
 
     /// Reads the key from `path`: 64 hex digits, surrounding whitespace ignored.
     pub fn from_file(path: &Path) -> Result<Self, KeyFileError> {
-        let unreadable = |source| KeyFileError::Unreadable {
+        let unreadable = |error| KeyFileError::Unreadable {
             path: path.to_path_buf(),
-            source,
+            error,
         };
         // A few KiB at most: a key file is 65 bytes, and a wrong path may name something huge.
         let mut bytes = Vec::new();
@@ -132,7 +133,7 @@ impl KeyFileError {
     fn at(self, at: &Path) -> Self {
         let path = at.to_path_buf();
         match self {
-            KeyFileError::Unreadable { source, .. } => KeyFileError::Unreadable { path, source },
+            KeyFileError::Unreadable { error, .. } => KeyFileError::Unreadable { path, error },
             KeyFileError::Length { found, .. } => KeyFileError::Length { path, found },
             KeyFileError::NotHex { position, .. } => KeyFileError::NotHex { path, position },
         }

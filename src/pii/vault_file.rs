@@ -58,7 +58,9 @@ fn header() -> [u8; HEADER_LEN as usize] {
 /// Why the vault file could not be opened or written.
 #[derive(Debug, thiserror::Error)]
 pub enum VaultFileError {
-    #[error("{what} {path}: {source}")]
+    #[error(
+        "{what} {path}: {source}. The vault file lives under --data-dir (CEM_DATA_DIR): the server must be able to write there, and neither the file nor its directory may be a symlink"
+    )]
     Io {
         what: &'static str,
         path: PathBuf,
