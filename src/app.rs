@@ -13,7 +13,7 @@ use crate::discovery::Discovery;
 use crate::execute_request::{self, ExecLimits, ExecuteRequest, InputError};
 use crate::gateway::{Gateway, GatewayView, ToolCallRecord, ToolSession, UpstreamsError};
 use crate::host_paths::{HostPathError, HostPaths};
-use crate::pii::PiiEngine;
+use crate::pii::{KeyFileError, PiiEngine, PiiKey, Scope};
 use crate::sandbox::image::{self, ImageError};
 use crate::sandbox::seccomp_file;
 use crate::sandbox::spec::Seccomp;
@@ -54,6 +54,8 @@ pub enum StartError {
     Registry { path: PathBuf, message: String },
     #[error("PII engine: {0}")]
     Pii(String),
+    #[error(transparent)]
+    PiiKey(#[from] KeyFileError),
     #[error(transparent)]
     Upstreams(#[from] UpstreamsError),
     #[error(
@@ -145,6 +147,8 @@ pub struct Shared {
     pub pool_budget: Arc<crate::sandbox::PoolBudget>,
     /// Used containers waiting for an idle engine to be removed (`--removal-backlog`).
     pub removals: Arc<crate::sandbox::Removals>,
+    /// The key of `--pii-key-file`, which every tenant's PII secret and vault file derive from.
+    pub pii_key: Option<PiiKey>,
 }
 
 impl Shared {
@@ -167,6 +171,10 @@ impl Shared {
             let storage = crate::storage::require_shared(&config.data_dir())?;
             tracing::info!("tenant data on shared storage: {storage}");
         }
+        let pii_key = match &config.pii_key_file {
+            Some(path) => Some(PiiKey::from_file(path)?),
+            None => None,
+        };
         let engine = Engine::connect().await?;
         let engine_info = engine.info().await?;
         match engine.features().await {
@@ -246,6 +254,7 @@ impl Shared {
         Ok(Arc::new(Self {
             gateway,
             pool_budget: crate::sandbox::PoolBudget::new(config.pool_max),
+            pii_key,
             removals: crate::sandbox::Removals::new(
                 Arc::new(engine.clone()),
                 config.removal_backlog,
@@ -310,6 +319,8 @@ pub struct TenantDirs {
     pub skills: PathBuf,
     /// Where the generated `servers` package is written (mounted read-only in sandboxes).
     pub servers: PathBuf,
+    /// The encrypted PII vault file (used with `--pii-key-file`).
+    pub pii_vault: PathBuf,
 }
 
 impl TenantDirs {
@@ -319,6 +330,7 @@ impl TenantDirs {
             workspace: config.workspace_dir(),
             skills: config.skills_dir(),
             servers: config.data_dir().join("servers"),
+            pii_vault: config.data_dir().join("pii").join("vault"),
         }
     }
 
@@ -331,6 +343,7 @@ impl TenantDirs {
             workspace: root.join("workspace"),
             skills: root.join("skills"),
             servers: root.join("servers"),
+            pii_vault: root.join("pii").join("vault"),
         }
     }
 }
@@ -357,6 +370,7 @@ impl App {
             workspace: workspace_path,
             skills: skills_dir,
             servers: servers_dir,
+            pii_vault,
         } = dirs;
         if let Some(name) = tenant {
             tracing::info!("opening tenant {name}: {}", workspace_path.display());
@@ -446,8 +460,19 @@ impl App {
         }
         let skills = Arc::new(skills);
         let pii = Arc::new(
-            PiiEngine::with_random_secret(config.pii_vault_size)
-                .map_err(|e| StartError::Pii(e.to_string()))?,
+            match shared.pii_key.clone() {
+                None => PiiEngine::with_random_secret(config.pii_vault_size),
+                // Replaying a large vault file takes a while: off the async threads.
+                Some(key) => {
+                    let (size, tenant) = (config.pii_vault_size, tenant.map(str::to_string));
+                    tokio::task::spawn_blocking(move || {
+                        PiiEngine::with_key(&key, Scope::of(tenant.as_deref()), size, &pii_vault)
+                    })
+                    .await
+                    .expect("opening the PII vault does not panic")
+                }
+            }
+            .map_err(|e| StartError::Pii(e.to_string()))?,
         );
         let calls = Arc::new(ServerCalls::new(skills.clone(), pii.clone()));
 

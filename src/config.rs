@@ -213,6 +213,14 @@ pub struct Config {
     #[arg(long, env = "CEM_PII_VAULT_SIZE", default_value_t = 100_000)]
     pub pii_vault_size: usize,
 
+    /// File holding the PII key: 32 bytes as 64 hex digits (`openssl rand -hex 32`; in a swarm,
+    /// a Docker secret). With it, each tenant's tokens are keyed by a secret derived from the key
+    /// and its vault is kept, encrypted, in its data directory, so servers sharing the key and
+    /// the storage restore each other's tokens (a tenant keeps them when it moves to another
+    /// server). Without it, a random secret per run and a vault in memory.
+    #[arg(long, env = "CEM_PII_KEY_FILE")]
+    pub pii_key_file: Option<PathBuf>,
+
     /// Largest file the workspace tools read or write, in MiB.
     #[arg(long, env = "CEM_MAX_FILE_MB", default_value_t = 10)]
     pub max_file_mb: u64,

@@ -27,8 +27,9 @@
 //!   starter skills embedded in the binary, so it runs from any directory.
 //! - [`skills`]: the saved-skill store.
 //! - [`workspace`]: path-safe file operations under the workspace root, and its quota.
-//! - [`pii`]: detection and reversible tokenization of personal data; [`privacy`] applies it
-//!   to what the tools show the model.
+//! - [`pii`]: detection and reversible tokenization of personal data, and with a key file the
+//!   per-tenant secrets derived from it and the encrypted vault log on disk; [`privacy`] applies
+//!   it to what the tools show the model.
 //! - [`config`]: the command line and environment; [`doctor`]: the engine and host checks.
 //! - Internal: `sandbox_calls` (what sandbox code may call on the server), `progress`
 //!   (progress notifications of long executions), `host_paths` (paths as the engine sees them

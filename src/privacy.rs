@@ -22,21 +22,23 @@ pub const MAX_TOKENS_PER_RESTORE: usize = 1000;
 static TOKEN_SHAPE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\[[A-Z_]+_[0-9a-f]{8,}\]").expect("valid regex"));
 
-/// Tokenizes every model-visible part of an execution's outcome in place.
+/// Tokenizes every model-visible part of an execution's outcome in place, as one call of the
+/// engine (with a vault file, one write for the whole outcome).
 pub fn redact_outcome(pii: &PiiEngine, outcome: &mut Outcome) {
-    let text = |s: &str| pii.sanitize(s).text;
-    outcome.stdout.map_text(text);
-    outcome.stderr.map_text(text);
-    outcome.result = pii.sanitize_json(&outcome.result);
-    for field in [
-        &mut outcome.error,
-        &mut outcome.error_type,
-        &mut outcome.traceback,
-    ] {
-        if let Some(s) = field.as_mut() {
-            *s = text(s);
+    pii.together(|batch| {
+        outcome.stdout.map_text(|s| batch.text(s));
+        outcome.stderr.map_text(|s| batch.text(s));
+        outcome.result = batch.json(&outcome.result);
+        for field in [
+            &mut outcome.error,
+            &mut outcome.error_type,
+            &mut outcome.traceback,
+        ] {
+            if let Some(s) = field.as_mut() {
+                *s = batch.text(s);
+            }
         }
-    }
+    });
 }
 
 /// Refuses a restore request carrying more token-shaped strings than one call may resolve.

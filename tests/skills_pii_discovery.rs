@@ -339,3 +339,90 @@ async fn pii_output_off_returns_values_as_printed() {
     client.cancel().await.unwrap();
     t.finish().await;
 }
+
+/// With `--pii-key-file`, a token one server process minted restores in a server started afresh
+/// on the same data directory (as when a tenant moves to another node); without the key file, a
+/// fresh server does not know it.
+#[tokio::test]
+async fn pii_tokens_outlive_the_server_with_a_key_file() {
+    use common::spawn_server_with;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("pii.key");
+    std::fs::write(&key, format!("  {}\n", "5a".repeat(32))).unwrap();
+    let data = dir.path().join("data");
+    let (data, key) = (data.to_str().unwrap(), key.to_str().unwrap());
+    let with_key = [
+        "--pool-size",
+        "0",
+        "--data-dir",
+        data,
+        "--pii-key-file",
+        key,
+    ];
+    let stop = |mut child: tokio::process::Child, client: rmcp::service::RunningService<_, ()>| async move {
+        drop(client);
+        let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+            .await
+            .expect("the server exits when stdin closes")
+            .unwrap();
+        assert!(status.success());
+    };
+
+    let (child, client) = spawn_server_with(dir.path(), &[], &with_key).await;
+    let (err, v) = call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "print('write to ann@example.com')"}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    let line = v["output"][0].as_str().unwrap().to_string();
+    let token = line.strip_prefix("write to ").unwrap().to_string();
+    assert!(token.starts_with("[EMAIL_") && token.ends_with(']'), "{v}");
+    let (err, v) = call_tool(
+        &client,
+        "sanitize_pii",
+        json!({"text": "call +1 415 555 0134"}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    let phone = v["sanitized_text"].as_str().unwrap().replace("call ", "");
+    stop(child, client).await;
+
+    let (child, client) = spawn_server_with(dir.path(), &[], &with_key).await;
+    let (err, v) = call_tool(
+        &client,
+        "restore_pii",
+        json!({"text": format!("send to {token}, or {phone}")}),
+    )
+    .await;
+    assert!(!err, "{v}");
+    assert_eq!(
+        v["restored_text"],
+        "send to ann@example.com, or +1 415 555 0134"
+    );
+    assert_eq!(
+        (v["restored"].clone(), v["unknown"].clone()),
+        (json!(2), json!(0))
+    );
+    let (_, v) = call_tool(&client, "get_execution_stats", json!({})).await;
+    assert_eq!(v["pii_vault"]["persisting"], true, "{v}");
+    assert_eq!(v["pii_vault"]["write_failures"], 0, "{v}");
+    assert_eq!(v["pii_vault"]["tokens"], 2, "{v}");
+    stop(child, client).await;
+
+    let without = ["--pool-size", "0", "--data-dir", data];
+    let (child, client) = spawn_server_with(dir.path(), &[], &without).await;
+    let (err, v) = call_tool(&client, "restore_pii", json!({"text": token})).await;
+    assert!(!err, "{v}");
+    assert_eq!(
+        (v["restored"].clone(), v["unknown"].clone()),
+        (json!(0), json!(1)),
+        "{v}"
+    );
+    let (_, v) = call_tool(&client, "get_execution_stats", json!({})).await;
+    assert!(v.get("pii_vault").is_none(), "{v}");
+    stop(child, client).await;
+}

@@ -347,6 +347,53 @@ while not os.path.exists('/workspace/release') and time.time() < deadline:
 result = 'released' if os.path.exists('/workspace/release') else 'timed out'
 "#;
 
+/// With `--pii-key-file`, each tenant's tokens come from its own derived secret and its vault is
+/// kept in its own directory, where another server holding the key restores them.
+#[tokio::test]
+async fn with_a_key_file_each_tenant_has_its_own_tokens_and_vault_file() {
+    let key_dir = tempfile::tempdir().unwrap();
+    let key_file = key_dir.path().join("pii.key");
+    std::fs::write(&key_file, "c3".repeat(32)).unwrap();
+    let server = TenantServer::start(|c| {
+        c.pii_key_file = Some(key_file.clone());
+        c.pool_size = 0;
+        c.pool_max = 0;
+    })
+    .await;
+    let alice = server.client(ALICE).await;
+    let bob = server.client(BOB).await;
+    let text = json!({"text": "ann@example.com"});
+    let alices = call_ok(&alice, "sanitize_pii", text.clone()).await["sanitized_text"].clone();
+    let bobs = call_ok(&bob, "sanitize_pii", text).await["sanitized_text"].clone();
+    assert_ne!(alices, bobs, "tenants get different tokens");
+    let v = call_ok(&bob, "restore_pii", json!({ "text": alices })).await;
+    assert_eq!(v["unknown"], 1, "{v}");
+
+    for tenant in ["alice", "bob"] {
+        let vault = server.tenant_dir(tenant).join("pii/vault");
+        let mode = std::fs::metadata(&vault).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", vault.display());
+    }
+    // Another server with the key, on the same storage (in-process here): Alice's token.
+    let key = code_execution_mcp::pii::PiiKey::from_file(&key_file).unwrap();
+    let elsewhere = code_execution_mcp::pii::PiiEngine::with_key(
+        &key,
+        code_execution_mcp::pii::Scope::Tenant("alice"),
+        100,
+        &server.tenant_dir("alice").join("pii/vault"),
+    )
+    .unwrap();
+    assert_eq!(
+        elsewhere.restore(alices.as_str().unwrap()).text,
+        "ann@example.com"
+    );
+    assert_eq!(
+        elsewhere.sanitize("ann@example.com").text,
+        alices.as_str().unwrap()
+    );
+    server.finish([alice, bob]).await;
+}
+
 /// An HTTP server with tokens for Alice and Bob, its data in a temp dir.
 struct TenantServer {
     http: HttpServer,

@@ -75,6 +75,20 @@ pub struct ImageStats {
     pub id: String,
 }
 
+/// The PII vault file of `--pii-key-file`.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct PiiVaultStats {
+    pub path: String,
+    /// Tokens the vault remembers.
+    pub tokens: usize,
+    /// Whether new tokens are written to the file (false: it was written with another key).
+    pub persisting: bool,
+    /// Appends and rewrites that failed (those tokens restore on this server only).
+    pub write_failures: u64,
+    /// Records skipped because they did not authenticate (damaged, another key or tenant).
+    pub records_rejected: u64,
+}
+
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ExecutionStatsResponse {
     pub workspace: WorkspaceStats,
@@ -89,6 +103,9 @@ pub struct ExecutionStatsResponse {
     /// Upstream MCP tool calls made from code, per upstream (with `--upstreams`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub tool_calls: BTreeMap<String, UpstreamCallStats>,
+    /// The encrypted PII vault file (with `--pii-key-file`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pii_vault: Option<PiiVaultStats>,
 }
 
 #[tool_router(router = stats_router, vis = "pub(crate)")]
@@ -190,6 +207,13 @@ impl CodeExecutionServer {
                 .as_ref()
                 .map(|view| view.stats.snapshot())
                 .unwrap_or_default(),
+            pii_vault: app.pii.persistence().map(|p| PiiVaultStats {
+                path: p.path.display().to_string(),
+                tokens: app.pii.vault_len(),
+                persisting: p.persisting,
+                write_failures: p.write_failures,
+                records_rejected: p.records_rejected,
+            }),
         }))
     }
 }

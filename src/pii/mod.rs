@@ -13,15 +13,22 @@
 //!   (mod-97). One multi-pattern regex pass (linear time, no backtracking) plus validators; the
 //!   overlap priority is documented there. Offsets are bytes; spans always fall on `char`
 //!   boundaries.
-//! - Tokens (`token.rs`): `[KIND_hex8]` from HMAC-SHA256 under a per-server random secret; a
-//!   longer hex part only if a different value already holds the 8-digit one.
+//! - Tokens (`token.rs`): `[KIND_hex8]` from HMAC-SHA256 under a per-server random secret, or
+//!   with `--pii-key-file` a per-tenant secret derived from the key (`key.rs`); a longer hex part
+//!   only if a different value already holds the 8-digit one.
 //! - Vault: token → value, bounded (`vault_capacity`, least recently minted forgotten first; a
 //!   forgotten token no longer restores through `restore`). Behind one `Mutex`, taken once per
 //!   `sanitize` call after the detection and MACs are done outside it.
+//! - With a key, the vault is also kept on disk (`vault_file.rs`, driven by `store.rs`): values
+//!   new to the vault are appended, encrypted, once per sanitize call, before it returns; the file
+//!   is replayed at open, and read again before `restore` calls a token unknown. So every server
+//!   sharing the key and the storage restores the tokens any of them minted for the tenant.
 //!
 //! Restore rules (what can turn a token back into a value):
-//! - [`PiiEngine::restore`]: only tokens in this engine's vault. Forged tokens, tokens of another
-//!   server and tokens already evicted stay as they are and are counted as `unknown`.
+//! - [`PiiEngine::restore`]: only tokens in this engine's vault (with a vault file, also those
+//!   another server of the same tenant appended to it). Forged tokens, tokens of another server
+//!   (of another tenant, or without the shared key) and tokens already evicted stay as they are and
+//!   are counted as `unknown`.
 //! - [`PiiEngine::restore_with`] (sandbox `detokenize_pii(text, tokens)`): only tokens present in
 //!   the caller's map *and* whose mapped value this engine would itself mint to exactly that
 //!   token (the HMAC is recomputed; the vault is not needed). Why: the map comes from sandbox
@@ -38,18 +45,26 @@
 //! is a plain word is missed and a long random-looking identifier after `token=` is taken.
 
 mod detect;
+mod key;
+mod store;
 mod token;
 mod types;
+mod vault_file;
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 use regex::Regex;
 use serde_json::{Map, Value};
 
+pub use key::{KeyFileError, PiiKey, Scope};
+pub use store::PersistenceStats;
 pub use types::{Detection, PiiKind, Restored, Sanitized};
+pub use vault_file::VaultFileError;
 
 use detect::Detectors;
+use store::Store;
 use token::{Keyed, TokenId, Vault};
 
 /// Default number of tokens the vault remembers.
@@ -64,6 +79,14 @@ const MAX_JSON_DEPTH: usize = 256;
 pub enum PiiError {
     #[error("no system randomness for the PII secret: {0}")]
     Randomness(String),
+    #[error("PII vault file: {0}")]
+    VaultFile(#[from] VaultFileError),
+}
+
+/// Locks `m`. A panic while holding one of the engine's locks cannot leave its state
+/// half-updated in a way that matters (worst case one token missing), so keep serving.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The PII engine of one server: compiled detectors, the secret, the vault. `Send + Sync`; share
@@ -72,6 +95,8 @@ pub struct PiiEngine {
     detectors: Detectors,
     keyed: Keyed,
     vault: Mutex<Vault>,
+    /// The vault file (with `--pii-key-file`).
+    store: Option<Store>,
     token_re: Regex,
 }
 
@@ -92,6 +117,7 @@ impl PiiEngine {
             detectors: Detectors::new(),
             keyed: Keyed::new(&secret),
             vault: Mutex::new(Vault::new(vault_capacity)),
+            store: None,
             token_re: Regex::new(
                 r"\[(?:EMAIL|PHONE|SSN|CREDIT_CARD|IP_ADDRESS|API_KEY|IBAN)_[0-9a-f]{8,64}\]",
             )
@@ -107,10 +133,46 @@ impl PiiEngine {
         Ok(Self::new(secret, vault_capacity))
     }
 
+    /// An engine for `scope` whose secret is derived from `key` (every server with the key mints
+    /// the same tokens for the scope) and whose vault is kept in the encrypted file at
+    /// `vault_path`, read now: tokens minted before, by this server or another sharing the file,
+    /// restore. Fails only if the file cannot be opened or is not a vault file; a file written
+    /// with another key is logged and left alone, and the engine keeps its vault in memory.
+    pub fn with_key(
+        key: &PiiKey,
+        scope: Scope<'_>,
+        vault_capacity: usize,
+        vault_path: &Path,
+    ) -> Result<Self, PiiError> {
+        let mut engine = Self::new(key.token_secret(scope), vault_capacity);
+        let vault = engine.vault.get_mut().unwrap_or_else(|p| p.into_inner());
+        engine.store = Some(Store::open(
+            vault_path.to_path_buf(),
+            &key.vault_key(scope),
+            scope,
+            vault,
+            &engine.keyed,
+        )?);
+        Ok(engine)
+    }
+
     fn vault(&self) -> MutexGuard<'_, Vault> {
-        // A panic while holding the lock cannot leave the vault half-updated in a way that
-        // matters (worst case one token missing), so keep serving.
-        self.vault.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.vault)
+    }
+
+    /// The vault file's state and counters (`None` without a key file).
+    pub fn persistence(&self) -> Option<PersistenceStats> {
+        self.store.as_ref().map(Store::stats)
+    }
+
+    /// Writes the values new to the vault to its file (one write; nothing without a file).
+    fn persist(&self, fresh: &[(PiiKind, String)]) {
+        if let Some(store) = &self.store
+            && !fresh.is_empty()
+        {
+            let fresh: Vec<(PiiKind, &str)> = fresh.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            store.append(&fresh, &self.vault);
+        }
     }
 
     /// Tokens currently remembered.
@@ -126,7 +188,11 @@ impl PiiEngine {
     /// The token `value` gets as a `kind` (recorded in the vault).
     pub fn tokenize_value(&self, kind: PiiKind, value: &str) -> String {
         let mac = self.keyed.mac(kind, value);
-        self.vault().mint(kind, value, &mac).to_string()
+        let (id, fresh) = self.vault().mint_fresh(kind, value, &mac);
+        if fresh {
+            self.persist(&[(kind, value.to_owned())]);
+        }
+        id.to_string()
     }
 
     /// Replaces every detected value with its token and records token → value in the vault.
@@ -138,10 +204,20 @@ impl PiiEngine {
                 ..Sanitized::default()
             };
         }
-        self.replace(text, &found)
+        let mut fresh = Vec::new();
+        let sanitized = self.replace(text, &found, &mut fresh);
+        self.persist(&fresh);
+        sanitized
     }
 
-    fn replace(&self, text: &str, found: &[Detection]) -> Sanitized {
+    /// Replaces `found` in `text`; values new to the vault are added to `fresh` (when there is a
+    /// vault file) for the caller to persist in one write.
+    fn replace(
+        &self,
+        text: &str,
+        found: &[Detection],
+        fresh: &mut Vec<(PiiKind, String)>,
+    ) -> Sanitized {
         // Distinct values first: in real output the same address or IP repeats, and the MAC is
         // the costly part. MACs are computed outside the lock; one lock for all the minting.
         let mut index: HashMap<(PiiKind, &str), usize> = HashMap::new();
@@ -173,7 +249,13 @@ impl PiiEngine {
             distinct
                 .iter()
                 .zip(&macs)
-                .map(|(&(k, v), mac)| vault.mint(k, v, mac))
+                .map(|(&(k, v), mac)| {
+                    let (id, new) = vault.mint_fresh(k, v, mac);
+                    if new && self.store.is_some() {
+                        fresh.push((k, v.to_owned()));
+                    }
+                    id
+                })
                 .collect()
         };
         let mut out = String::with_capacity(text.len() + found.len() * 8);
@@ -200,7 +282,9 @@ impl PiiEngine {
 
     /// Replaces every token of this engine's vault in `text` by its value. Anything else that
     /// looks like a token (forged, another server's, evicted) is left as is and counted as
-    /// `unknown`.
+    /// `unknown`. With a vault file, tokens the vault does not know are looked for first in what
+    /// was appended to the file since it was last read (another server of the same tenant may
+    /// have minted them).
     pub fn restore(&self, text: &str) -> Restored {
         if !text.contains('[') {
             return Restored {
@@ -208,6 +292,17 @@ impl PiiEngine {
                 ..Restored::default()
             };
         }
+        let restored = self.restore_from_vault(text);
+        if restored.unknown > 0
+            && let Some(store) = &self.store
+            && store.refresh(&self.vault, &self.keyed) > 0
+        {
+            return self.restore_from_vault(text);
+        }
+        restored
+    }
+
+    fn restore_from_vault(&self, text: &str) -> Restored {
         let vault = self.vault();
         self.substitute(text, |token| {
             let id = TokenId::parse(token)?;
@@ -270,27 +365,47 @@ impl PiiEngine {
     /// `{"api_key": "…"}` are detected as `ssn: 123456789` and `api_key: …` would be. If two keys
     /// of one object sanitize to the same string, later ones get a `#2`, `#3`… suffix.
     pub fn sanitize_json(&self, v: &Value) -> Value {
-        self.json(v, None, 0)
+        self.together(|batch| batch.json(v))
     }
 
-    fn json(&self, v: &Value, key: Option<&str>, depth: usize) -> Value {
+    /// Sanitizes several texts and JSON values as one call: the values new to the vault are
+    /// written to its file once, when `f` returns (one `fdatasync` for a whole execution's
+    /// outcome rather than one per part).
+    pub fn together<R>(&self, f: impl FnOnce(&mut Batch<'_>) -> R) -> R {
+        let mut batch = Batch {
+            engine: self,
+            fresh: Vec::new(),
+        };
+        let r = f(&mut batch);
+        self.persist(&batch.fresh);
+        r
+    }
+
+    fn json(
+        &self,
+        v: &Value,
+        key: Option<&str>,
+        depth: usize,
+        fresh: &mut Vec<(PiiKind, String)>,
+    ) -> Value {
         if depth > MAX_JSON_DEPTH {
             return Value::String("[nested too deep to check for PII]".into());
         }
         match v {
-            Value::String(s) => Value::String(self.sanitize_in_context(key, s)),
+            Value::String(s) => Value::String(self.sanitize_in_context(key, s, fresh)),
             Value::Number(n) if n.is_i64() || n.is_u64() => {
                 let s = n.to_string();
-                let t = self.sanitize_in_context(key, &s);
+                let t = self.sanitize_in_context(key, &s, fresh);
                 if t == s { v.clone() } else { Value::String(t) }
             }
             Value::Array(items) => {
-                Value::Array(items.iter().map(|x| self.json(x, key, depth + 1)).collect())
+                let items = items.iter().map(|x| self.json(x, key, depth + 1, fresh));
+                Value::Array(items.collect())
             }
             Value::Object(map) => {
                 let mut out = Map::with_capacity(map.len());
                 for (k, x) in map {
-                    let mut nk = self.sanitize(k).text;
+                    let mut nk = self.sanitize_in_context(None, k, fresh);
                     if out.contains_key(&nk) {
                         let base = nk.clone();
                         let mut i = 2;
@@ -299,7 +414,7 @@ impl PiiEngine {
                             i += 1;
                         }
                     }
-                    let value = self.json(x, Some(k), depth + 1);
+                    let value = self.json(x, Some(k), depth + 1, fresh);
                     out.insert(nk, value);
                 }
                 Value::Object(out)
@@ -310,7 +425,12 @@ impl PiiEngine {
 
     /// Sanitizes `s`, letting its JSON key serve as the label in front of it when that key names
     /// a kind whose detector needs context (SSN, phone, secret keys).
-    fn sanitize_in_context(&self, key: Option<&str>, s: &str) -> String {
+    fn sanitize_in_context(
+        &self,
+        key: Option<&str>,
+        s: &str,
+        fresh: &mut Vec<(PiiKind, String)>,
+    ) -> String {
         const CONTEXT_KEYS: &[&str] = &[
             "ssn",
             "social",
@@ -336,7 +456,11 @@ impl PiiEngine {
                 CONTEXT_KEYS.iter().any(|c| lower.contains(c))
             }
         }) else {
-            return self.sanitize(s).text;
+            let found = self.detect(s);
+            if found.is_empty() {
+                return s.to_owned();
+            }
+            return self.replace(s, &found, fresh).text;
         };
         // Detect on `key: value`, keep the detections inside the value.
         let prefix_len = key.len() + 2;
@@ -354,7 +478,25 @@ impl PiiEngine {
         if found.is_empty() {
             return s.to_owned();
         }
-        self.replace(s, &found).text
+        self.replace(s, &found, fresh).text
+    }
+}
+
+/// Sanitizing as one call (see [`PiiEngine::together`]).
+pub struct Batch<'a> {
+    engine: &'a PiiEngine,
+    fresh: Vec<(PiiKind, String)>,
+}
+
+impl Batch<'_> {
+    /// [`PiiEngine::sanitize`]'s text.
+    pub fn text(&mut self, text: &str) -> String {
+        self.engine.sanitize_in_context(None, text, &mut self.fresh)
+    }
+
+    /// [`PiiEngine::sanitize_json`].
+    pub fn json(&mut self, v: &Value) -> Value {
+        self.engine.json(v, None, 0, &mut self.fresh)
     }
 }
 

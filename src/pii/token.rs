@@ -211,6 +211,17 @@ impl Vault {
 
     /// The token for `value` (whose MAC is `mac`), recording it as the most recently minted.
     pub(crate) fn mint(&mut self, kind: PiiKind, value: &str, mac: &[u8; 32]) -> TokenId {
+        self.mint_fresh(kind, value, mac).0
+    }
+
+    /// [`Vault::mint`], also telling whether the value was new to the vault (so it is not yet in
+    /// the vault file).
+    pub(crate) fn mint_fresh(
+        &mut self,
+        kind: PiiKind,
+        value: &str,
+        mac: &[u8; 32],
+    ) -> (TokenId, bool) {
         for n in TOKEN_HEX_LENGTHS {
             let id = TokenId::new(kind, mac, n);
             let seq = self.next_seq;
@@ -220,7 +231,7 @@ impl Vault {
                     self.next_seq += 1;
                     self.order.push_back((seq, id));
                     self.compact();
-                    return id;
+                    return (id, false);
                 }
                 Some(_) => continue, // a different value owns this prefix: take a longer one
                 None => {
@@ -235,7 +246,7 @@ impl Vault {
                     self.order.push_back((seq, id));
                     self.evict();
                     self.compact();
-                    return id;
+                    return (id, true);
                 }
             }
         }
@@ -264,6 +275,18 @@ impl Vault {
 
     pub(crate) fn get(&self, id: &TokenId) -> Option<&str> {
         self.slots.get(id).map(|s| &*s.value)
+    }
+
+    /// Every remembered value with its kind, least recently minted first (what a rewrite of the
+    /// vault file keeps, in the order that replays to the same recency).
+    pub(crate) fn entries(&self) -> Vec<(PiiKind, String)> {
+        self.order
+            .iter()
+            .filter_map(|(seq, id)| {
+                let slot = self.slots.get(id).filter(|s| s.seq == *seq)?;
+                Some((id.kind(), slot.value.to_string()))
+            })
+            .collect()
     }
 }
 
