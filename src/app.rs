@@ -375,13 +375,15 @@ impl App {
         if let Some(name) = tenant {
             tracing::info!("opening tenant {name}: {}", workspace_path.display());
             if let Some(parent) = workspace_path.parent() {
-                create_private_dir(parent).map_err(|source| StartError::Workspace {
-                    path: workspace_path.clone(),
-                    error: WorkspaceError::Io {
-                        context: format!("cannot create {}", parent.display()),
-                        source,
-                    },
-                })?;
+                create_private_dir(parent)
+                    .await
+                    .map_err(|source| StartError::Workspace {
+                        path: workspace_path.clone(),
+                        error: WorkspaceError::Io {
+                            context: format!("cannot create {}", parent.display()),
+                            source,
+                        },
+                    })?;
             }
         }
         let quota = if config.workspace_quota_mb == 0 {
@@ -770,7 +772,26 @@ fn outside_mounts<'a>(
 /// Creates `dir` and its missing parents with mode 0700, and makes `dir` and its parent (the
 /// tenants directory) 0700: other users of the host have no business in tenants' data. The
 /// engine binds the workspaces as root, so sandboxes are unaffected.
-fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+///
+/// On a volume several nodes share (GlusterFS), a `mkdir` that another node makes at the same
+/// moment can fail with EIO, or with EEXIST before the directory shows here (servers opening
+/// their first tenants at once all create `tenants/`): such failures are retried for about a
+/// second.
+async fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut attempt = 0;
+    loop {
+        match create_private_dir_once(dir) {
+            Err(e) if attempt < 6 && matches!(e.raw_os_error(), Some(libc::EIO | libc::EEXIST)) => {
+                attempt += 1;
+                tracing::debug!("creating {} failed ({e}); retrying", dir.display());
+                tokio::time::sleep(std::time::Duration::from_millis(15 << attempt)).await;
+            }
+            done => return done,
+        }
+    }
+}
+
+fn create_private_dir_once(dir: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)

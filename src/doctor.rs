@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::sandbox::spec::LABEL_MANAGED;
+use crate::sandbox::spec::{LABEL_MANAGED, Seccomp};
 use crate::sandbox::stats::Stats;
 use crate::sandbox::{
     Backend, BuiltinCalls, Engine, HarnessLimits, Job, Sandbox, SandboxSettings, Status, SwarmNode,
@@ -215,19 +215,17 @@ async fn memory_enforced(
         }
     };
     // Both paths as the engine sees them (a doctor in the server's container translates them).
-    let on_engine = match crate::host_paths::HostPaths::detect(&engine).await {
-        Ok(paths) => {
+    let on_engine = crate::host_paths::HostPaths::detect(&engine)
+        .await
+        .and_then(|paths| {
             let translate =
                 |p: &std::path::Path| paths.to_engine(&p.canonicalize().unwrap_or(p.to_path_buf()));
-            translate(&workspace).and_then(|w| match &seccomp {
-                crate::sandbox::spec::Seccomp::File(f) => {
-                    Ok((w, crate::sandbox::spec::Seccomp::File(translate(f)?)))
-                }
-                inline => Ok((w, inline.clone())),
-            })
-        }
-        Err(e) => Err(e),
-    };
+            let seccomp = match &seccomp {
+                Seccomp::File(f) => Seccomp::File(translate(f)?),
+                Seccomp::Inline => Seccomp::Inline,
+            };
+            Ok((translate(&workspace)?, seccomp))
+        });
     let (workspace, seccomp) = match on_engine {
         Ok(pair) => pair,
         Err(e) => {

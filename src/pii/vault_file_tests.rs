@@ -298,39 +298,6 @@ fn one_sanitize_call_is_one_record() {
     assert_eq!(two - one, 4 + 24 + 16 + 2 * 18);
 }
 
-/// The cost of what a sanitize call that minted a token adds: one append and `fdatasync`.
-/// `cargo test --release --lib pii::vault_file::tests::append_cost -- --ignored --nocapture`
-#[test]
-#[ignore = "a measurement"]
-fn append_cost() {
-    let dir = std::env::var_os("VAULT_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    let dir = tempfile::tempdir_in(dir).unwrap();
-    let path = dir.path().join("pii/vault");
-    let persisted = engine(&path, A, 100_000);
-    let memory = PiiEngine::new([7; 32], 100_000);
-    let n = 2000;
-    let time = |pii: &PiiEngine, offset: usize| {
-        let mut each: Vec<f64> = (0..n)
-            .map(|i| {
-                let text = format!("row {i}: user{}@example.com", i + offset);
-                let t = std::time::Instant::now();
-                pii.sanitize(&text);
-                t.elapsed().as_secs_f64() * 1e6
-            })
-            .collect();
-        each.sort_by(f64::total_cmp);
-        (each[n / 2], each[n * 99 / 100])
-    };
-    let (m50, m99) = time(&memory, 0);
-    let (p50, p99) = time(&persisted, n);
-    println!(
-        "sanitize minting one token, {}: in memory p50 {m50:.1} µs p99 {m99:.1} µs; with the vault file p50 {p50:.1} µs p99 {p99:.1} µs",
-        path.display()
-    );
-}
-
 #[test]
 fn temp_files_of_interrupted_rewrites_are_removed_once_old() {
     let dir = tempfile::tempdir().unwrap();

@@ -176,11 +176,12 @@ impl Engine {
             .unwrap_or_default()
             .iter()
             .any(|c| c.name.contains("Podman"));
-        let system = self
-            .docker
-            .info()
-            .await
-            .map_err(|e| EngineError::api("report its system information", e))?;
+        // Supplementary (the node's name and swarm): an engine that does not answer `/info`
+        // still runs sandboxes.
+        let system = self.docker.info().await.unwrap_or_else(|e| {
+            tracing::debug!("the engine did not report its system information: {e}");
+            Default::default()
+        });
         let swarm = system.swarm.and_then(|s| {
             let active = s.local_node_state == Some(bollard::models::LocalNodeState::ACTIVE);
             active.then(|| SwarmNode {
