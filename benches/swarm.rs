@@ -65,6 +65,7 @@ fn main() {
     println!("\n## Throughput through the proxy, execute_code(\"print(1)\"), {secs} s each\n");
     println!("| clients | 1 node | 2 nodes | 3 nodes | 2 / 1 | 3 / 1 |");
     println!("|---:|---:|---:|---:|---:|---:|");
+    let mut failed = vec![];
     for clients in [8, 24] {
         let mut rates = vec![];
         for nodes in 1..=3 {
@@ -74,7 +75,13 @@ fn main() {
                 .unwrap_or_else(|e| panic!("{e}\n{}", swarm.diagnostics()));
             let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
             let errors = v["errors"].as_u64().unwrap();
-            assert_eq!(errors, 0, "calls failed under load: {v}");
+            if errors > 0 {
+                failed.push(format!(
+                    "{clients} clients, {nodes} nodes: {errors} of {} calls failed: {}",
+                    errors + v["executions"].as_u64().unwrap(),
+                    v["error_samples"]
+                ));
+            }
             rates.push(v["per_second"].as_f64().unwrap());
         }
         println!(
@@ -85,6 +92,9 @@ fn main() {
             rates[1] / rates[0],
             rates[2] / rates[0]
         );
+    }
+    for f in &failed {
+        println!("- {f}");
     }
     let loaded: Vec<(f64, f64)> = (1..=3).map(|i| swarm.memory_mib(i)).collect();
     swarm.route_to(3);

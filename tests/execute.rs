@@ -393,3 +393,41 @@ async fn the_pool_follows_its_image_tag_to_a_rebuilt_image() {
     t.finish().await;
     docker(&["rmi", "-f", &tag], None);
 }
+
+/// Output printed just before the code returns reaches the server even when the harness's
+/// reader threads are starved for longer than it waits for quiet pipes (seen under load: a
+/// `print(1)` answered with no output). The real harness in the real image, its readers held
+/// back for a second by `tests/python/harness_starved_reader.py`.
+#[test]
+fn output_survives_reader_threads_starved_past_the_quiet_wait() {
+    let image = code_execution_mcp::config::Config::defaults().image_tag();
+    let script = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/harness_starved_reader.py"
+    ))
+    .unwrap();
+    let mut child = std::process::Command::new("docker")
+        .args(["run", "--rm", "-i", "--network", "none", "--entrypoint", "python3"])
+        .args([&image, "-I", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("docker run");
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&script).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let frames: Vec<serde_json::Value> = serde_json::from_str(text.trim()).unwrap();
+    let printed: String = frames
+        .iter()
+        .filter(|f| f["stream"] == "stdout")
+        .filter_map(|f| f["data"].as_str())
+        .collect();
+    assert_eq!(printed, "printed by the code\n", "frames: {frames:?}");
+}

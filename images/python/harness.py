@@ -40,7 +40,7 @@ Why it is built this way:
 """
 
 import base64, builtins, codecs, importlib, io, itertools, linecache, os, shutil, sys, threading
-import time, traceback, types, warnings
+import fcntl, struct, termios, time, traceback, types, warnings
 # The globals user code gets (names of the original project), imported before the job arrives:
 import collections, json, math, re, statistics
 from datetime import date, datetime, timedelta
@@ -48,6 +48,10 @@ from datetime import date, datetime, timedelta
 MAX_FRAME = 8 << 20  # longest frame line we accept (bytes, without the newline)
 READ_CHUNK = 16 << 10  # <= 16 KiB read => an output frame's data stays under 64 KiB of UTF-8
 JOIN_IDLE, JOIN_MAX = 0.2, 0.5  # how long done waits for quiet pipes once user code returned
+# How long done waits while a pipe still holds unread output: on a busy machine (or a sandbox at
+# its CPU quota) a reader thread can go unscheduled for longer than JOIN_IDLE, and giving up
+# then would lose what the code printed.
+JOIN_PENDING_MAX = 5.0
 TEXT_CAP = 64 << 10  # error and traceback strings are cut to this many characters
 SOURCE = "<sandbox>"
 HARNESS = __file__
@@ -162,6 +166,13 @@ class Pump(threading.Thread):
         self.limit = limit
         self.armed.set()
 
+    def pending(self):
+        """Bytes in the pipe this pump has not read yet."""
+        try:
+            return struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        except OSError:  # closed: nothing left to read
+            return 0
+
     def run(self):
         self.armed.wait()
         while True:
@@ -230,6 +241,8 @@ def stop_capture(chan, pumps):
         while pump.is_alive():
             pump.join(0.02)
             now = time.monotonic()
+            if pump.pending() and now - start < JOIN_PENDING_MAX:
+                continue  # output not read yet: the reader is starved, not done
             if now - start > JOIN_MAX or now - max(pump.last_read, start) > JOIN_IDLE:
                 break  # a background child keeps the pipe open: done goes out anyway
     for pump in pumps:

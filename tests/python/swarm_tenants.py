@@ -20,7 +20,8 @@ unless --data-only, its old session id is answered 404 when the tenant is now on
 (seconds since the epoch) and the node that served it.
 
 `load`: CLIENTS concurrent clients spread over the tenants, each running `print(1)` in a loop
-for SECONDS; prints `{"executions": N, "seconds": S, "per_second": R, "errors": E}`.
+for SECONDS; prints `{"executions": N, "seconds": S, "per_second": R, "errors": E,
+"error_samples": [...]}` (executions that did not print 1, and up to three of their errors).
 
 Exits non-zero with a message on the first mismatch.
 """
@@ -188,7 +189,7 @@ async def check_tenants(url, tokens_file, state_file, sessions=True):
 
 async def load(url, tokens_file, clients, seconds):
     all_tenants = list(tenants(tokens_file).values())
-    done, errors = 0, 0
+    done, errors, samples = 0, 0, []
     start = time.monotonic()
     deadline = start + seconds
 
@@ -197,15 +198,18 @@ async def load(url, tokens_file, clients, seconds):
         async with session_for(url, all_tenants[i % len(all_tenants)]) as s:
             while time.monotonic() < deadline:
                 r = await s.call_tool("execute_code", {"code": "print(1)"})
-                if r.is_error or payload(r)["output"] != ["1"]:
+                p = payload(r)
+                if r.is_error or p.get("output") != ["1"]:
                     errors += 1
+                    if len(samples) < 3:
+                        samples.append(str(p.get("error") or p)[:300])
                 else:
                     done += 1
 
     await asyncio.gather(*(client(i) for i in range(clients)))
     elapsed = time.monotonic() - start
     print(json.dumps({"executions": done, "seconds": round(elapsed, 2),
-                      "per_second": round(done / elapsed, 2), "errors": errors}))
+                      "per_second": round(done / elapsed, 2), "errors": errors, "error_samples": samples}))
 
 
 async def probe(url, tokens_file, tenant, limit):
