@@ -711,7 +711,7 @@ impl App {
     /// Text on its way to the model: tokenized when `--pii-output tokenize` is in force.
     pub fn for_model(&self, text: String) -> String {
         match self.config.pii_output {
-            PiiOutput::Tokenize => self.pii.sanitize(&text).text,
+            PiiOutput::Tokenize => blocking_here(|| self.pii.sanitize(&text).text),
             PiiOutput::Off => text,
         }
     }
@@ -724,7 +724,7 @@ impl App {
             PiiOutput::Tokenize
                 if text.contains('[') && crate::privacy::check_restore_budget(&text).is_ok() =>
             {
-                self.pii.restore(&text).text
+                blocking_here(|| self.pii.restore(&text).text)
             }
             _ => text,
         }
@@ -780,7 +780,7 @@ fn outside_mounts<'a>(
 async fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     let mut attempt = 0;
     loop {
-        match create_private_dir_once(dir) {
+        match blocking_here(|| create_private_dir_once(dir)) {
             Err(e) if attempt < 6 && matches!(e.raw_os_error(), Some(libc::EIO | libc::EEXIST)) => {
                 attempt += 1;
                 tracing::debug!("creating {} failed ({e}); retrying", dir.display());
@@ -801,6 +801,20 @@ fn create_private_dir_once(dir: &std::path::Path) -> std::io::Result<()> {
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
     }
     Ok(())
+}
+
+/// Runs `f`, which may block on storage (the PII vault file's append and sync, a directory on a
+/// shared volume), from an async context without stalling the runtime: on a multi-threaded
+/// runtime the worker hands its other tasks to a new worker first. Why: a shared volume stalls
+/// every read and write for seconds when one of its servers goes (GlusterFS's ping-timeout);
+/// two workers blocked there would leave `/health` unanswered and the proxy would take a healthy
+/// node out. On a current-thread runtime (tests) `f` simply runs.
+fn blocking_here<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
 }
 
 /// Whether an execution's error is Python's "no space left" (ENOSPC) or "disk quota exceeded"

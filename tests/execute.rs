@@ -407,7 +407,15 @@ fn output_survives_reader_threads_starved_past_the_quiet_wait() {
     ))
     .unwrap();
     let mut child = std::process::Command::new("docker")
-        .args(["run", "--rm", "-i", "--network", "none", "--entrypoint", "python3"])
+        .args([
+            "run",
+            "--rm",
+            "-i",
+            "--network",
+            "none",
+            "--entrypoint",
+            "python3",
+        ])
         .args([&image, "-I", "-"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

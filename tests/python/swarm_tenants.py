@@ -86,7 +86,10 @@ async def session_for(url, token, initialize=True):
 
 async def call(session, tool, args):
     r = await session.call_tool(tool, args)
-    return r.is_error, payload(r)
+    try:
+        return r.is_error, payload(r)
+    except ValueError:
+        raise AssertionError(f"{tool}: not JSON: {r.content[0].text if r.content else r}") from None
 
 
 async def node_of(session):

@@ -118,13 +118,17 @@ fn a_swarm_serves_tenants_through_the_proxy_and_loses_nothing_with_a_node() {
     );
     for (tenant, node) in &after_loss {
         assert_ne!(
-            node, &victim_name,
-            "{tenant} is still routed to the lost node"
+            node,
+            &victim_name,
+            "{tenant} is still routed to the lost node\n{}",
+            swarm.diagnostics()
         );
         if !moved.contains(&tenant) {
             assert_eq!(
-                node, &first_nodes[tenant],
-                "{tenant}, whose node is up, did not move"
+                node,
+                &first_nodes[tenant],
+                "{tenant}, whose node is up, moved\n{}",
+                swarm.diagnostics()
             );
         }
     }
