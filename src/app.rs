@@ -465,10 +465,20 @@ impl App {
             match shared.pii_key.clone() {
                 None => PiiEngine::with_random_secret(config.pii_vault_size),
                 // Replaying a large vault file takes a while: off the async threads.
+                // A vault file that cannot be opened (the shared volume failing over, a symlink
+                // planted at its path) does not keep the tenant out: it is served with the same
+                // tokens from memory, and the log says why the file is not used.
                 Some(key) => {
                     let (size, tenant) = (config.pii_vault_size, tenant.map(str::to_string));
                     tokio::task::spawn_blocking(move || {
-                        PiiEngine::with_key(&key, Scope::of(tenant.as_deref()), size, &pii_vault)
+                        let scope = Scope::of(tenant.as_deref());
+                        PiiEngine::with_key(&key, scope, size, &pii_vault).or_else(|e| {
+                            tracing::error!(
+                                "the PII vault file {} cannot be used ({e}): tokens of this tenant minted before are not restored by this server, and new ones last until it stops",
+                                pii_vault.display()
+                            );
+                            Ok(PiiEngine::new(key.token_secret(scope), size))
+                        })
                     })
                     .await
                     .expect("opening the PII vault does not panic")
@@ -776,7 +786,7 @@ fn outside_mounts<'a>(
 /// On a volume several nodes share (GlusterFS), a `mkdir` that another node makes at the same
 /// moment can fail with EIO, or with EEXIST before the directory shows here (servers opening
 /// their first tenants at once all create `tenants/`): such failures are retried for about a
-/// second.
+/// couple of seconds.
 async fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     let mut attempt = 0;
     loop {
@@ -809,7 +819,7 @@ fn create_private_dir_once(dir: &std::path::Path) -> std::io::Result<()> {
 /// every read and write for seconds when one of its servers goes (GlusterFS's ping-timeout);
 /// two workers blocked there would leave `/health` unanswered and the proxy would take a healthy
 /// node out. On a current-thread runtime (tests) `f` simply runs.
-fn blocking_here<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn blocking_here<T>(f: impl FnOnce() -> T) -> T {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),

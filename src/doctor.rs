@@ -149,6 +149,17 @@ pub async fn run(config: &Config) -> Vec<Check> {
 /// `--shared-data`, or on an engine that is a node of a swarm of several).
 fn storage_check(config: &Config, swarm: Option<&SwarmNode>) -> Check {
     let dir = config.data_dir();
+    let must_share = config.shared_data || swarm.is_some_and(|n| n.nodes > 1);
+    if !dir.exists() && !must_share {
+        // A fresh install: `serve` creates it at its first start.
+        return Check::pass(
+            "storage",
+            format!(
+                "{} does not exist yet: the server creates it at its first start",
+                dir.display()
+            ),
+        );
+    }
     let storage = match crate::storage::inspect(&dir) {
         Ok(s) => s,
         Err(e) => {
@@ -167,9 +178,8 @@ fn storage_check(config: &Config, swarm: Option<&SwarmNode>) -> Check {
             "make the data directory writable by the server",
         );
     }
-    let several_nodes = swarm.is_some_and(|n| n.nodes > 1);
     let detail = format!("{} on {storage}, writable", dir.display());
-    if storage.is_local() && (config.shared_data || several_nodes) {
+    if storage.is_local() && must_share {
         return Check::fail(
             "storage",
             format!("{detail}, but local to this node"),

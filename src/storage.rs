@@ -134,6 +134,8 @@ struct Probe {
     started: Option<std::time::Instant>,
     /// The last read's error.
     error: Option<String>,
+    /// Reads finished.
+    done: u64,
 }
 
 impl StorageWatch {
@@ -160,6 +162,7 @@ impl StorageWatch {
         let read = tokio::task::spawn_blocking(move || std::fs::read_dir(&dir).map(|_| ())).await;
         let mut state = self.lock();
         state.started = None;
+        state.done += 1;
         state.error = match read {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e.to_string()),
@@ -295,14 +298,25 @@ mod tests {
         assert!(missing.contains("cannot be read"), "{missing}");
     }
 
+    /// Waits until the watch has finished a read.
+    async fn probed(watch: &StorageWatch) {
+        for _ in 0..500 {
+            if watch.lock().done > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the watch never finished a read");
+    }
+
     #[tokio::test]
     async fn the_watch_reports_a_directory_that_cannot_be_read() {
         let dir = tempfile::tempdir().unwrap();
         let watch = StorageWatch::start(dir.path().to_path_buf());
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        probed(&watch).await;
         assert_eq!(watch.verdict(), Ok(()));
         let gone = StorageWatch::start(dir.path().join("gone"));
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        probed(&gone).await;
         let err = gone.verdict().unwrap_err();
         assert!(err.contains("cannot be read"), "{err}");
         // A read under way for longer than the limit is a hung mount.

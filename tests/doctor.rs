@@ -56,6 +56,7 @@ async fn every_check_passes_on_this_engine_and_names_it() {
         "engine",
         "cgroup limits",
         "seccomp",
+        "storage",
         "image",
         "containers",
         "memory limit",
@@ -71,6 +72,39 @@ async fn every_check_passes_on_this_engine_and_names_it() {
         "Docker"
     };
     assert!(engine.contains(kind), "{engine}");
+}
+
+/// The storage check: a data directory not made yet passes on a fresh install; with
+/// `--shared-data` a directory on this machine's own disk fails with how to mount the shared
+/// volume, and a missing one fails too.
+#[tokio::test]
+async fn storage_passes_on_a_fresh_install_and_fails_local_data_that_must_be_shared() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().unwrap();
+    let (_, out) = doctor(&[], &["--image-profile", "minimal", "--data-dir", data_arg]).await;
+    let (line, fix) = check(&out, "storage");
+    assert!(
+        line.starts_with("ok") && line.contains("does not exist yet") && fix.is_none(),
+        "{out}"
+    );
+    assert!(!data.exists(), "doctor created the data directory");
+
+    let (ok, out) = doctor(&[], &["--data-dir", data_arg, "--shared-data"]).await;
+    assert!(!ok, "{out}");
+    assert_fails(&out, "storage", "create the data directory");
+
+    std::fs::create_dir(&data).unwrap();
+    let (ok, out) = doctor(&[], &["--data-dir", data_arg, "--shared-data"]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        check(&out, "storage").0.contains("local to this node"),
+        "{out}"
+    );
+    assert_fails(&out, "storage", "mount the volume every node shares");
+    let (_, out) = doctor(&[], &["--image-profile", "minimal", "--data-dir", data_arg]).await;
+    let (line, _) = check(&out, "storage");
+    assert!(line.starts_with("ok") && line.contains("writable"), "{out}");
 }
 
 #[tokio::test]

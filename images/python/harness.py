@@ -241,8 +241,9 @@ def stop_capture(chan, pumps):
         while pump.is_alive():
             pump.join(0.02)
             now = time.monotonic()
-            if pump.pending() and now - start < JOIN_PENDING_MAX:
-                continue  # output not read yet: the reader is starved, not done
+            quiet = now - max(pump.last_read, start) > JOIN_IDLE
+            if quiet and pump.pending() and now - start < JOIN_PENDING_MAX:
+                continue  # output left unread while the reader read nothing: starved, not done
             if now - start > JOIN_MAX or now - max(pump.last_read, start) > JOIN_IDLE:
                 break  # a background child keeps the pipe open: done goes out anyway
     for pump in pumps:

@@ -207,7 +207,8 @@ impl CodeExecutionServer {
                 .as_ref()
                 .map(|view| view.stats.snapshot())
                 .unwrap_or_default(),
-            pii_vault: app.pii.persistence().map(|p| PiiVaultStats {
+            // The vault's lock is held across file I/O: off the async worker.
+            pii_vault: crate::app::blocking_here(|| app.pii.persistence()).map(|p| PiiVaultStats {
                 path: p.path.display().to_string(),
                 tokens: app.pii.vault_len(),
                 persisting: p.persisting,

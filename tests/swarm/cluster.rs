@@ -388,6 +388,12 @@ impl Swarm {
             )
             .output()
             .expect("docker ps");
+        // An engine that did not answer must not pass for one without sandboxes.
+        assert!(
+            out.status.success(),
+            "docker ps on node {i} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         stdout(&out)
             .lines()
             .filter_map(|l| l.split_once(' '))

@@ -34,7 +34,7 @@ load() {
 }
 
 node_ip() { echo "$net.$((10 + $1))"; }
-node_sock() { echo "$dir/n$1/run/docker.sock"; }
+node_sock() { echo "$dir/n$1/run/docker.sock"; }  # the node's /run/docker.sock
 node_docker() { local i=$1; shift; docker -H "unix://$(node_sock "$i")" "$@"; }
 
 # The pid of node I's entry process (dockerd after exec), if it runs.
@@ -80,8 +80,11 @@ entry() {
   if [ "$mount_data" = 1 ]; then
     mount_volume "$i"
   fi
+  # Every path under the node's own /run, named rather than left to defaults (which reach it
+  # through /var/run only where that is a link to /run).
   exec dockerd --config-file "$n/daemon.json" --data-root "$n/docker" \
-    --pidfile /run/docker.pid --cgroup-parent "/$prefix-n$i" >"$n/dockerd.log" 2>&1
+    -H unix:///run/docker.sock --exec-root /run/docker --pidfile /run/docker.pid \
+    --cgroup-parent "/$prefix-n$i" >"$n/dockerd.log" 2>&1
 }
 
 # The replicated volume at /run/cem-data, its volume file from this node or the others.
@@ -207,7 +210,6 @@ down() {
   done
   # The nodes' empty container cgroups, deepest first.
   for h in /sys/fs/cgroup/*/; do
-    [ -d "$h$prefix-n1" ] || [ -d "$h$prefix-n2" ] || [ -d "$h$prefix-n3" ] || continue
     find "$h" -maxdepth 1 -name "$prefix-n*" -print0 |
       xargs -0 -r -I{} find {} -depth -type d -exec rmdir {} \; 2>/dev/null || true
   done
