@@ -406,16 +406,10 @@ fn output_survives_reader_threads_starved_past_the_quiet_wait() {
         "/tests/python/harness_starved_reader.py"
     ))
     .unwrap();
-    let mut child = std::process::Command::new("docker")
-        .args([
-            "run",
-            "--rm",
-            "-i",
-            "--network",
-            "none",
-            "--entrypoint",
-            "python3",
-        ])
+    // Bounded: a harness that never finishes fails the test instead of hanging the suite.
+    let mut child = std::process::Command::new("timeout")
+        .args(["120", "docker", "run", "--rm", "-i", "--network", "none"])
+        .args(["--entrypoint", "python3"])
         .args([&image, "-I", "-"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

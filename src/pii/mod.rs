@@ -171,7 +171,7 @@ impl PiiEngine {
             && !fresh.is_empty()
         {
             let fresh: Vec<(PiiKind, &str)> = fresh.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            store.append(&fresh, &self.vault);
+            store.append(&fresh, &self.vault, &self.keyed);
         }
     }
 

@@ -54,6 +54,7 @@ impl Store {
         keyed: &Keyed,
     ) -> Result<Self, VaultFileError> {
         let (file, report) = VaultFile::open(&path, key, scope)?;
+        let held = file.hold();
         let store = Store {
             path,
             file: Mutex::new(Some(file)),
@@ -88,9 +89,18 @@ impl Store {
             vault.len()
         );
         if tail > 0 || read > 2 * vault.capacity() {
+            // Under the lock: first what others appended since the read above, so the rewrite
+            // keeps it, and a tail now is damage, not another server's append under way.
+            let mut file = lock(&store.file);
+            if let Some(f) = file.as_mut()
+                && let Ok(more) = f.read_new()
+            {
+                store.replay(more, vault, keyed);
+            }
             let entries = vault.entries();
-            store.rewrite(lock(&store.file).as_mut(), &entries);
+            store.rewrite(file.as_mut(), &entries);
         }
+        drop(held);
         Ok(store)
     }
 
@@ -115,17 +125,22 @@ impl Store {
 
     /// Appends newly minted values (one write and `fdatasync`), then rewrites the log if it has
     /// outgrown its bound. Failures are logged and counted, never returned.
-    pub(crate) fn append(&self, fresh: &[(PiiKind, &str)], vault: &Mutex<Vault>) {
+    pub(crate) fn append(&self, fresh: &[(PiiKind, &str)], vault: &Mutex<Vault>, keyed: &Keyed) {
         let mut file = lock(&self.file);
         let Some(f) = file.as_mut() else {
             return;
         };
+        let _held = f.hold();
         if let Err(e) = f.append(fresh) {
             self.failed("append to", &e);
         }
         if f.entries_estimate() as u64 > self.compact_above.load(Ordering::Relaxed) {
-            // Snapshot under the file's lock: appends of values minted after it wait for the
-            // rewrite, so they land in the new file.
+            // Under both locks: what other servers appended is read in first, so the rewrite
+            // keeps it; appends of values minted after the snapshot wait for the rewrite, so
+            // they land in the new file.
+            if let Ok(more) = f.read_new() {
+                self.replay(more, &mut lock(vault), keyed);
+            }
             let entries = lock(vault).entries();
             self.rewrite(Some(f), &entries);
         }
@@ -157,6 +172,7 @@ impl Store {
         let Some(f) = file.as_mut() else {
             return 0;
         };
+        let _held = f.hold();
         match f.read_new() {
             Ok(report) => self.replay(report, &mut lock(vault), keyed),
             Err(e) => {

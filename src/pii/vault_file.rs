@@ -100,6 +100,8 @@ pub struct VaultFile {
     path: PathBuf,
     dir: OwnedFd,
     name: OsString,
+    /// `.NAME.lock` beside the log, never renamed: see [`VaultFile::hold`].
+    lock: OwnedFd,
     file: File,
     id: (u64, u64),
     /// Where the next read starts: the end of the last whole record read.
@@ -153,12 +155,26 @@ impl VaultFile {
             Mode::empty(),
         )
         .map_err(|e| io_err("cannot open the directory (not a symlink) of", e.into()))?;
+        let lock = rustix::fs::openat(
+            &dir,
+            format!(".{}.lock", name.to_string_lossy()).as_str(),
+            OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| {
+            io_err(
+                "cannot open the lock file (not following a symlink) of",
+                e.into(),
+            )
+        })?;
+        let held = Held::take(&lock, path);
         remove_stale_temps(parent, &dir, name);
         let (file, id) = open_log(path, &dir, name)?;
         let mut vault = VaultFile {
             path: path.to_path_buf(),
             dir,
             name: name.to_os_string(),
+            lock,
             file,
             id,
             read_to: HEADER_LEN,
@@ -172,7 +188,18 @@ impl VaultFile {
             .concat(),
         };
         let report = vault.read_new()?;
+        drop(held);
         Ok((vault, report))
+    }
+
+    /// Holds the lock that servers sharing this file take around every append, read and
+    /// rewrite (and the header's creation), until the returned guard is dropped. With it, a
+    /// rewrite cannot drop another server's record appended between the rewrite's read and its
+    /// rename, nor an append land in a file a rewrite is replacing, nor two servers write a
+    /// header each. `flock`, which GlusterFS and NFS carry across nodes; where the filesystem
+    /// refuses it, the file works without (one server per tenant at a time).
+    pub fn hold(&self) -> Held {
+        Held::take(&self.lock, &self.path)
     }
 
     /// About how many entries the file holds: those read, plus those appended since (what
@@ -420,6 +447,39 @@ fn parse_entries(mut plain: &[u8]) -> Option<Vec<(PiiKind, String)>> {
         plain = &plain[5 + len..];
     }
     Some(entries)
+}
+
+/// The lock of [`VaultFile::hold`], released on drop.
+pub struct Held(Option<OwnedFd>);
+
+impl Held {
+    fn take(lock: &OwnedFd, path: &Path) -> Self {
+        use rustix::fs::{FlockOperation, flock};
+        let Ok(fd) = rustix::io::dup(lock) else {
+            return Held(None);
+        };
+        match flock(&fd, FlockOperation::LockExclusive) {
+            Ok(()) => Held(Some(fd)),
+            Err(e) => {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    tracing::warn!(
+                        "the filesystem of the PII vault file {} refuses locks ({e}): servers sharing a tenant's vault at the same moment could lose each other's records",
+                        path.display()
+                    )
+                });
+                Held(None)
+            }
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(fd) = &self.0 {
+            let _ = rustix::fs::flock(fd, rustix::fs::FlockOperation::Unlock);
+        }
+    }
 }
 
 /// Opens (or creates, 0600, with its header) the log `name` beneath `dir` without following a

@@ -251,6 +251,14 @@ impl Swarm {
         );
     }
 
+    /// The prefix of the swarm's namespaces and cgroups (`csXXXX`).
+    pub fn prefix(&self) -> String {
+        std::fs::read_to_string(self.dir.join("prefix"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
     /// Node `i`'s address on the nodes' network.
     pub fn node_ip(&self, i: usize) -> String {
         let net = std::fs::read_to_string(self.dir.join("net")).unwrap();
@@ -614,4 +622,36 @@ fn sandbox_base() -> String {
         "the sandbox image {tag} is missing: build it first (`code-execution-mcp image build --profile minimal`, see README)"
     );
     base
+}
+
+/// What a removed swarm must not leave on the host: cgroups named after its prefix (the nodes'
+/// and their containers'), and mounts below its directory.
+pub fn leftovers(prefix: &str, dir: &Path) -> Vec<String> {
+    let mut left = vec![];
+    if let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") {
+        for h in hierarchies.flatten() {
+            if let Ok(entries) = std::fs::read_dir(h.path()) {
+                left.extend(
+                    entries
+                        .flatten()
+                        .map(|e| e.path())
+                        .filter(|p| {
+                            p.file_name()
+                                .and_then(|n| n.to_str())
+                                .is_some_and(|n| n.starts_with(&format!("{prefix}-n")))
+                        })
+                        .map(|p| p.display().to_string()),
+                );
+            }
+        }
+    }
+    let dir = dir.to_str().unwrap_or_default().to_string();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    left.extend(
+        mounts
+            .lines()
+            .filter(|l| l.split(' ').nth(4).is_some_and(|m| m.starts_with(&dir)))
+            .map(str::to_string),
+    );
+    left
 }

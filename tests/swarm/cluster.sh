@@ -208,11 +208,12 @@ down() {
   for ns in px br $(seq -f 'n%g' 1 "$nodes"); do
     ip netns del "$prefix-$ns" 2>/dev/null || true
   done
-  # The nodes' empty container cgroups, deepest first.
-  for h in /sys/fs/cgroup/*/; do
-    find "$h" -maxdepth 1 -name "$prefix-n*" -print0 |
-      xargs -0 -r -I{} find {} -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  # The nodes' cgroups (their containers' and their own), empty now, deepest first.
+  local d
+  for d in /sys/fs/cgroup/*/"$prefix"-n*; do
+    [ -d "$d" ] && { find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; }
   done
+  true
   # Bricks hold extended attributes and a .glusterfs tree; the data roots overlay mounts
   # that died with the nodes' mount namespaces.
   rm -rf "$dir"

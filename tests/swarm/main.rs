@@ -201,9 +201,14 @@ fn a_swarm_serves_tenants_through_the_proxy_and_loses_nothing_with_a_node() {
             "node {i} kept sandboxes after the stack was removed: {left:?}"
         );
     }
-    let dir = swarm.dir.clone();
+    let (dir, prefix) = (swarm.dir.clone(), swarm.prefix());
     drop(swarm);
     assert!(!dir.exists(), "the swarm's directory was removed");
+    let left = cluster::leftovers(&prefix, &dir);
+    assert!(
+        left.is_empty(),
+        "the swarm left cgroups or mounts: {left:?}"
+    );
     assert_eq!(
         host_network(),
         network_before,
