@@ -58,8 +58,8 @@ pub struct Config {
     pub data_dir: Option<PathBuf>,
 
     /// The data directory is the volume every node of a swarm mounts: refuse to start when it
-    /// is on local storage (a shared mount that did not come up), and fail `/health` while it
-    /// cannot be read. See README, "Scale out".
+    /// is on local storage (a shared mount that did not come up), and fail `/health` while reads
+    /// of it fail or hang past a minute. See README, "Scale out".
     #[arg(long, env = "CEM_SHARED_DATA")]
     pub shared_data: bool,
 
