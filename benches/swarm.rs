@@ -18,6 +18,8 @@
 
 #[path = "../tests/swarm/cluster.rs"]
 mod cluster;
+#[path = "../tests/common/images.rs"]
+mod images;
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -43,7 +45,10 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(20.0);
 
-    let image = cluster::ServerImage::build(Path::new(env!("CARGO_BIN_EXE_code-execution-mcp")));
+    let image = cluster::ServerImage::build(
+        Path::new(env!("CARGO_BIN_EXE_code-execution-mcp")),
+        &images::sandbox_base(),
+    );
     let sandbox = code_execution_mcp::sandbox::image::default_tag(
         code_execution_mcp::sandbox::image::ImageProfile::Minimal,
     );

@@ -143,10 +143,10 @@ impl Stack {
             ("COMPOSE_PROJECT_NAME", self.project.clone()),
             ("CEM_SERVER_IMAGE", self.image.clone()),
             ("CEM_SERVER_BINARY", binary_in_context()),
-            ("CEM_SERVER_BASE", sandbox_base()),
+            ("CEM_SERVER_BASE", common::images::sandbox_base()),
             // The host-built test binary, copied in the offline base (no registry here to pull
             // the Rust image from).
-            ("CEM_BUILD_IMAGE", sandbox_base()),
+            ("CEM_BUILD_IMAGE", common::images::sandbox_base()),
             ("CEM_HOSTNAME", self.project.clone()),
             ("CEM_PUBLISH", "127.0.0.1:".into()),
             ("CEM_DATA_HOST_DIR", path_str(self.data.path())),
@@ -264,7 +264,7 @@ impl Drop for Stack {
             chown
                 .arg("-v")
                 .arg(format!("{}:/data", path_str(self.data.path())));
-            chown.args([&sandbox_base(), "chown", "-R"]);
+            chown.args([&common::images::sandbox_base(), "chown", "-R"]);
             chown.arg(format!(
                 "{}:{}",
                 euid.as_raw(),
@@ -336,28 +336,6 @@ fn binary_in_context() -> String {
         )
     });
     path_str(rel)
-}
-
-/// The base the sandbox image was built on (its `org.opencontainers.image.base.name` label).
-fn sandbox_base() -> String {
-    use code_execution_mcp::sandbox::image;
-    let tag = image::default_tag(image::ImageProfile::Minimal);
-    let out = std::process::Command::new("docker")
-        .args([
-            "image",
-            "inspect",
-            "-f",
-            "{{index .Config.Labels \"org.opencontainers.image.base.name\"}}",
-            &tag,
-        ])
-        .output()
-        .expect("docker image inspect");
-    let base = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(
-        out.status.success() && !base.is_empty(),
-        "the sandbox image {tag} is missing: build it first (`code-execution-mcp image build`, see README)"
-    );
-    base
 }
 
 fn path_str(p: &Path) -> String {

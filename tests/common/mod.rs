@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod host_watch;
+pub mod images;
 pub mod private_engine;
 pub mod upstreams;
 

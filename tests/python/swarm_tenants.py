@@ -27,18 +27,16 @@ Exits non-zero with a message on the first mismatch.
 """
 
 import asyncio
-import contextlib
 import json
 import os
 import sys
 import time
 
 import httpx2
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from original_examples import check, original_examples, payload  # noqa: E402
+from tenants_over_http import session_for  # noqa: E402
 
 PROTOCOL = "2025-06-18"
 
@@ -71,17 +69,6 @@ def tenants(path):
             name, token = line.split(":", 1)
             out[name] = token
     return out
-
-
-@contextlib.asynccontextmanager
-async def session_for(url, token, initialize=True):
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120)) as http:
-        async with streamable_http_client(url, http_client=http) as streams:
-            async with ClientSession(streams[0], streams[1]) as session:
-                if initialize:
-                    await session.initialize()
-                yield session
 
 
 async def call(session, tool, args):
@@ -126,7 +113,7 @@ async def examples(url, tokens_file, state_file):
     all_tenants = tenants(tokens_file)
 
     async def run(name, token):
-        async with session_for(url, token, initialize=False) as s:
+        async with session_for(url, token) as s:
             await original_examples(s, name)
             _, p = await call(s, "write_workspace_file", {"filename": f"{name}-only.txt", "content": f"{name}'s"})
             check(p["success"], f"{name}: write: {p}")

@@ -574,10 +574,10 @@ pub struct ServerImage {
 }
 
 impl ServerImage {
-    pub fn build(binary: &Path) -> Self {
+    /// `base`: the image the sandbox image was built on (`common::images::sandbox_base`).
+    pub fn build(binary: &Path, base: &str) -> Self {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let tag = format!("code-execution-mcp-server:swarm-{}", &id[..12]);
-        let base = sandbox_base();
         let binary = binary
             .strip_prefix(MANIFEST_DIR)
             .expect("the server binary is inside the repository (no CARGO_TARGET_DIR)")
@@ -600,28 +600,6 @@ impl Drop for ServerImage {
             .args(["rmi", "-f", &self.tag])
             .output();
     }
-}
-
-/// The base the minimal sandbox image was built on (its `org.opencontainers.image.base.name`).
-fn sandbox_base() -> String {
-    use code_execution_mcp::sandbox::image;
-    let tag = image::default_tag(image::ImageProfile::Minimal);
-    let out = Command::new("docker")
-        .args([
-            "image",
-            "inspect",
-            "-f",
-            "{{index .Config.Labels \"org.opencontainers.image.base.name\"}}",
-            &tag,
-        ])
-        .output()
-        .expect("docker image inspect");
-    let base = stdout(&out);
-    assert!(
-        out.status.success() && !base.is_empty(),
-        "the sandbox image {tag} is missing: build it first (`code-execution-mcp image build --profile minimal`, see README)"
-    );
-    base
 }
 
 /// What a removed swarm must not leave on the host: cgroups named after its prefix (the nodes'

@@ -35,7 +35,8 @@ fn a_swarm_serves_tenants_through_the_proxy_and_loses_nothing_with_a_node() {
         );
     }
     let network_before = host_network();
-    let server_image = cluster::ServerImage::build(Path::new(common::BIN));
+    let server_image =
+        cluster::ServerImage::build(Path::new(common::BIN), &common::images::sandbox_base());
     let sandbox_image = code_execution_mcp::sandbox::image::default_tag(
         code_execution_mcp::sandbox::image::ImageProfile::Minimal,
     );
