@@ -26,6 +26,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::policy::{Decision, Policy};
+use super::redact::{REDACTED, Redactor};
 
 /// An upstreams file larger than this is not an upstreams file.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -97,34 +98,26 @@ impl UpstreamConfig {
         }
     }
 
-    /// `text` with the upstream's full URL replaced by the shown one (HTTP client errors quote
-    /// the URL they failed on), then every secret of the entry replaced by `[redacted]`: the
-    /// values of `env` and `headers`, the URL's user info, query and fragment and each of their
-    /// values, also percent-encoded (a client may quote a normalised URL). For every text of an
-    /// upstream that may reach a sandbox or the model: errors, statuses, its stderr lines.
-    pub fn scrub(&self, text: &str) -> String {
-        let mut text = match &self.transport {
-            Transport::Http { url, .. } => text.replace(url.as_str(), &shown_url(url)),
-            Transport::Stdio { .. } => text.to_string(),
-        };
-        for secret in self.secrets() {
-            if text.contains(secret.as_str()) {
-                text = text.replace(secret.as_str(), "[redacted]");
-            }
-        }
-        text
-    }
-
-    /// What [`UpstreamConfig::scrub`] removes, longest first (so a value is not half-replaced
-    /// through a shorter one it contains). Values under 4 characters are left: replacing
-    /// every "1" or "on" would garble messages and hide nothing.
-    fn secrets(&self) -> Vec<String> {
+    /// What keeps this entry's credentials out of everything the upstream sends back (see
+    /// `redact.rs`): the upstream's full URL becomes the shown one (HTTP client errors quote
+    /// the URL they failed on), and every secret of the entry becomes `[redacted]`: the values
+    /// of `env` (but for [`NOT_SECRET_ENV`]) and `headers`, a bearer token without its scheme
+    /// word, the URL's user info, query and fragment and each of their values; each also
+    /// percent-encoded (a client may quote a normalised URL) and JSON-escaped (a text content
+    /// may hold JSON). Values under 4 characters are left: replacing every "1" or "on" would
+    /// garble messages and hide nothing.
+    pub fn redactor(&self) -> Redactor {
         let mut found: Vec<String> = Vec::new();
+        let mut pairs = Vec::new();
         match &self.transport {
-            Transport::Stdio { env, .. } => found.extend(env.values().cloned()),
+            Transport::Stdio { env, .. } => found.extend(
+                env.iter()
+                    .filter(|(name, _)| !is_not_secret_env(name))
+                    .map(|(_, value)| value.clone()),
+            ),
             Transport::Http { url, headers } => {
+                pairs.push((url.clone(), shown_url(url)));
                 found.extend(headers.values().cloned());
-                // A bearer token without its scheme word, as a client may quote it.
                 found.extend(
                     headers
                         .values()
@@ -133,13 +126,33 @@ impl UpstreamConfig {
                 found.extend(url_secrets(url));
             }
         }
-        let encoded: Vec<String> = found.iter().map(|s| percent_encoded(s)).collect();
-        found.extend(encoded);
+        let mut forms: Vec<String> = Vec::new();
+        for secret in &found {
+            forms.push(percent_encoded(secret, false));
+            forms.push(percent_encoded(secret, true));
+            // A JSON string is always quoted: its inside is the escaped form.
+            let quoted = serde_json::Value::String(secret.clone()).to_string();
+            forms.push(quoted[1..quoted.len() - 1].to_string());
+        }
+        found.extend(forms);
         found.retain(|s| s.chars().count() >= 4);
-        found.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        found.sort();
         found.dedup();
-        found
+        pairs.extend(found.into_iter().map(|s| (s, REDACTED.to_string())));
+        Redactor::new(pairs)
     }
+}
+
+/// Variables of an entry's `env` whose values are not credentials: where things are, who the
+/// user is, the locale and time zone. Their values (a home directory, "Europe/Berlin") appear
+/// in ordinary results, and replacing them would garble those results while hiding nothing.
+pub const NOT_SECRET_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+];
+
+/// Whether `name` is one of [`NOT_SECRET_ENV`] or a locale variable (`LC_*`).
+fn is_not_secret_env(name: &str) -> bool {
+    NOT_SECRET_ENV.contains(&name) || name.starts_with("LC_")
 }
 
 /// The parts of a URL that may carry credentials: user info, query, fragment, and each
@@ -166,14 +179,16 @@ fn url_secrets(url: &str) -> Vec<String> {
     found
 }
 
-/// `s` with every byte outside the URL-unreserved set percent-encoded.
-fn percent_encoded(s: &str) -> String {
+/// `s` with every byte outside the URL-unreserved set percent-encoded, in upper- or lower-case
+/// hex (clients write either).
+fn percent_encoded(s: &str, upper: bool) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
                 (b as char).to_string()
             }
-            _ => format!("%{b:02X}"),
+            _ if upper => format!("%{b:02X}"),
+            _ => format!("%{b:02x}"),
         })
         .collect()
 }
@@ -479,7 +494,9 @@ mod tests {
             "https://crm.example:8443/a/mcp"
         );
         assert_eq!(
-            servers[0].scrub("error sending request for url (https://crm.example/mcp?key=s3cret)"),
+            servers[0]
+                .redactor()
+                .text("error sending request for url (https://crm.example/mcp?key=s3cret)"),
             "error sending request for url (https://crm.example/mcp)"
         );
         assert_eq!(
@@ -508,17 +525,37 @@ mod tests {
             "error sending request for url (https://me:pa55word@crm.example/?key=s3cret-key&x=1)",
             "401 for token tok%2Fen%2B1 and tok/en+1; Authorization: Bearer tok/en+1",
         ] {
-            let shown = web.scrub(quoted);
+            let shown = web.redactor().text(quoted);
             for secret in ["pa55word", "s3cret-key", "tok/en+1", "tok%2Fen%2B1"] {
                 assert!(!shown.contains(secret), "{secret} in {shown}");
             }
             assert!(shown.contains("[redacted]"), "{shown}");
         }
         assert_eq!(
-            cli.scrub("auth failed with key abcd-1234 (DEBUG=1)"),
+            cli.redactor()
+                .text("auth failed with key abcd-1234 (DEBUG=1)"),
             "auth failed with key [redacted] (DEBUG=1)",
             "short values such as 1 stay: they hide nothing"
         );
+    }
+
+    #[test]
+    fn secrets_are_found_json_escaped_and_where_things_are_is_no_secret() {
+        let text = r#"{"mcpServers": {"cli": {"command": "x", "env": {
+            "API_KEY": "k\\ey\"9f", "TZ": "Europe/Berlin", "HOME": "/home/alice",
+            "LC_ALL": "de_DE.UTF-8", "DB_URL": "postgres://u:pw@db/app"}}}}"#;
+        let cli = &parse(text, &env).unwrap()[0];
+        let r = cli.redactor();
+        assert_eq!(
+            r.text(r#"{"error": "bad key k\\ey\"9f"} raw k\ey"9f, lower %2fapp"#),
+            r#"{"error": "bad key [redacted]"} raw [redacted], lower %2fapp"#
+        );
+        assert_eq!(
+            r.text("postgres://u:pw@db/app is down; postgres%3A%2F%2Fu%3Apw%40db%2Fapp"),
+            "[redacted] is down; [redacted]"
+        );
+        let ordinary = "12:00 in Europe/Berlin, saved to /home/alice/x.csv (de_DE.UTF-8)";
+        assert_eq!(r.text(ordinary), ordinary);
     }
 
     #[test]

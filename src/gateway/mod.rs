@@ -13,6 +13,7 @@
 //! session.rs   one execution's calls: checks, policy, limits, token restore, records
 //! results.rs   a tool result as a Python value
 //! policy.rs    allow, deny, confirm
+//! redact.rs    an upstream's credentials kept out of all it sends back
 //! stats.rs     calls, failures and latency per upstream, for get_execution_stats
 //! ```
 //!
@@ -24,6 +25,7 @@
 pub mod config;
 pub mod names;
 pub mod policy;
+pub mod redact;
 pub mod results;
 pub mod session;
 pub mod stats;

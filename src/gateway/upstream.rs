@@ -32,6 +32,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{Transport, UpstreamConfig};
+use super::redact::Redactor;
 use super::tools::LiveTool;
 
 /// Restarts in a row after which a failing upstream is given up (until the server restarts):
@@ -86,6 +87,8 @@ struct Live {
 /// One upstream and its connection.
 pub struct Upstream {
     pub config: UpstreamConfig,
+    /// The entry's credentials, replaced in everything the upstream sends back.
+    redactor: Redactor,
     limits: UpstreamLimits,
     status: RwLock<Status>,
     live: RwLock<Option<Live>>,
@@ -118,6 +121,7 @@ pub enum CallFailure {
 impl Upstream {
     pub fn new(config: UpstreamConfig, limits: UpstreamLimits) -> Arc<Self> {
         Arc::new(Self {
+            redactor: config.redactor(),
             config,
             limits,
             status: RwLock::new(Status::Connecting),
@@ -208,8 +212,19 @@ impl Upstream {
                 tool: tool.to_string(),
                 message: self.explain(&e),
             }),
-            Ok(Ok(result)) => Ok(serde_json::to_value(result).unwrap_or(Value::Null)),
+            // The one way a result comes in: the entry's credentials go here, before the
+            // result is measured, turned into a Python value or recorded.
+            Ok(Ok(result)) => Ok(self
+                .redactor
+                .value(serde_json::to_value(result).unwrap_or(Value::Null))),
         }
+    }
+
+    /// `text` from or about the upstream with the entry's credentials replaced (see
+    /// `redact.rs`): for every error, status and stderr line that may reach code, the model
+    /// or the logs.
+    pub fn scrub(&self, text: &str) -> String {
+        self.redactor.text(text).into_owned()
     }
 
     /// Why the upstream cannot take a call now, and what happens next.
@@ -233,7 +248,7 @@ impl Upstream {
     /// A service error in words, with the upstream's last stderr line when the transport
     /// closed (a crashed process usually says why there).
     fn explain(&self, e: &ServiceError) -> String {
-        self.config.scrub(&self.explain_raw(e))
+        self.scrub(&self.explain_raw(e))
     }
 
     fn explain_raw(&self, e: &ServiceError) -> String {
@@ -273,7 +288,7 @@ impl Upstream {
                 failures = 0;
             }
             failures += 1;
-            let reason = self.with_stderr(ended);
+            let reason = self.scrub(&self.with_stderr(ended));
             if failures > MAX_RESTARTS {
                 tracing::error!(upstream = %self.name(), %reason, "upstream given up: {MAX_RESTARTS} restarts in a row failed");
                 self.set_status(Status::Failed {
@@ -322,7 +337,7 @@ impl Upstream {
                     connect_http(handler, url, headers, self.limits)
                         .await
                         .map(|service| (service, None))
-                        .map_err(|e| self.config.scrub(&e))
+                        .map_err(|e| self.scrub(&e))
                 }
             }
         };
@@ -386,7 +401,9 @@ impl Upstream {
                 Ok(Ok(tools)) => {
                     let tools: Vec<LiveTool> = tools
                         .iter()
-                        .filter_map(|t| LiveTool::from_wire(&serde_json::to_value(t).ok()?))
+                        .filter_map(|t| {
+                            LiveTool::from_wire(&self.redactor.value(serde_json::to_value(t).ok()?))
+                        })
                         .collect();
                     tracing::info!(upstream = %self.name(), tools = tools.len(), "upstream tools listed");
                     *self.live.write().expect("live lock") = Some(Live {
@@ -410,7 +427,7 @@ impl Upstream {
                 }
                 // A failed relist keeps the last list; the next notification tries again.
                 Ok(Err(e)) => {
-                    tracing::warn!(upstream = %self.name(), error = %e, "listing tools again failed")
+                    tracing::warn!(upstream = %self.name(), error = %self.explain(&e), "listing tools again failed")
                 }
                 Err(_) => tracing::warn!(upstream = %self.name(), "listing tools again timed out"),
             }
@@ -488,7 +505,7 @@ impl Upstream {
             }
             // Its lines are quoted in errors that reach code and the model: no secret of the
             // entry goes with them.
-            let text = self.config.scrub(&text);
+            let text = self.scrub(&text);
             if window.elapsed() > Duration::from_secs(10) {
                 if suppressed > 0 {
                     tracing::info!(upstream = %self.name(), suppressed, "upstream stderr lines not logged");

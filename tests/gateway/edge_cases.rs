@@ -291,62 +291,6 @@ result = {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn credentials_stay_on_the_host() {
-    let canary = "cem-canary-7d1f0c2e9b";
-    let t = app_with_ready(
-        json!({
-            "fx": {"command": crate::common::upstreams::fixture_bin(),
-                   "env": {"FIXTURE_SECRET": canary}},
-            "web": {"url": format!("http://127.0.0.1:9/mcp?key={canary}"),
-                    "headers": {"Authorization": format!("Bearer {canary}")}},
-        }),
-        |c| c.upstream_connect_timeout_secs = 3,
-        Some(&["fx"]),
-    )
-    .await;
-    let o = run_ok(
-        &t,
-        &format!(
-            r#"
-import os
-from servers.fx import secret_present, stderr_flood
-found = []
-for top, dirs, files in os.walk("/mnt/servers"):
-    for name in files:
-        with open(os.path.join(top, name), "rb") as f:
-            if b"{canary}" in f.read():
-                found.append(os.path.join(top, name))
-for pid in os.listdir("/proc"):
-    if pid.isdigit():
-        try:
-            with open(f"/proc/{{pid}}/environ", "rb") as f:
-                if b"{canary}" in f.read():
-                    found.append("environ of " + pid)
-        except OSError:
-            pass
-flooded = stderr_flood(megabytes=8)
-result = {{"found": found, "upstream_has_it": secret_present()["present"], "flooded": flooded}}
-"#
-        ),
-    )
-    .await;
-    let r = &o.outcome.result;
-    assert_eq!(r["found"], json!([]), "the canary reached the sandbox: {r}");
-    assert_eq!(r["upstream_has_it"], true, "the env reached the upstream");
-    assert_eq!(
-        r["flooded"], "flooded",
-        "8 MiB of stderr mid-call did not break the call"
-    );
-    // Nor does a message about the HTTP upstream quote its key.
-    let web = status_after_failure(&t, "web").await;
-    assert!(
-        web.contains("127.0.0.1:9/mcp") && !web.contains(canary),
-        "{web}"
-    );
-    t.app.shutdown_all().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn the_first_execution_waits_for_an_upstream_still_starting() {
     // Nothing waits for the upstream here: the execution and the search come while it is
     // still starting, as when a client calls execute_code right after starting the server.

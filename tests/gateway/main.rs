@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod credentials;
 mod edge_cases;
 mod over_mcp;
 mod pypi;

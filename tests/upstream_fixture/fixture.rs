@@ -3,11 +3,12 @@
 //! gateway must survive or pass through faithfully: structured output, huge or slow answers,
 //! crashes, error results, tools added at run time, names that are not Python identifiers,
 //! annotations, elicitation, images and embedded resources, text that only looks like JSON, and a
-//! stderr flood. The flags below reproduce misbehaviour around the session itself (a slow start,
-//! a hung handshake, a stderr flood before serving, an exit in the middle of calls, paginated
-//! listings).
+//! stderr flood, a credential quoted in what it returns. The flags below reproduce misbehaviour
+//! around the session itself (a slow start, a hung handshake, a stderr flood before serving, an
+//! exit in the middle of calls, paginated listings); `--http` serves the same tools over
+//! streamable HTTP instead of stdio.
 //!
-//! Stdout carries MCP frames only; diagnostics go to stderr.
+//! Over stdio, stdout carries MCP frames only; diagnostics go to stderr.
 //!
 //! The entry file is not `main.rs` because Cargo would then also infer an empty integration test
 //! target from `tests/upstream_fixture/main.rs`.
@@ -43,6 +44,10 @@ pub struct Flags {
     /// The server name reported in `serverInfo`.
     #[arg(long, default_value = "upstream-fixture")]
     pub name: String,
+    /// Serve MCP streamable HTTP at http://ADDR/mcp instead of stdio; the first line on stdout
+    /// is then `listening on http://HOST:PORT/mcp` (useful with port 0).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
 }
 
 #[tokio::main]
@@ -61,11 +66,35 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("fixture: stdin closed");
         return Ok(());
     }
+    if let Some(addr) = flags.http {
+        return serve_http(&flags, addr).await;
+    }
     let service = server::Fixture::new(&flags)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| anyhow::anyhow!("fixture: MCP handshake failed: {e}"))?;
     service.waiting().await?;
+    Ok(())
+}
+
+/// Serves the fixture over streamable HTTP until the process is killed.
+async fn serve_http(flags: &Flags, addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let fixture = server::Fixture::new(flags);
+    let service: StreamableHttpService<server::Fixture, LocalSessionManager> =
+        StreamableHttpService::new(
+            move || Ok(fixture.clone()),
+            Default::default(),
+            StreamableHttpServerConfig::default(),
+        );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    println!("listening on http://{}/mcp", listener.local_addr()?);
+    std::io::stdout().flush()?;
+    axum::serve(listener, router).await?;
     Ok(())
 }
 

@@ -10,6 +10,7 @@ use rmcp::model::{
     CallToolResult, ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams,
     ElicitationAction, ElicitationSchema, ServerRequest,
 };
+use rmcp::service::RequestContext;
 use rmcp::{Json, Peer, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -86,6 +87,19 @@ pub struct StoreArgs {
 pub struct Stored {
     /// How many rows were appended.
     pub stored: usize,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct LeakArgs {
+    /// Where the credential is quoted: "error", "text", "structured", "resource", "stderr"
+    /// (a stderr line, then the text "logged") or "exit" (a stderr line, then exit code 5).
+    pub place: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct EnvNames {
+    /// The names of the fixture's environment variables, sorted.
+    pub names: Vec<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -246,6 +260,55 @@ impl Fixture {
         Json(Present { present })
     }
 
+    #[tool(
+        description = "Quotes the credential it was given (FIXTURE_SECRET, or over HTTP the Authorization header's token) where `place` says, as real APIs quote a rejected key."
+    )]
+    async fn leak(
+        &self,
+        Parameters(args): Parameters<LeakArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let key = credential(&context);
+        match args.place.as_str() {
+            "error" => error(format!("invalid key {key}: not allowed for project alpha")),
+            "text" => text(format!("authenticated with {key} as project alpha")),
+            "structured" => {
+                let structured = serde_json::json!({
+                    "project": "alpha",
+                    "auth": {"keys": [key, "public-key-0"], "note": format!("key {key} is active"),
+                             "by_key": {key.clone(): "alpha"}},
+                });
+                let mut result = text(structured.to_string());
+                result.structured_content = Some(structured);
+                result
+            }
+            "resource" => CallToolResult::success(vec![ContentBlock::embedded_text(
+                format!("fixture://keys/{key}"),
+                format!("key={key}; project=alpha"),
+            )]),
+            "stderr" => {
+                eprintln!("fixture: authenticating with key {key} for project alpha");
+                text("logged")
+            }
+            "exit" => {
+                eprintln!("fixture: key {key} rejected, exiting");
+                // The line is read before the connection is seen to close.
+                std::thread::sleep(Duration::from_millis(200));
+                std::process::exit(5)
+            }
+            other => error(format!("unknown place {other:?}")),
+        }
+    }
+
+    #[tool(description = "Answers the names of the fixture's environment variables.")]
+    async fn env_names(&self) -> Json<EnvNames> {
+        let mut names: Vec<String> = std::env::vars_os()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        Json(EnvNames { names })
+    }
+
     #[tool(description = "Answers a 1x1 PNG image and an embedded text resource fixture://note.")]
     async fn image(&self) -> CallToolResult {
         CallToolResult::success(vec![
@@ -275,6 +338,18 @@ impl Fixture {
     async fn json_text(&self) -> CallToolResult {
         text(r#"{"a": [1, 2]}"#)
     }
+}
+
+/// The credential this call came with: the token of the HTTP request's `Authorization` header
+/// when served over HTTP, else the FIXTURE_SECRET variable ("" when neither is there).
+fn credential(context: &RequestContext<RoleServer>) -> String {
+    let header = context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.headers.get(http::header::AUTHORIZATION))
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).to_string());
+    header.unwrap_or_else(|| std::env::var("FIXTURE_SECRET").unwrap_or_default())
 }
 
 /// Sends `elicitation/create` with a one-field form and returns the answer, or why there is
