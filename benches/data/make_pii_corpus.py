@@ -635,6 +635,15 @@ HANDWRITTEN = [
     "Password reset requested for ⟦EMAIL|k.yamamoto@example.jp⟧ from ⟦IP_ADDRESS|2001:db8:3333:4444:5555:6666:7777:8888⟧",
     "export DATABASE_PASSWORD='⟦API_KEY|hJ7#kL2$mN9q⟧'\nexport DATABASE_USER=app",
     "npm notice New minor version of npm available! 10.2.4 -> 10.5.0",
+    # Values wrapped over lines (textwrap, narrow columns), and lines that only look continued.
+    "Kartennummer: ⟦CREDIT_CARD|4111 1111\n1111 1111⟧, gültig bis 12/29",
+    "Beneficiary IBAN: ⟦IBAN|DE89 3704 0044\n    0532 0130 00⟧ (Gehalt März)",
+    "Reach me at ⟦PHONE|+1 (415)\n555-0134⟧ after 6pm, or by mail",
+    "pan ⟦CREDIT_CARD|4000 0566\n5566\n5556⟧ approved (auth 0x4f2a)",
+    "  id   qty  price\n   0  4532   1234\n   1  5678   9012\n   2  3456   7890",
+    "build 2024 1105\n2231 ok; next build 2024 1106",
+    "Luhn: 4111 1111\n1111 1112 is not a card number",
+    "DE89 3704 0044\n0532 0130 01 fails mod-97",
 ]
 
 

@@ -35,7 +35,8 @@
 //! Layout: this file holds the candidate patterns, the single pass and the `key=value` value
 //! extraction; `context.rs` the byte-level helpers the validators share; `contact.rs` email and
 //! phone, `finance.rs` SSN, card and IBAN, `network.rs` IPv4 and IPv6, `secret.rs` prefixed API
-//! keys and whether a `key=value` value looks like a secret.
+//! keys and whether a `key=value` value looks like a secret; `wrapped.rs` a second look at line
+//! breaks, for cards, IBANs and phone numbers printed over two or three lines.
 
 mod contact;
 mod context;
@@ -44,6 +45,7 @@ mod network;
 mod secret;
 #[cfg(test)]
 mod tests;
+mod wrapped;
 
 use regex_automata::meta::Regex;
 use regex_automata::util::syntax;
@@ -219,11 +221,13 @@ impl Detectors {
         Detectors { re, pats }
     }
 
-    /// All detections in `text`: sorted by start, non-overlapping. Allocates nothing when nothing
-    /// is found.
+    /// All detections in `text`, values wrapped over lines included (`wrapped.rs`): sorted by
+    /// start, non-overlapping. Allocates nothing when nothing is found and no line break looks
+    /// like the middle of a value.
     pub(crate) fn detect(&self, text: &str) -> Vec<Detection> {
         let mut out = Vec::new();
         self.scan(text.as_bytes(), 0, text.len(), &mut out);
+        self.add_wrapped(text, &mut out);
         out
     }
 

@@ -1,0 +1,231 @@
+//! Values wrapped over lines: a card, an IBAN or a phone number that a table, `textwrap` or a
+//! narrow column printed in two or three pieces (`card on file: 4111 1111` / `1111 1111, exp …`).
+//! Each piece alone is no value, so the single pass finds nothing; this pass looks at the line
+//! breaks where a value may continue, joins the lines there and runs the same candidates and
+//! validators (Luhn and issuer ranges, mod-97, phone shapes) on the joined text.
+//!
+//! Only these kinds are joined: their values are digit groups that wrapping splits at a space, and
+//! their validators are strict enough that joining two unrelated lines rarely makes one (a
+//! random 16 digits must pass Luhn and an issuer range; an IBAN mod-97 and its country's length).
+//! A break is a candidate only where the line before ends in a value-like run (digits, capitals,
+//! spaces, `()+.-`, with at least two digits) and the line after starts with one (at least two
+//! digits, seven in both, and not a date): prose, log lines and most code never pay for the
+//! join.
+//!
+//! A value found across breaks becomes one detection spanning them, line breaks included: its
+//! token stands on the first line, and the lines it joined become one. The token's value is the
+//! text as printed (with its line break), so restoring gives back exactly what was printed.
+
+use super::Detectors;
+use crate::pii::types::{Detection, PiiKind};
+
+/// How far from a break a value's pieces may reach, in bytes, on each side (the longest IBAN
+/// is 34 characters, 42 with its spaces).
+const REACH: usize = 48;
+
+/// A line break where a value may continue, in the original text.
+struct Break {
+    /// After the last non-blank byte of the line before.
+    a: usize,
+    /// The first non-blank byte of the line after.
+    b: usize,
+    /// Where the value-like run before the break starts.
+    run_start: usize,
+    /// Where the value-like run after the break ends.
+    run_end: usize,
+}
+
+/// One joined line break: where it is in the joined text and what it replaced in the original.
+struct Gap {
+    /// Offset in the joined text where the separator starts.
+    joined_at: usize,
+    /// Bytes of separator in the joined text (0 or 1).
+    sep_len: usize,
+    /// The original bytes the separator replaced (blanks, `\r`, `\n`, indentation).
+    orig_len: usize,
+}
+
+fn in_run(b: u8) -> bool {
+    b.is_ascii_digit()
+        || b.is_ascii_uppercase()
+        || matches!(b, b' ' | b'\t' | b'(' | b')' | b'+' | b'-' | b'.')
+}
+
+/// Where the value-like run that ends at `end` starts (at most [`REACH`] bytes back), and its
+/// digits.
+fn run_before(hay: &[u8], end: usize) -> (usize, usize) {
+    let floor = end.saturating_sub(REACH);
+    let mut start = end;
+    while start > floor && in_run(hay[start - 1]) {
+        start -= 1;
+    }
+    let digits = hay[start..end]
+        .iter()
+        .filter(|b| b.is_ascii_digit())
+        .count();
+    (start, digits)
+}
+
+/// Where the value-like run that starts at `start` ends (at most [`REACH`] bytes on), and its
+/// digits.
+fn run_after(hay: &[u8], start: usize) -> (usize, usize) {
+    let ceiling = (start + REACH).min(hay.len());
+    let mut end = start;
+    while end < ceiling && in_run(hay[end]) {
+        end += 1;
+    }
+    let digits = hay[start..end]
+        .iter()
+        .filter(|b| b.is_ascii_digit())
+        .count();
+    (end, digits)
+}
+
+/// Whether `run` starts with an ISO date, `YYYY-MM-DD`.
+fn starts_with_date(run: &[u8]) -> bool {
+    run.len() >= 10
+        && run[..10].iter().enumerate().all(|(i, b)| match i {
+            4 | 7 => *b == b'-',
+            _ => b.is_ascii_digit(),
+        })
+}
+
+/// How many digits stand right before `end`.
+fn digit_run_before(hay: &[u8], end: usize) -> usize {
+    hay[..end]
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_digit())
+        .count()
+}
+
+impl Detectors {
+    /// Detections of wrapped cards, IBANs and phone numbers, merged into `found` (sorted,
+    /// non-overlapping): a wrapped value replaces detections lying inside it, and is dropped
+    /// when it would cut one that reaches past it.
+    pub(super) fn add_wrapped(&self, text: &str, found: &mut Vec<Detection>) {
+        let hay = text.as_bytes();
+        // Candidate breaks: the value-like runs on each side (start of the one before, end of the
+        // one after) and the blanks between them (end of the line's last non-blank, start of the
+        // next line's first).
+        let mut breaks: Vec<Break> = Vec::new();
+        for nl in memchr::memchr_iter(b'\n', hay) {
+            let mut a = nl;
+            while a > 0 && matches!(hay[a - 1], b' ' | b'\t' | b'\r') {
+                a -= 1;
+            }
+            let mut b = nl + 1;
+            while b < hay.len() && matches!(hay[b], b' ' | b'\t') {
+                b += 1;
+            }
+            let (Some(&last), Some(&first)) = (a.checked_sub(1).map(|i| &hay[i]), hay.get(b))
+            else {
+                continue;
+            };
+            let ends_like_value =
+                last.is_ascii_digit() || last.is_ascii_uppercase() || last == b')';
+            let starts_like_value =
+                first.is_ascii_digit() || first.is_ascii_uppercase() || first == b'(';
+            if !(ends_like_value && starts_like_value) {
+                continue;
+            }
+            let ((run_start, digits_before), (run_end, digits_after)) =
+                (run_before(hay, a), run_after(hay, b));
+            // Every joined kind has at least 7 digits; a line that starts with a date
+            // (`2024-10-12`, as log lines do) continues no value.
+            if digits_before >= 2
+                && digits_after >= 2
+                && digits_before + digits_after >= 7
+                && !starts_with_date(&hay[b..run_end])
+            {
+                breaks.push(Break {
+                    a,
+                    b,
+                    run_start,
+                    run_end,
+                });
+            }
+        }
+        if breaks.is_empty() {
+            return;
+        }
+        // The text with each candidate break replaced by one space, or by nothing inside a long
+        // unspaced number (`41111111` / `11111111`).
+        let mut joined: Vec<u8> = Vec::with_capacity(hay.len());
+        let mut gaps: Vec<Gap> = Vec::with_capacity(breaks.len());
+        // The runs around each gap, in the joined text: what the detectors look at.
+        let mut windows: Vec<(usize, usize)> = Vec::with_capacity(breaks.len());
+        let mut copied = 0;
+        for br in &breaks {
+            joined.extend_from_slice(&hay[copied..br.a]);
+            let unspaced = digit_run_before(hay, br.a) >= 5 && hay[br.b].is_ascii_digit();
+            let sep_len = usize::from(!unspaced);
+            let joined_at = joined.len();
+            gaps.push(Gap {
+                joined_at,
+                sep_len,
+                orig_len: br.b - br.a,
+            });
+            windows.push((
+                joined_at - (br.a - br.run_start),
+                joined_at + sep_len + (br.run_end - br.b),
+            ));
+            if sep_len == 1 {
+                joined.push(b' ');
+            }
+            copied = br.b;
+        }
+        joined.extend_from_slice(&hay[copied..]);
+        // Scan the windows (merged where they meet: a value over three lines), keep what
+        // crosses a gap.
+        let mut candidates: Vec<Detection> = Vec::new();
+        let mut i = 0;
+        while i < gaps.len() {
+            let (start, mut end) = windows[i];
+            let mut j = i + 1;
+            while j < gaps.len() && windows[j].0 <= end {
+                end = windows[j].1;
+                j += 1;
+            }
+            let mut found_here = Vec::new();
+            self.scan(&joined, start, end, &mut found_here);
+            candidates.extend(found_here.into_iter().filter(|d| {
+                matches!(d.kind, PiiKind::CreditCard | PiiKind::Iban | PiiKind::Phone)
+                    && gaps[i..j]
+                        .iter()
+                        .any(|g| d.start < g.joined_at && d.end > g.joined_at + g.sep_len)
+            }));
+            i = j;
+        }
+        for d in candidates {
+            let wrapped = Detection {
+                kind: d.kind,
+                start: to_original(&gaps, d.start),
+                end: to_original(&gaps, d.end),
+            };
+            merge(found, wrapped);
+        }
+    }
+}
+
+/// The original offset of joined offset `j` (outside any separator).
+fn to_original(gaps: &[Gap], j: usize) -> usize {
+    let before = gaps.partition_point(|g| g.joined_at + g.sep_len <= j);
+    gaps[..before]
+        .iter()
+        .fold(j, |o, g| o + g.orig_len - g.sep_len)
+}
+
+/// Puts `d` into the sorted, non-overlapping `found`: detections inside it go, and it is dropped
+/// when it overlaps one that reaches past it.
+fn merge(found: &mut Vec<Detection>, d: Detection) {
+    let first = found.partition_point(|f| f.end <= d.start);
+    let last = found.partition_point(|f| f.start < d.end);
+    if found[first..last]
+        .iter()
+        .any(|f| f.start < d.start || f.end > d.end)
+    {
+        return;
+    }
+    found.splice(first..last, [d]);
+}
