@@ -726,6 +726,20 @@ impl App {
         }
     }
 
+    /// [`App::for_model`] of `text` cut to `max_chars` characters, with `…` where it was cut.
+    /// The PII engine reads past the cut, so a value the cut splits becomes its token whole
+    /// (which may end past `max_chars`) rather than leave its first part in clear.
+    pub fn for_model_cut(&self, text: String, max_chars: usize) -> String {
+        let Some((cut, _)) = text.char_indices().nth(max_chars) else {
+            return self.for_model(text);
+        };
+        let shown = match self.config.pii_output {
+            PiiOutput::Tokenize => blocking_here(|| self.pii.sanitize_cut(&text, cut)),
+            PiiOutput::Off => text[..cut].to_string(),
+        };
+        format!("{shown}…")
+    }
+
     /// Text coming from the model into a tool call: tokens this server minted become their
     /// values again when `--pii-output tokenize` is in force (so a file listed as
     /// `[EMAIL_ab12cd34].json` can be read under that name).

@@ -154,6 +154,7 @@ pub fn check_job_size(code: &str, context_vars: &serde_json::Value) -> Result<()
             max_result_bytes: 0,
             max_images: 0,
         },
+        edge_bytes: crate::sandbox::output::EDGE_BYTES,
         servers: None,
     }
     .to_line()

@@ -5,12 +5,17 @@
 //! keep the real values; `restore_pii` (or `detokenize_pii` in the sandbox) turns tokens back
 //! into values where a tool call needs them.
 //!
+//! Where a text was cut to a limit, the bytes after the cut come along unseen (the sandbox's
+//! `EDGE_BYTES`), so the engine sees a value the cut splits whole and the model gets its token,
+//! never its first part.
+//!
 //! This stops accidental exposure, not a determined program: code the model writes can reshape
 //! a restored value (spell it out, reverse it) before printing it.
 
 use std::sync::LazyLock;
 
 use regex::Regex;
+use serde_json::Value;
 
 use crate::pii::PiiEngine;
 use crate::sandbox::Outcome;
@@ -23,19 +28,32 @@ static TOKEN_SHAPE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\[[A-Z_]+_[0-9a-f]{8,}\]").expect("valid regex"));
 
 /// Tokenizes every model-visible part of an execution's outcome in place, as one call of the
-/// engine (with a vault file, one write for the whole outcome).
+/// engine (with a vault file, one write for the whole outcome). A text that was cut (output
+/// past `max_output_bytes`, a result past `max_result_bytes`, a long error or traceback) is
+/// tokenized together with the bytes that followed its cut, so a value the cut splits becomes
+/// its token whole instead of leaving its first part in clear.
 pub fn redact_outcome(pii: &PiiEngine, outcome: &mut Outcome) {
+    let edges = std::mem::take(&mut outcome.edges);
     pii.together(|batch| {
-        outcome.stdout.map_text(|s| batch.text(s));
-        outcome.stderr.map_text(|s| batch.text(s));
-        outcome.result = batch.json(&outcome.result);
-        for field in [
-            &mut outcome.error,
-            &mut outcome.error_type,
-            &mut outcome.traceback,
+        outcome
+            .stdout
+            .map_text(|s, edge| batch.text_with_edge(s, edge));
+        outcome
+            .stderr
+            .map_text(|s, edge| batch.text_with_edge(s, edge));
+        outcome.result = match &outcome.result {
+            Value::String(s) if !edges.result.is_empty() => {
+                Value::String(batch.text_with_edge(s, &edges.result))
+            }
+            other => batch.json(other),
+        };
+        for (field, edge) in [
+            (&mut outcome.error, edges.error.as_str()),
+            (&mut outcome.error_type, ""),
+            (&mut outcome.traceback, edges.traceback.as_str()),
         ] {
             if let Some(s) = field.as_mut() {
-                *s = batch.text(s);
+                *s = batch.text_with_edge(s, edge);
             }
         }
     });
@@ -88,6 +106,7 @@ mod tests {
             traceback: Some("raise X('fay@example.com')".into()),
             elapsed: std::time::Duration::ZERO,
             returned: Default::default(),
+            edges: Default::default(),
         };
         redact_outcome(&pii, &mut o);
         let all = format!(
@@ -101,5 +120,36 @@ mod tests {
         );
         assert!(!all.contains("@example.com"), "{all}");
         assert_eq!(all.matches("[EMAIL_").count(), 6, "{all}");
+    }
+
+    #[test]
+    fn a_value_a_cut_splits_becomes_its_token_whole() {
+        use crate::sandbox::{BoundedText, Edges, Status};
+        let pii = PiiEngine::new([7; 32], 100);
+        let mut stdout = BoundedText::new(12);
+        stdout.push("mail margarethe.vonstrelitz@example.org, more");
+        let mut o = Outcome::without_output(Status::Error, "bad margar", Default::default());
+        o.stdout = stdout;
+        o.result = serde_json::json!("\"to card 4111 11");
+        o.traceback = Some("ValueError: margar".into());
+        o.edges = Edges {
+            result: "11 1111 1111\"]".into(),
+            error: "ethe.vonstrelitz@example.org".into(),
+            traceback: "ethe.vonstrelitz@example.org'\n".into(),
+        };
+        redact_outcome(&pii, &mut o);
+        let stdout = o.stdout.as_str();
+        assert!(
+            stdout.starts_with("mail [EMAIL_") && stdout.ends_with(']'),
+            "{stdout}"
+        );
+        let result = o.result.as_str().unwrap();
+        assert!(result.starts_with("\"to card [CREDIT_CARD_"), "{result}");
+        for text in [o.error.unwrap(), o.traceback.unwrap()] {
+            assert!(
+                text.contains("[EMAIL_") && !text.contains("margar"),
+                "{text}"
+            );
+        }
     }
 }

@@ -10,11 +10,13 @@
 //! response, and a slow client only delays reports, never the execution's deadline (the deadline
 //! is enforced by timers inside the execution, and each report gets a short send budget).
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use crate::sandbox::OutputTap;
+use crate::sandbox::output::EDGE_BYTES;
 
 /// Time between two progress reports (the first comes after one interval: quick executions
 /// send none).
@@ -32,33 +34,71 @@ pub struct Progress {
 }
 
 /// Where the execution loop leaves the newest line of output: the sandbox's [`OutputTap`].
+///
+/// Output arrives in chunks cut anywhere, so a line is taken only once it is complete (ended by
+/// `\n`, or by `\r` as progress bars end theirs): a chunk ending in `card 4111 11` must not
+/// show those digits. A line is kept up to [`MAX_LINE_CHARS`] plus [`EDGE_BYTES`] characters;
+/// the report cuts it to [`MAX_LINE_CHARS`] after the PII engine has seen the rest.
 #[derive(Debug, Clone)]
-pub struct LatestLine(watch::Sender<String>);
+pub struct LatestLine {
+    latest: watch::Sender<String>,
+    /// The start of the line still being printed (bounded).
+    partial: Arc<Mutex<String>>,
+}
+
+/// Characters of a line kept: what a report shows, and what follows for the PII engine.
+const KEPT_CHARS: usize = MAX_LINE_CHARS + EDGE_BYTES;
 
 impl LatestLine {
     pub fn new() -> (Self, watch::Receiver<String>) {
         let (tx, rx) = watch::channel(String::new());
-        (Self(tx), rx)
+        let tap = Self {
+            latest: tx,
+            partial: Arc::default(),
+        };
+        (tap, rx)
     }
 }
 
+/// The first [`KEPT_CHARS`] characters of `s`.
+fn kept(s: &str) -> &str {
+    s.char_indices().nth(KEPT_CHARS).map_or(s, |(i, _)| &s[..i])
+}
+
 impl OutputTap for LatestLine {
-    /// Keeps the last non-blank line of `data` (cut to [`MAX_LINE_CHARS`]), if it has one.
+    /// Keeps the last complete non-blank line printed so far, if there is one.
     fn offer(&self, data: &str) {
-        let Some(line) = data.lines().rev().map(str::trim).find(|l| !l.is_empty()) else {
-            return;
-        };
-        let line = match line.char_indices().nth(MAX_LINE_CHARS) {
-            Some((cut, _)) => format!("{}…", &line[..cut]),
-            None => line.to_string(),
-        };
-        self.0.send_if_modified(|kept| {
-            if *kept == line {
-                return false;
+        let mut partial = self.partial.lock().unwrap_or_else(|p| p.into_inner());
+        let mut newest: Option<String> = None;
+        let mut rest = data;
+        while let Some(i) = rest.find(['\n', '\r']) {
+            let (piece, after) = (&rest[..i], &rest[i + 1..]);
+            let line = if partial.is_empty() {
+                kept(piece).trim().to_string()
+            } else {
+                let joined = format!("{}{}", partial, kept(piece));
+                partial.clear();
+                kept(&joined).trim().to_string()
+            };
+            if !line.is_empty() {
+                newest = Some(line);
             }
-            *kept = line;
-            true
-        });
+            rest = after;
+        }
+        if partial.chars().count() < KEPT_CHARS {
+            let joined = format!("{}{}", partial, kept(rest));
+            *partial = kept(&joined).to_string();
+        }
+        drop(partial);
+        if let Some(line) = newest {
+            self.latest.send_if_modified(|kept| {
+                if *kept == line {
+                    return false;
+                }
+                *kept = line;
+                true
+            });
+        }
     }
 }
 
@@ -73,7 +113,8 @@ pub fn message(elapsed: Duration, latest: &str) -> String {
 }
 
 /// Runs `execution` to completion, calling `report` every [`INTERVAL`] meanwhile with the
-/// elapsed time and the newest output line passed through `redact` (the text goes to the
+/// elapsed time and the newest output line passed through `redact`, which cuts it to
+/// [`MAX_LINE_CHARS`] and tokenizes it (`App::for_model_cut`: the text goes to the
 /// model). Returns the execution's own result; reports stop before it is returned.
 pub async fn with_progress<T, R: Future<Output = ()>>(
     execution: impl Future<Output = T>,
@@ -105,16 +146,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_tap_keeps_the_last_non_blank_line_bounded() {
+    fn the_tap_keeps_the_last_complete_non_blank_line_bounded() {
         let (tap, rx) = LatestLine::new();
         tap.offer("first\nsecond\n\n  \n");
         assert_eq!(*rx.borrow(), "second");
         tap.offer("\n");
         assert_eq!(*rx.borrow(), "second", "blank output keeps the last line");
-        tap.offer(&"é".repeat(MAX_LINE_CHARS + 50));
-        let kept = rx.borrow().clone();
-        assert_eq!(kept.chars().count(), MAX_LINE_CHARS + 1);
-        assert!(kept.ends_with('…'));
+        tap.offer(&"é".repeat(KEPT_CHARS + 50));
+        assert_eq!(
+            *rx.borrow(),
+            "second",
+            "a line is taken once it is complete"
+        );
+        tap.offer("é\n");
+        assert_eq!(rx.borrow().chars().count(), KEPT_CHARS);
+        tap.offer("card on file: 4111 11");
+        assert!(rx.borrow().starts_with('é'), "no half of a line is shown");
+        tap.offer("11 1111 1111\r");
+        assert_eq!(*rx.borrow(), "card on file: 4111 1111 1111 1111");
+        tap.offer("50%\r60%\r70");
+        assert_eq!(*rx.borrow(), "60%", "a progress bar's updates end with \\r");
     }
 
     #[test]

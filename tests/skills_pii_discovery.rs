@@ -426,3 +426,139 @@ async fn pii_tokens_outlive_the_server_with_a_key_file() {
     assert!(v.get("pii_vault").is_none(), "{v}");
     stop(child, client).await;
 }
+
+/// `text` without the tokens in it.
+fn without_tokens(text: &str) -> String {
+    regex::Regex::new(r"\[[A-Z_]+_[0-9a-f]{8,}\]")
+        .unwrap()
+        .replace_all(text, "")
+        .into_owned()
+}
+
+/// The 5-character pieces of `value` found in `shown` (tokens removed first).
+fn pieces_of(value: &str, shown: &str) -> Vec<String> {
+    let shown = without_tokens(shown);
+    let chars: Vec<char> = value.chars().collect();
+    chars
+        .windows(5)
+        .map(|w| w.iter().collect::<String>())
+        .filter(|piece| shown.contains(piece.as_str()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_value_cut_by_a_limit_never_leaves_a_piece_behind() {
+    const LIMIT: usize = 256;
+    let t = TestApp::start_with(|c| {
+        c.max_output_bytes = LIMIT;
+        c.max_result_bytes = LIMIT;
+        c.pool_size = 2;
+    })
+    .await;
+    // Each value cut at every offset (0: just before it, its length: just after) by the output
+    // limit (stdout and stderr), the result limit and the error limit (64 KiB, error and
+    // traceback); the value comes in through context_vars so the code's own text holds none.
+    let values = [
+        "margarethe.vonstrelitz@example-mail.org",
+        "+1 (415) 555-0134",
+        "4111 1111 1111 1111",
+    ];
+    for value in values {
+        for off in 0..=value.len() {
+            let context = json!({"v": value, "n": LIMIT - 1 - off, "r": LIMIT - 2 - off,
+                                 "e": 65536 - 1 - off});
+            let o = t
+                .run_with(
+                    "import sys\nsys.stdout.write('x' * n + ' ' + v)\n\
+                     sys.stderr.write('x' * n + ' ' + v)\nresult = 'y' * r + ' ' + v",
+                    Some(context.clone()),
+                    None,
+                    None,
+                )
+                .await;
+            assert_ok(&o);
+            let result = o.result.as_str().expect("a cut result is a string");
+            for (place, shown) in [
+                ("stdout", o.stdout.as_str()),
+                ("stderr", o.stderr.as_str()),
+                ("result", result),
+            ] {
+                let left = pieces_of(value, shown);
+                assert!(
+                    left.is_empty(),
+                    "{place}, {value} cut at {off}: {left:?} in …{}",
+                    &shown[shown.len().saturating_sub(60)..]
+                );
+                assert!(without_tokens(shown).len() <= LIMIT, "{place}: {shown}");
+            }
+            assert!(o.result_truncated && (o.stdout.truncated() || off == value.len()));
+            let o = t
+                .run_with(
+                    "raise ValueError('x' * e + ' ' + v)",
+                    Some(context),
+                    None,
+                    None,
+                )
+                .await;
+            assert_eq!(o.error_type.as_deref(), Some("ValueError"), "{:?}", o.error);
+            for (place, shown) in [("error", &o.error), ("traceback", &o.traceback)] {
+                let shown = shown.as_deref().unwrap_or_default();
+                let left = pieces_of(value, shown);
+                assert!(left.is_empty(), "{place}, {value} cut at {off}: {left:?}");
+            }
+        }
+    }
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn values_wrapped_over_lines_come_back_as_tokens() {
+    let t = TestApp::start().await;
+    let o = t
+        .run(
+            "print('card on file: 4111 1111')\nprint('1111 1111, exp 12/29')\n\
+             print('IBAN DE89 3704 0044')\nprint('     0532 0130 00 (salary)')\n\
+             print('card')\nprint('4000 0566')\nprint('5566')\nprint('5556 ok')\n\
+             print('call +1 (415)')\nprint('555-0134 tonight')\n\
+             print('IBAN GB33 BUKB')\nprint('2020 1555')\nprint('5555 55 received')",
+        )
+        .await;
+    assert_ok(&o);
+    let shown = o.stdout.as_str();
+    for piece in [
+        "4111",
+        "1111 1111",
+        "3704",
+        "0532",
+        "0566",
+        "5556",
+        "(415)",
+        "555-0134",
+        "BUKB",
+        "1555",
+    ] {
+        assert!(!shown.contains(piece), "{piece} in {shown}");
+    }
+    for kind in ["CREDIT_CARD", "IBAN", "PHONE"] {
+        assert!(shown.contains(&format!("[{kind}_")), "{kind} in {shown}");
+    }
+    assert!(
+        shown.contains(", exp 12/29") && shown.contains("(salary)"),
+        "{shown}"
+    );
+
+    // Ordinary multi-line output without personal data comes back as printed.
+    let table = "  id   qty  price\n   0  4532   1234\n   1  5678   9012\n   2  3456   7890\n\
+                 build 2024 1105\n2231 ok\nversion 1.2.3 1234\n5678 released\n";
+    let o = t
+        .run_with(
+            "import sys\nsys.stdout.write(table)",
+            Some(json!({"table": table})),
+            None,
+            None,
+        )
+        .await;
+    assert_ok(&o);
+    assert_eq!(o.stdout.as_str(), table);
+    t.finish().await;
+}

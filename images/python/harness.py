@@ -2,7 +2,7 @@
 
 Frames are JSON objects, one per line, at most 8 MiB each:
   in:  {"type":"job","code","context_vars","limits":{"max_output_bytes","max_result_bytes"},
-       "servers"?} first, then {"type":"reply","id","result"} or {"type":"reply","id","error"}
+       "edge_bytes","servers"?} first, then {"type":"reply","id","result"} or {"type":"reply","id","error"}
        answering our calls, in any order (threads may have several calls out at once).
   out: {"type":"output","stream","data"}, per stream that passes its limit {"type":"output","stream",
        "truncated":true,"dropped_bytes"} when it first drops and once more at the end for the rest,
@@ -23,6 +23,9 @@ Why it is built this way:
   extensions are captured too. One reader thread per pipe drains it continuously: past
   max_output_bytes it drops instead of forwarding, so a chatty program never blocks on a full pipe,
   and the loss is reported once, at the end.
+- Every cut (output, the result's JSON, error and traceback) sends edge_bytes more than its limit.
+  The server shows nothing past the limit, but its PII engine reads those bytes so that a value the
+  cut would split (an email's name part, a card's first digits) is seen, and tokenized, whole.
 - A background child can hold a pipe's write end forever. After user code returns the harness
   points fd 1/2 away from the pipes, waits briefly for the readers, and sends done regardless.
 - Everything the server relies on (frame shape, one done frame, exit code) is kept even when user
@@ -52,7 +55,7 @@ JOIN_IDLE, JOIN_MAX = 0.2, 0.5  # how long done waits for quiet pipes once user 
 # its CPU quota) a reader thread can go unscheduled for longer than JOIN_IDLE, and giving up
 # then would lose what the code printed.
 JOIN_PENDING_MAX = 5.0
-TEXT_CAP = 64 << 10  # error and traceback strings are cut to this many characters
+TEXT_CAP = 64 << 10  # error and traceback strings are cut past this many characters (+ the edge)
 SOURCE = "<sandbox>"
 HARNESS = __file__
 WORKSPACE = "/workspace"
@@ -590,8 +593,11 @@ HELPERS = dict(
 
 # ---- running the job ----
 
+_edge = {"bytes": 0}  # job.edge_bytes: sent past every cut, for the server's PII engine only
+
+
 def _cap(text):
-    return text if len(text) <= TEXT_CAP else text[:TEXT_CAP] + "\n... [truncated]"
+    return text if len(text) <= TEXT_CAP else text[:TEXT_CAP + _edge["bytes"]]
 
 
 def _user_frames(stack):
@@ -643,7 +649,7 @@ def _encode_result(value, limit):
             except Exception:
                 text = json.dumps(f"<unserialisable {type(value).__name__}>")
     if len(text) > limit:  # ASCII JSON text: characters == bytes
-        return text[:limit], True
+        return text[:limit + _edge["bytes"]], True
     return json.loads(text), False
 
 
@@ -690,6 +696,10 @@ def read_job(chan):
         value = limits.get(key) if isinstance(limits, dict) else None
         if type(value) is not int or value < 0:
             raise ValueError(f'job frame: "limits.{key}" must be a non-negative integer')
+    edge = job.get("edge_bytes", 0)
+    if type(edge) is not int or edge < 0:
+        raise ValueError('job frame: "edge_bytes" must be a non-negative integer')
+    _edge["bytes"] = edge
     max_images = limits.get("max_images", _images["max"])
     if type(max_images) is not int or max_images < 0:
         raise ValueError('job frame: "limits.max_images" must be a non-negative integer')
@@ -763,7 +773,7 @@ def main():
         os._exit(1)
     try:
         for pump in pumps:
-            pump.arm(limits["max_output_bytes"])
+            pump.arm(limits["max_output_bytes"] + _edge["bytes"])
         outcome = run_job(code, context_vars, limits["max_result_bytes"])
         _send_open_figures()
         stop_capture(chan, pumps)

@@ -18,6 +18,7 @@ use super::tree::TreeVersion;
 use super::upstream::Status;
 use super::view::GatewayView;
 use crate::pii::PiiEngine;
+use crate::sandbox::output::EDGE_BYTES;
 
 /// Asks the user whether a call may go out (MCP elicitation in the tool layer).
 #[async_trait::async_trait]
@@ -45,6 +46,10 @@ pub struct ToolCallRecord {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
 }
+
+/// Longest error a call's record shows; the record keeps [`EDGE_BYTES`] characters more, for
+/// the PII engine to see a value the cut splits whole.
+pub const MAX_RECORD_ERROR_CHARS: usize = 300;
 
 /// Longest rendering of a call's arguments in a confirmation request.
 const MAX_SHOWN_ARGUMENTS: usize = 600;
@@ -114,7 +119,12 @@ impl ToolSession {
                 tool: tool.chars().take(200).collect(),
                 duration_ms: (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
                 ok: result.is_ok(),
-                error: result.as_ref().err().map(|e| e.chars().take(300).collect()),
+                // Cut for the model where the PII engine can see past the cut (`App`).
+                error: result.as_ref().err().map(|e| {
+                    e.chars()
+                        .take(MAX_RECORD_ERROR_CHARS + EDGE_BYTES)
+                        .collect()
+                }),
             });
         }
         result

@@ -495,11 +495,11 @@ impl Upstream {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             }
-            let text: String = String::from_utf8_lossy(&line)
-                .trim_end()
-                .chars()
-                .take(STDERR_LINE_CHARS)
-                .collect();
+            // Cut where no value is left half-shown: the line reaches code and the model.
+            let text = crate::sandbox::output::cut_clean(
+                String::from_utf8_lossy(&line).trim_end(),
+                STDERR_LINE_CHARS,
+            );
             if text.is_empty() {
                 continue;
             }

@@ -199,7 +199,8 @@ impl CodeExecutionServer {
                         let _ = peer.notify_progress(note).await;
                     }
                 };
-                progress::with_progress(run, latest, |line| self.app.for_model(line), report).await
+                let shown = |line| self.app.for_model_cut(line, progress::MAX_LINE_CHARS);
+                progress::with_progress(run, latest, shown, report).await
             }
         };
         // Bad input, busy, a full workspace or an engine failure: a message saying what to do.
@@ -213,7 +214,10 @@ impl CodeExecutionServer {
             .into_iter()
             .map(|mut call| {
                 // An upstream's error text may quote the data it was given.
-                call.error = call.error.map(|e| self.app.for_model(e));
+                call.error = call.error.map(|e| {
+                    self.app
+                        .for_model_cut(e, crate::gateway::session::MAX_RECORD_ERROR_CHARS)
+                });
                 call
             })
             .collect();

@@ -210,6 +210,38 @@ impl PiiEngine {
         sanitized
     }
 
+    /// `text` sanitized as shown up to byte `cut` (a char boundary): the detectors see all of
+    /// `text`, so a value that the cut would split is found whole and its token takes its place
+    /// (ending past `cut`); nothing else after `cut` is kept. For every place a text is cut
+    /// before it reaches the model: the bytes after the cut are kept for this look, so no
+    /// partial value (the name part of an email, a card's first digits) survives a cut.
+    pub fn sanitize_cut(&self, text: &str, cut: usize) -> String {
+        let mut fresh = Vec::new();
+        let out = self.cut_and_replace(text, cut, &mut fresh);
+        self.persist(&fresh);
+        out
+    }
+
+    fn cut_and_replace(
+        &self,
+        text: &str,
+        cut: usize,
+        fresh: &mut Vec<(PiiKind, String)>,
+    ) -> String {
+        let cut = cut.min(text.len());
+        let found = self.detect(text);
+        // Sorted and non-overlapping: at most one detection straddles the cut.
+        let end = found
+            .iter()
+            .find(|d| d.start < cut && d.end > cut)
+            .map_or(cut, |d| d.end);
+        let kept: Vec<Detection> = found.into_iter().take_while(|d| d.end <= end).collect();
+        if kept.is_empty() {
+            return text[..end].to_owned();
+        }
+        self.replace(&text[..end], &kept, fresh).text
+    }
+
     /// Replaces `found` in `text`; values new to the vault are added to `fresh` (when there is a
     /// vault file) for the caller to persist in one write.
     fn replace(
@@ -492,6 +524,17 @@ impl Batch<'_> {
     /// [`PiiEngine::sanitize`]'s text.
     pub fn text(&mut self, text: &str) -> String {
         self.engine.sanitize_in_context(None, text, &mut self.fresh)
+    }
+
+    /// [`Batch::text`] of `text`, which was cut from a longer text whose next bytes are `edge`
+    /// (see [`PiiEngine::sanitize_cut`]).
+    pub fn text_with_edge(&mut self, text: &str, edge: &str) -> String {
+        if edge.is_empty() {
+            return self.text(text);
+        }
+        let whole = format!("{text}{edge}");
+        self.engine
+            .cut_and_replace(&whole, text.len(), &mut self.fresh)
     }
 
     /// [`PiiEngine::sanitize_json`].

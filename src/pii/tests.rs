@@ -391,3 +391,26 @@ fn sanitized_fuzz_findings_hold_nothing_new() {
         assert!(found.is_empty(), "{found:?} in {:?}", s.text);
     }
 }
+
+#[test]
+fn a_cut_never_leaves_part_of_a_value() {
+    let pii = engine();
+    let value = "margarethe.vonstrelitz@example-mail.org";
+    let text = format!("{} {value} and more", "x".repeat(9));
+    for cut in 10..=10 + value.len() {
+        let shown = pii.sanitize_cut(&text, cut);
+        let (head, rest) = shown.split_at(10);
+        assert_eq!(head, format!("{} ", "x".repeat(9)), "cut {cut}: {shown}");
+        assert!(
+            (cut == 10 && rest.is_empty()) || token_shape("EMAIL").is_match(rest),
+            "cut {cut}: the value is its token whole, or absent: {shown}"
+        );
+    }
+    assert_eq!(
+        pii.sanitize_cut(&text, 5),
+        "xxxxx",
+        "before the value: a plain cut"
+    );
+    let card = "card 4111 1111 1111 1111 ok";
+    assert!(pii.sanitize_cut(card, 12).starts_with("card [CREDIT_CARD_"));
+}

@@ -29,6 +29,10 @@ pub enum ToHarness<'a> {
         code: &'a str,
         context_vars: &'a Value,
         limits: HarnessLimits,
+        /// Bytes past each limit the harness sends as well (stdout, stderr, the result, error
+        /// and traceback): [`crate::sandbox::output::EDGE_BYTES`], for a rewrite that must see
+        /// a value the cut splits whole. They are never shown.
+        edge_bytes: usize,
         /// The tools package version to import `servers` from (absent: no upstreams).
         #[serde(skip_serializing_if = "Option::is_none")]
         servers: Option<&'a str>,
@@ -304,6 +308,7 @@ mod tests {
                 max_result_bytes: 20,
                 max_images: 0,
             },
+            edge_bytes: 4096,
             servers: None,
         }
         .to_line();

@@ -9,10 +9,19 @@ pub trait OutputTap: Send + Sync + std::fmt::Debug {
     fn offer(&self, data: &str);
 }
 
-/// One stream's text, cut at `limit` bytes (on a character boundary).
+/// Bytes kept past a cut and never shown: whoever rewrites a cut text (the PII engine) reads
+/// them too, so a value the cut splits is seen whole (the email whose name part would be left
+/// before the cut, a card's first digits) and replaced whole. 4 KiB holds any value the
+/// engine detects but the longest private-key blocks.
+pub const EDGE_BYTES: usize = 4096;
+
+/// One stream's text, cut at `limit` bytes (on a character boundary), and the [`EDGE_BYTES`]
+/// that came after the cut.
 #[derive(Debug, Clone)]
 pub struct BoundedText {
     text: String,
+    /// What followed the cut, up to [`EDGE_BYTES`]; not part of the text.
+    edge: String,
     limit: usize,
     dropped_bytes: u64,
 }
@@ -21,23 +30,30 @@ impl BoundedText {
     pub fn new(limit: usize) -> Self {
         Self {
             text: String::new(),
+            edge: String::new(),
             limit,
             dropped_bytes: 0,
         }
     }
 
     pub fn push(&mut self, s: &str) {
-        let room = self.limit - self.text.len();
+        // Once something was cut, everything after it is edge or dropped, so the text stays
+        // the stream's beginning even when a cut fell short before a wide character.
+        let room = if self.dropped_bytes > 0 {
+            0
+        } else {
+            self.limit - self.text.len()
+        };
         if s.len() <= room {
             self.text.push_str(s);
             return;
         }
-        let mut cut = room;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        let cut = floor_char_boundary(s, room);
         self.text.push_str(&s[..cut]);
-        self.dropped_bytes += (s.len() - cut) as u64;
+        let rest = &s[cut..];
+        let kept = floor_char_boundary(rest, EDGE_BYTES - self.edge.len());
+        self.edge.push_str(&rest[..kept]);
+        self.dropped_bytes += rest.len() as u64;
     }
 
     /// Pushes bytes that may not be UTF-8 (decoded lossily).
@@ -50,6 +66,11 @@ impl BoundedText {
         self.dropped_bytes = self.dropped_bytes.saturating_add(bytes.max(1));
     }
 
+    /// What followed the cut (empty when nothing was cut).
+    pub fn edge(&self) -> &str {
+        &self.edge
+    }
+
     pub fn truncated(&self) -> bool {
         self.dropped_bytes > 0
     }
@@ -58,9 +79,11 @@ impl BoundedText {
         self.dropped_bytes
     }
 
-    /// Rewrites the kept text (e.g. PII tokenization); truncation marks stay as they were.
-    pub fn map_text(&mut self, f: impl FnOnce(&str) -> String) {
-        self.text = f(&self.text);
+    /// Rewrites the kept text (e.g. PII tokenization) given the text and what followed its cut;
+    /// the edge is gone afterwards, truncation marks stay as they were.
+    pub fn map_text(&mut self, f: impl FnOnce(&str, &str) -> String) {
+        self.text = f(&self.text, &self.edge);
+        self.edge = String::new();
     }
 
     pub fn as_str(&self) -> &str {
@@ -79,6 +102,33 @@ impl BoundedText {
         }
         text.split('\n').map(str::to_owned).collect()
     }
+}
+
+/// `s` cut to at most `max_chars` characters for a label no PII engine reads after the cut (an
+/// image's source, a link's description, an upstream's stderr line): the cut never leaves the
+/// start of a value behind. It backs off over the word it would split and over the digit groups
+/// before it (`4111 1111 11`, `+1 (415) 555`), and says `…` where it cut.
+pub fn cut_clean(s: &str, max_chars: usize) -> String {
+    let Some((mut cut, _)) = s.char_indices().nth(max_chars) else {
+        return s.to_string();
+    };
+    let before = |cut: usize| s[..cut].chars().next_back();
+    while before(cut).is_some_and(|c| !c.is_whitespace()) {
+        cut -= before(cut).map_or(1, char::len_utf8);
+    }
+    while before(cut).is_some_and(|c| c.is_ascii_digit() || " ()+.-".contains(c)) {
+        cut -= 1;
+    }
+    format!("{}…", s[..cut].trim_end())
+}
+
+/// The largest char boundary of `s` at or below `i` (clamped to its length).
+pub fn floor_char_boundary(s: &str, i: usize) -> usize {
+    let mut i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
 }
 
 #[cfg(test)]
@@ -101,6 +151,38 @@ mod tests {
         t.push("aé€");
         assert_eq!(t.as_str(), "aé");
         assert_eq!(t.dropped_bytes(), 3);
+        t.push("b");
+        assert_eq!(t.as_str(), "aé", "nothing joins the text after a cut");
+        assert_eq!(t.edge(), "€b");
+    }
+
+    #[test]
+    fn keeps_an_edge_past_the_cut_for_the_rewrite_only() {
+        let mut t = BoundedText::new(6);
+        t.push("mail: ann@");
+        t.push("example.com");
+        t.push(&"x".repeat(2 * EDGE_BYTES));
+        assert_eq!(t.as_str(), "mail: ");
+        assert_eq!(t.edge().len(), EDGE_BYTES);
+        assert!(t.edge().starts_with("ann@example.com"));
+        assert_eq!(t.dropped_bytes() as usize, 15 + 2 * EDGE_BYTES);
+        t.map_text(|text, edge| format!("{text}<{}>", &edge[..15]));
+        assert_eq!(t.as_str(), "mail: <ann@example.com>");
+        assert_eq!(t.edge(), "", "the edge is used once");
+        assert!(t.truncated());
+    }
+
+    #[test]
+    fn a_clean_cut_leaves_no_start_of_a_value() {
+        assert_eq!(cut_clean("short", 10), "short");
+        assert_eq!(
+            cut_clean("mail margarethe.vonstrelitz@example.org", 16),
+            "mail…"
+        );
+        assert_eq!(cut_clean("card 4111 1111 1111 1111", 17), "card…");
+        assert_eq!(cut_clean("call +1 (415) 555-0134 now", 15), "call…");
+        assert_eq!(cut_clean("zoë schmidt-łukasz ok", 14), "zoë…");
+        assert_eq!(cut_clean("onelongwordwithoutspaces", 5), "…");
     }
 
     #[test]

@@ -15,7 +15,7 @@ mod frames;
 mod outcome;
 mod start;
 
-pub use outcome::{Outcome, Status};
+pub use outcome::{Edges, Outcome, Status};
 pub(crate) use start::{Cleanup, Source, Started, start};
 
 use std::sync::Arc;

@@ -13,7 +13,7 @@ use super::frames::{Collector, Stop, hard_cap};
 use super::{Job, Runner};
 use crate::sandbox::backend::{Backend, ExitState};
 use crate::sandbox::docker::EngineError;
-use crate::sandbox::output::BoundedText;
+use crate::sandbox::output::{BoundedText, EDGE_BYTES, floor_char_boundary};
 use crate::sandbox::returned::Returned;
 
 /// Exit code of a process ended by SIGKILL (the kernel's OOM killer, among others).
@@ -89,6 +89,20 @@ pub struct Outcome {
     pub elapsed: Duration,
     /// Images and resource links the code returned (as sent: not yet checked).
     pub returned: Returned,
+    /// What followed the cuts of `result`, `error` and `traceback` (those of stdout and stderr
+    /// are in their [`BoundedText`]).
+    pub edges: Edges,
+}
+
+/// The bytes that followed a cut, up to [`EDGE_BYTES`], never shown: only a rewrite of the cut
+/// text reads them (PII tokenization, which must see a value the cut splits whole). Empty
+/// where nothing was cut.
+#[derive(Debug, Clone, Default)]
+pub struct Edges {
+    /// After the cut of a result too large for `max_result_bytes` (then a string).
+    pub result: String,
+    pub error: String,
+    pub traceback: String,
 }
 
 impl Outcome {
@@ -109,6 +123,7 @@ impl Outcome {
             traceback: None,
             elapsed,
             returned: Returned::default(),
+            edges: Edges::default(),
         }
     }
 }
@@ -154,6 +169,7 @@ pub(super) async fn classify(
         traceback: None,
         elapsed,
         returned: std::mem::take(&mut c.returned),
+        edges: Edges::default(),
     };
     let secs = job.timeout.as_secs_f64();
     match stop {
@@ -167,12 +183,23 @@ pub(super) async fn classify(
                 Status::Error
             };
             // The frame is the harness's word, but sandbox code can forge one: bound it again.
-            let (result, cut) = bound_result(done.result, runner.limits.max_result_bytes);
+            let (result, cut) = bound_result(
+                done.result,
+                done.result_truncated,
+                runner.limits.max_result_bytes,
+                &mut outcome.edges.result,
+            );
             outcome.result = result;
             outcome.result_truncated = done.result_truncated || cut;
-            outcome.error = done.error.map(|e| bound_text(e, MAX_ERROR_BYTES));
-            outcome.error_type = done.error_type.map(|e| bound_text(e, 256));
-            outcome.traceback = done.traceback.map(|t| bound_text(t, MAX_ERROR_BYTES));
+            outcome.error = done
+                .error
+                .map(|e| bound_text(e, MAX_ERROR_BYTES, &mut outcome.edges.error));
+            outcome.error_type = done
+                .error_type
+                .map(|e| bound_text(e, 256, &mut String::new()));
+            outcome.traceback = done
+                .traceback
+                .map(|t| bound_text(t, MAX_ERROR_BYTES, &mut outcome.edges.traceback));
             if outcome.status == Status::MemoryLimit {
                 outcome.error = Some(format!(
                     "MemoryError: {}. The execution's memory limit is {} MB: process the data in smaller pieces or pass a larger memory_mb",
@@ -300,22 +327,35 @@ async fn wait_exit_state(
 pub(super) const MAX_ERROR_BYTES: usize = 64 * 1024;
 
 /// The result as it goes back: unchanged when its JSON fits in `max` bytes, else the first
-/// `max` bytes of that JSON as a string, and `true`.
-fn bound_result(result: Value, max: usize) -> (Value, bool) {
-    let text = result.to_string();
-    if text.len() <= max {
-        return (result, false);
-    }
-    (Value::String(bound_text(text, max)), true)
+/// `max` bytes of that JSON as a string, and `true`; what followed the cut goes to `edge`. A
+/// result the harness already cut (`cut_by_harness`) is that JSON text, cut with its own edge
+/// past the limit: it is cut again here, not encoded a second time.
+fn bound_result(
+    result: Value,
+    cut_by_harness: bool,
+    max: usize,
+    edge: &mut String,
+) -> (Value, bool) {
+    let text = match result {
+        Value::String(text) if cut_by_harness => text,
+        result => {
+            let text = result.to_string();
+            if text.len() <= max {
+                return (result, false);
+            }
+            text
+        }
+    };
+    (Value::String(bound_text(text, max, edge)), true)
 }
 
-/// `s` cut to at most `max` bytes on a character boundary.
-fn bound_text(mut s: String, max: usize) -> String {
+/// `s` cut to at most `max` bytes on a character boundary; up to [`EDGE_BYTES`] of what
+/// followed the cut go to `edge`.
+fn bound_text(mut s: String, max: usize, edge: &mut String) -> String {
     if s.len() > max {
-        let mut cut = max;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        let cut = floor_char_boundary(&s, max);
+        let end = floor_char_boundary(&s, cut + EDGE_BYTES);
+        *edge = s[cut..end].to_string();
         s.truncate(cut);
     }
     s

@@ -170,6 +170,7 @@ pub(super) async fn ready_for_job(
             code: &job.code,
             context_vars: &job.context_vars,
             limits: runner.limits,
+            edge_bytes: crate::sandbox::output::EDGE_BYTES,
             servers: job.servers.as_deref(),
         }
         .to_line();

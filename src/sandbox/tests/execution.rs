@@ -69,6 +69,20 @@ async fn done_with_an_oversized_result_is_cut_and_marked() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_cut_keeps_what_followed_it_for_the_rewrite_only() {
+    // The JSON text is a quote and 1020 x's, then the email: the 1024-byte cut splits it.
+    let value = format!("{}ann@example.com and more", "x".repeat(1020));
+    let rig = Rig::cold(vec![ok(json!(value))]);
+    let outcome = rig.run(10).await.unwrap();
+    let shown = outcome.result.as_str().unwrap();
+    assert_eq!(shown.len(), 1024);
+    assert!(shown.ends_with("xann"), "{shown}");
+    assert_eq!(outcome.edges.result, "@example.com and more\"");
+    assert!(outcome.edges.error.is_empty() && outcome.edges.traceback.is_empty());
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn deadline_kills_the_container_and_reports_timeout() {
     let rig = Rig::cold(vec![printed("working\n"), Step::Hang]);
     let started = tokio::time::Instant::now();
