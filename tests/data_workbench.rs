@@ -183,6 +183,9 @@ async fn resource_links_name_workspace_files_and_missing_ones_get_a_note() {
              import os\n\
              os.remove('report.csv')\n\
              open('report.csv', 'w').write('a\\n')\n\
+             open('gone.csv', 'w').write('x\\n')\n\
+             resource_link('gone.csv')\n\
+             os.remove('gone.csv')\n\
              try:\n    resource_link('../etc/passwd')\nexcept PermissionError as e:\n    denied = str(e)\n\
              result = [uri, denied]",
         )
@@ -195,12 +198,22 @@ async fn resource_links_name_workspace_files_and_missing_ones_get_a_note() {
             "Access denied: path outside workspace"
         ])
     );
-    let link = &ran.produced.links[0];
-    assert_eq!(
-        (link.path.as_str(), link.size, link.description.as_deref()),
-        ("report.csv", 2, Some("the report"))
-    );
+    // The file linked and recreated is returned as it is now; the one linked and then removed
+    // is not, and a note says so.
+    let links: Vec<_> = ran
+        .produced
+        .links
+        .iter()
+        .map(|l| (l.path.as_str(), l.size, l.description.as_deref()))
+        .collect();
+    assert_eq!(links, [("report.csv", 2, Some("the report"))]);
     assert_eq!(ran.produced.files[0].change, "modified");
+    assert_eq!(ran.produced.notes.len(), 1, "{:?}", ran.produced.notes);
+    let note = &ran.produced.notes[0];
+    assert!(
+        note.starts_with("resource_link(\"gone.csv\") not returned:"),
+        "{note}"
+    );
     t.finish().await;
 }
 
