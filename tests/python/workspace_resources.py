@@ -17,6 +17,7 @@ import sys
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from original_examples import check, http_server, payload  # noqa: E402
@@ -105,14 +106,23 @@ async def resources(session: ClientSession, notes: Notes, label: str):
     # Traversal and symlinks through URIs fail like through the workspace tools.
     r = await session.call_tool("execute_code", {"code": "import os\nos.symlink('/etc/passwd', 'passwd-link')\nos.symlink('/', 'root-link')"})
     check(not r.is_error, f"{label}: symlink code failed: {payload(r)}")
-    for uri in ["workspace:///../etc/passwd", "workspace:///%2E%2E/%2E%2E/etc/passwd",
-                "workspace:///passwd-link", "workspace:///root-link/etc/passwd",
-                "workspace:///out%2F..%2F..%2Fetc%2Fpasswd", "file:///etc/passwd",
-                "workspace:///out/missing.csv"]:
+    # Each refusal is the MCP error the server means: -32602 (invalid params) for a URI that
+    # names no workspace path, -32002 (resource not found) with the workspace tools' words for a
+    # path the workspace refuses; a panic or an internal error (-32603) fails here.
+    for uri, code, words in [
+        ("workspace:///../etc/passwd", -32002, "leaves the workspace"),
+        ("workspace:///%2E%2E/%2E%2E/etc/passwd", -32002, "leaves the workspace"),
+        ("workspace:///passwd-link", -32002, "is a symlink"),
+        ("workspace:///root-link/etc/passwd", -32002, "symlink"),
+        ("workspace:///out%2F..%2F..%2Fetc%2Fpasswd", -32602, "encoded '/'"),
+        ("file:///etc/passwd", -32602, "is not a workspace resource"),
+        ("workspace:///out/missing.csv", -32002, "file not found"),
+    ]:
         try:
             got = await session.read_resource(uri)
-        except Exception as e:  # the SDK raises the JSON-RPC error
-            check("root:" not in str(e), f"{label}: {uri} error leaks the file: {e}")
+        except MCPError as e:
+            check(e.code == code and words in e.message and "root:" not in e.message,
+                  f"{label}: {uri} refused with {e.code} {e.message!r}; expected {code} saying {words!r}")
             continue
         raise AssertionError(f"{label}: {uri} was read: {got}")
     r = await session.call_tool("read_workspace_file", {"filename": "passwd-link"})
