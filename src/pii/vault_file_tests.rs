@@ -218,9 +218,14 @@ fn a_rewrite_by_another_server_is_followed() {
     let path = vault_path(&dir);
     let a = engine(&path, A, 1000);
     let b = engine(&path, A, 2);
+    let before = std::fs::File::open(&path).unwrap();
     for i in 0..10 {
         b.sanitize(&format!("user{i}@example.com")); // b rewrites the file now and then
     }
+    assert!(
+        replaced(&before),
+        "b rewrote the file (a new file took its name)"
+    );
     // A's file was replaced under it: its append goes to the file the path names now.
     let token = a.sanitize("late@example.com").text;
     let c = engine(&path, A, 1000);
@@ -330,14 +335,20 @@ fn temp_files_of_interrupted_rewrites_are_removed_once_old() {
 /// opening it afterwards restores every token either minted, and both files' readers agree.
 #[test]
 fn servers_opening_and_appending_at_once_lose_no_record() {
+    // A small vault, so the file is rewritten again and again while both servers append: a
+    // rewrite must first read what the other appended, or the other's newest tokens are lost.
+    const CAPACITY: usize = 32;
+    const LAST: usize = 8;
     for round in 0..5 {
         let dir = tempfile::tempdir().unwrap();
         let path = vault_path(&dir);
-        let minted: Vec<(String, String)> = std::thread::scope(|s| {
+        drop(engine(&path, A, CAPACITY)); // the file exists before both start
+        let created = std::fs::File::open(&path).unwrap();
+        let minted: Vec<Vec<(String, String)>> = std::thread::scope(|s| {
             let server = |who: &'static str| {
                 let path = path.clone();
                 s.spawn(move || {
-                    let pii = engine(&path, A, 10_000);
+                    let pii = engine(&path, A, CAPACITY);
                     (0..100)
                         .map(|i| {
                             let value = format!("{who}{round}x{i}@example.com");
@@ -347,14 +358,22 @@ fn servers_opening_and_appending_at_once_lose_no_record() {
                 })
             };
             let (a, b) = (server("a"), server("b"));
-            let mut all = a.join().unwrap();
-            all.extend(b.join().unwrap());
-            all
+            vec![a.join().unwrap(), b.join().unwrap()]
         });
+        assert!(replaced(&created), "round {round}: the file was rewritten");
+        // Older tokens may be forgotten (the vault keeps CAPACITY), but each server's newest
+        // are in the file whoever rewrote it last.
         let third = engine(&path, A, 10_000);
-        for (token, value) in &minted {
+        for (token, value) in minted.iter().flat_map(|m| &m[m.len() - LAST..]) {
             assert_eq!(&third.restore(token).text, value, "round {round}");
         }
         assert_eq!(third.persistence().unwrap().records_rejected, 0);
     }
+}
+
+/// Whether the file `held` was opened on has been replaced: a rewrite renames a new file over
+/// the path, leaving the old one without a name (held open, its inode cannot be reused).
+fn replaced(held: &std::fs::File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    held.metadata().expect("an open file has metadata").nlink() == 0
 }
