@@ -197,14 +197,12 @@ impl Detectors {
             }));
             i = j;
         }
-        for d in candidates {
-            let wrapped = Detection {
-                kind: d.kind,
-                start: to_original(&gaps, d.start),
-                end: to_original(&gaps, d.end),
-            };
-            merge(found, wrapped);
-        }
+        let wrapped = candidates.into_iter().map(|d| Detection {
+            kind: d.kind,
+            start: to_original(&gaps, d.start),
+            end: to_original(&gaps, d.end),
+        });
+        merge(found, wrapped);
     }
 }
 
@@ -216,16 +214,52 @@ fn to_original(gaps: &[Gap], j: usize) -> usize {
         .fold(j, |o, g| o + g.orig_len - g.sep_len)
 }
 
-/// Puts `d` into the sorted, non-overlapping `found`: detections inside it go, and it is dropped
-/// when it overlaps one that reaches past it.
-fn merge(found: &mut Vec<Detection>, d: Detection) {
-    let first = found.partition_point(|f| f.end <= d.start);
-    let last = found.partition_point(|f| f.start < d.end);
-    if found[first..last]
-        .iter()
-        .any(|f| f.start < d.start || f.end > d.end)
-    {
-        return;
+/// Merges `wrapped` (sorted, non-overlapping) into the sorted, non-overlapping `found`, in one
+/// pass: a wrapped value takes the place of the detections inside it, and is dropped when it
+/// overlaps one that reaches past it.
+fn merge(found: &mut Vec<Detection>, wrapped: impl Iterator<Item = Detection>) {
+    let mut rest = std::mem::take(found).into_iter().peekable();
+    let mut overlapping = Vec::new();
+    for w in wrapped {
+        while let Some(f) = rest.next_if(|f| f.end <= w.start) {
+            found.push(f);
+        }
+        overlapping.clear();
+        while let Some(f) = rest.next_if(|f| f.start < w.end) {
+            overlapping.push(f);
+        }
+        let cut_short = found.last().is_some_and(|f| f.end > w.start)
+            || overlapping
+                .iter()
+                .any(|f| f.start < w.start || f.end > w.end);
+        if cut_short {
+            found.append(&mut overlapping);
+        } else {
+            found.push(w);
+        }
     }
-    found.splice(first..last, [d]);
+    found.extend(rest);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(start: usize, end: usize) -> Detection {
+        Detection {
+            kind: PiiKind::CreditCard,
+            start,
+            end,
+        }
+    }
+
+    #[test]
+    fn a_wrapped_value_replaces_what_lies_inside_it_and_yields_to_what_reaches_past_it() {
+        let mut found = vec![d(0, 5), d(10, 12), d(20, 30), d(40, 45)];
+        merge(
+            &mut found,
+            [d(8, 14), d(18, 25), d(28, 35), d(50, 60)].into_iter(),
+        );
+        assert_eq!(found, [d(0, 5), d(8, 14), d(20, 30), d(40, 45), d(50, 60)]);
+    }
 }
