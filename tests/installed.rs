@@ -1,8 +1,9 @@
 //! The binary as a user installs it: `cargo package` makes the crate, `cargo install` builds it
 //! from the unpacked crate into a temporary prefix, the unpacked source is then deleted, and the
 //! installed binary, started from an unrelated directory with a fresh home, serves the whole
-//! tool catalog, seeds the starter skills and runs code in the sandbox image (whose build
-//! context it carries too: the tag it asks for is the one the other tests run on).
+//! tool catalog, seeds the starter skills and runs code in the sandbox image, exits cleanly when
+//! its client leaves, and builds that image from the context it carries (forced: the image
+//! exists already), under the very tag the other tests run on.
 //!
 //! The build goes to `target/install-test`, a target directory of its own (the one `cargo test`
 //! uses is locked while the tests run), in the dev profile and offline: the crates are the ones
@@ -89,12 +90,49 @@ async fn an_installed_binary_serves_tools_skills_and_executions_without_its_sour
     assert!(!err, "{v}");
     assert_eq!(v["result"], 1, "{v}");
 
-    client.cancel().await.unwrap();
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait()).await;
+    client
+        .cancel()
+        .await
+        .expect("the client closes the session");
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait())
+        .await
+        .expect("the server exits within 30 s of its client leaving")
+        .expect("the server's exit status");
+    assert!(
+        status.success(),
+        "the installed server exited with {status}"
+    );
     assert!(
         common::containers_of(pid).await.is_empty(),
         "the installed server left containers behind"
     );
+
+    // The build context it carries: a forced build from it (the layers are cached, so this is
+    // quick) makes the very tag the other tests run on.
+    let out = Command::new(&installed)
+        .args([
+            "image",
+            "build",
+            "--profile",
+            "minimal",
+            "--force",
+            "--base",
+        ])
+        .arg(common::images::sandbox_base())
+        .current_dir(&elsewhere)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .envs(std::env::var_os("DOCKER_HOST").map(|h| ("DOCKER_HOST", h)))
+        .output()
+        .await
+        .expect("run the installed binary's image build");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "image build failed: {stderr}");
+    use code_execution_mcp::sandbox::image;
+    let tag = image::default_tag(image::ImageProfile::Minimal);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), tag, "{stderr}");
+    assert!(stderr.contains(&format!("built {tag}")), "{stderr}");
 }
 
 /// Packages the crate, unpacks it into `dir/src`, installs from there into `dir/prefix`, deletes
