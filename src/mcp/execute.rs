@@ -299,3 +299,53 @@ impl CodeExecutionServer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::ServiceExt;
+    use rmcp::model::{
+        ClientCapabilities, ElicitRequestParams, ElicitResult, Implementation,
+        InitializeRequestParams,
+    };
+    use rmcp::service::{RequestContext, RoleClient};
+
+    /// A client that supports elicitation and never answers.
+    struct Silent;
+
+    impl rmcp::ClientHandler for Silent {
+        async fn create_elicitation(
+            &self,
+            _request: ElicitRequestParams,
+            _context: RequestContext<RoleClient>,
+        ) -> Result<ElicitResult, rmcp::ErrorData> {
+            std::future::pending().await
+        }
+
+        fn get_info(&self) -> InitializeRequestParams {
+            let mut capabilities = ClientCapabilities::default();
+            capabilities.elicitation = Some(Default::default());
+            InitializeRequestParams::new(capabilities, Implementation::new("silent", "1"))
+        }
+    }
+
+    /// A server with nothing but its peer.
+    struct Bare;
+
+    impl rmcp::ServerHandler for Bare {}
+
+    #[tokio::test(start_paused = true)]
+    async fn a_confirmation_nobody_answers_ends_at_its_limit() {
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let server = tokio::spawn(Bare.serve(server_io));
+        let _client = Silent.serve(client_io).await.expect("client connects");
+        let server = server.await.unwrap().expect("server starts");
+        let started = tokio::time::Instant::now();
+        let confirm = ElicitConfirm {
+            peer: server.peer().clone(),
+        };
+        let answer = confirm.confirm("Allow this call?".into()).await;
+        assert_eq!(answer, Err("no answer within 300 s".to_string()));
+        assert!(started.elapsed() >= CONFIRM_LIMIT);
+    }
+}
