@@ -8,7 +8,7 @@ use std::sync::Arc;
 use code_execution_mcp::app::{App, TenantDirs};
 use serde_json::json;
 
-use super::{app_with, run, run_ok};
+use super::{app_with, run_ok};
 use crate::common::upstreams::{fixture_bin, upstreams_file};
 use crate::common::{self, HttpServer, TestApp, call_tool, mcp_client};
 
@@ -23,7 +23,8 @@ fn the_article_workflow_keeps_personal_data_out_of_the_model() {
         json!({
             "sheet": {"command": fixture, "args": ["--name", "sheet"]},
             "crm": {"command": fixture, "args": ["--name", "crm"],
-                    "env": {"FIXTURE_RECORD": record}},
+                    "env": {"FIXTURE_RECORD": record},
+                    "policy": {"tools": {"echo": "confirm"}}},
         }),
     );
     let script = concat!(
@@ -45,11 +46,7 @@ fn the_article_workflow_keeps_personal_data_out_of_the_model() {
 async fn another_server_over_streamable_http_is_an_upstream() {
     let inner = TestApp::start().await;
     let http = HttpServer::start(inner.app.clone()).await;
-    let t = app_with(
-        json!({"inner": {"type": "http", "url": http.url, "headers": {"X-Trace": "gateway-test"}}}),
-        |_| {},
-    )
-    .await;
+    let t = app_with(json!({"inner": {"type": "http", "url": http.url}}), |_| {}).await;
     let o = run_ok(
         &t,
         r#"
@@ -157,7 +154,8 @@ result = {"seen": seen, "imported": imported, "called": called, "shared": echo(v
     assert!(is_error, "bob cannot read the definition of alice's tool");
     drop(client);
 
-    let _ = run(&b, "result = 1").await;
+    // Bob's refused calls left his sandbox working.
+    assert_eq!(run_ok(&b, "result = 1").await.outcome.result, 1);
     alice.shutdown().await;
     bob.shutdown().await;
     t.app.shutdown_all().await;

@@ -96,6 +96,16 @@ result = delete_everything()
     return payload(r), answers
 
 
+async def confirmed_by_rule(session):
+    """echo is not destructive: only the upstreams file's explicit rule makes it `confirm`."""
+    code = '''
+from servers.crm import echo
+result = echo(value={"id": 7, "note": "re-send"})
+'''
+    r = await session.call_tool("execute_code", {"code": code})
+    return payload(r)
+
+
 async def main(binary, data_dir, upstreams, record_file):
     params = StdioServerParameters(
         command=binary,
@@ -111,19 +121,29 @@ async def main(binary, data_dir, upstreams, record_file):
             check(not p["success"] and "cannot ask" in p["error"], f"without elicitation: {p}")
 
     asked = []
+    answers = ["accept", "decline", "accept"]
 
     async def answer(context, params):
         asked.append(params.message)
-        return ElicitResult(action="accept" if len(asked) == 1 else "decline")
+        return ElicitResult(action=answers[len(asked) - 1])
 
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write, elicitation_callback=answer) as session:
             await session.initialize()
             p, _ = await confirmation(session, asked)
             check(p["success"] and p["result"] == "deleted", f"accepted: {p}")
-            check("delete_everything" in asked[0] and "destructive" in asked[0], f"asked: {asked}")
+            # The question names the server, the tool and the arguments, as README promises.
+            check(all(words in asked[0] for words in
+                      ["`delete_everything`", "MCP server `crm`", "destructive", "with the arguments {}"]),
+                  f"asked: {asked}")
             p, _ = await confirmation(session, asked)
             check(not p["success"] and "declined" in p["error"], f"declined: {p}")
+            p = await confirmed_by_rule(session)
+            check(p["success"] and p["result"] == {"value": {"id": 7, "note": "re-send"}}, f"by rule: {p}")
+            check(len(asked) == 3 and all(words in asked[2] for words in
+                      ["`echo`", "MCP server `crm`", '{"value":{"id":7,"note":"re-send"}}']),
+                  f"asked: {asked}")
+            check("destructive" not in asked[2], f"echo is not destructive: {asked[2]}")
     print("gateway article workflow: ok")
 
 
