@@ -322,6 +322,61 @@ pub async fn spawn_server_with(
     (child, client)
 }
 
+/// The server binary over stdio with its log captured, for tests that read what it logged.
+pub struct LoggedServer {
+    pub child: Child,
+    pub client: RunningService<RoleClient, ()>,
+    log: tokio::task::JoinHandle<String>,
+}
+
+impl LoggedServer {
+    /// Starts `serve` (see [`serve_command`]) logging at its default level, and connects.
+    pub async fn start(dir: &Path, args: &[&str]) -> Self {
+        use rmcp::ServiceExt;
+        use tokio::io::AsyncReadExt;
+        let _starting = SERVER_STARTS.read().await;
+        let mut child = serve_command(dir, args)
+            .env("RUST_LOG", "code_execution_mcp=info,warn")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn the server binary");
+        let mut stderr = child.stderr.take().unwrap();
+        let log = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text).await;
+            text
+        });
+        let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let client = ().serve(io).await.expect("MCP handshake over stdio");
+        Self { child, client, log }
+    }
+
+    /// Closes the session, insists that the server exits cleanly, and returns its log.
+    pub async fn finish(mut self) -> String {
+        self.client.cancel().await.expect("the client closes");
+        let status = tokio::time::timeout(std::time::Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("the server exits within 60 s of its client leaving")
+            .expect("the server's exit status");
+        assert!(status.success(), "the server exited with {status}");
+        self.log.await.expect("the log reader")
+    }
+}
+
+/// Calls `execute_code` with `code`; the whole result (content and structured content).
+pub async fn execute_code(client: &Peer<RoleClient>, code: &str) -> rmcp::model::CallToolResult {
+    let params = rmcp::model::CallToolRequestParams::new("execute_code").with_arguments(
+        serde_json::json!({"code": code})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    client
+        .call_tool(params)
+        .await
+        .expect("execute_code answered")
+}
+
 /// `serve` over stdio (piped; stderr inherited) with its data in `dir`, no quota, plus `args`;
 /// killed if dropped.
 pub fn serve_command(dir: &Path, args: &[&str]) -> Command {

@@ -9,11 +9,11 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+use tokio::io::AsyncBufReadExt;
 
 use super::{app_with, app_with_ready, run_ok, status_after_failure};
 use crate::common::upstreams::{fixture_bin, upstreams_file};
-use crate::common::{TestApp, mcp_client, serve_command};
+use crate::common::{LoggedServer, TestApp, execute_code, mcp_client};
 
 /// Calls the fixture's `leak` in every place it can quote its credential; the code reports
 /// what it got and which of those values still hold the canary (`CANARY` is replaced).
@@ -78,12 +78,7 @@ async fn assert_redacted_everywhere(t: &TestApp, server: &str, canary: &str) {
 
     // What a client gets back: the whole result, content and structured content.
     let client = mcp_client(t.app.clone()).await;
-    let params = rmcp::model::CallToolRequestParams::new("execute_code")
-        .with_arguments(json!({"code": code}).as_object().cloned().unwrap());
-    let reply = client
-        .call_tool(params)
-        .await
-        .expect("execute_code answered");
+    let reply = execute_code(&client, &code).await;
     let reply = serde_json::to_string(&reply).unwrap();
     assert!(!reply.contains(canary), "the client got the key: {reply}");
     assert!(
@@ -170,13 +165,24 @@ async fn an_http_upstream_quoting_its_header_gets_it_redacted_everywhere() {
     let fixture = http_fixture().await;
     let t = app_with(
         json!({"web": {"type": "http", "url": fixture.url,
-                       "headers": {"Authorization": format!("Bearer {canary}")}}}),
+                       "headers": {"Authorization": format!("Bearer {canary}"),
+                                   "X-Trace": "gateway-test"}}}),
         |_| {},
     )
     .await;
     // The fixture quotes the Authorization header it received: the header was sent, and
     // what it quotes comes back redacted.
     assert_redacted_everywhere(&t, "web", canary).await;
+    // Every header of the entry arrives (compared in the fixture: a header's value is one of
+    // the entry's secrets, so it would come back redacted).
+    let o = run_ok(
+        &t,
+        "from servers.web import has_header\n\
+         result = [has_header(name='x-trace', value='gateway-test')['present'],\n\
+                   has_header(name='x-trace', value='other')['present']]",
+    )
+    .await;
+    assert_eq!(o.outcome.result, json!([true, false]));
     t.app.shutdown_all().await;
 }
 
@@ -188,22 +194,7 @@ async fn an_upstreams_stderr_is_logged_and_quoted_redacted() {
         dir.path(),
         json!({"fx": {"command": fixture_bin(), "env": {"FIXTURE_SECRET": canary}}}),
     );
-    let mut child = serve_command(dir.path(), &["--upstreams", file.to_str().unwrap()])
-        .env("RUST_LOG", "code_execution_mcp=info,warn")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the server");
-    let mut stderr = child.stderr.take().unwrap();
-    let logs = tokio::spawn(async move {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text).await;
-        text
-    });
-    let client = {
-        use rmcp::ServiceExt;
-        let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-        ().serve(io).await.expect("MCP handshake over stdio")
-    };
+    let server = LoggedServer::start(dir.path(), &["--upstreams", file.to_str().unwrap()]).await;
     let code = r#"
 from servers.fx import leak
 logged = leak(place="stderr")
@@ -215,16 +206,8 @@ except ToolError as e:
 result = {"logged": logged, "quoted": quoted, "holding_the_key": "CANARY" in str(quoted)}
 "#
     .replace("CANARY", canary);
-    let params = rmcp::model::CallToolRequestParams::new("execute_code")
-        .with_arguments(json!({"code": code}).as_object().cloned().unwrap());
-    let reply = client
-        .call_tool(params)
-        .await
-        .expect("execute_code answered");
-    let r = reply
-        .structured_content
-        .clone()
-        .expect("structured content");
+    let reply = execute_code(&server.client, &code).await;
+    let r = reply.structured_content.expect("structured content");
     assert_eq!(r["status"], "ok", "{r}");
     let result = &r["result"];
     assert_eq!(result["logged"], "logged", "{result}");
@@ -234,13 +217,7 @@ result = {"logged": logged, "quoted": quoted, "holding_the_key": "CANARY" in str
         quoted.contains("its last stderr line: fixture: key [redacted] rejected, exiting"),
         "the error quotes the upstream's last stderr line, redacted: {quoted}"
     );
-    client.cancel().await.expect("the client closes");
-    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
-        .await
-        .expect("the server exits when its client leaves")
-        .unwrap();
-    assert!(status.success(), "{status}");
-    let logs = logs.await.unwrap();
+    let logs = server.finish().await;
     assert!(
         logs.contains("stderr: fixture: authenticating with key [redacted] for project alpha"),
         "the upstream's stderr line is logged, redacted: {logs}"

@@ -96,6 +96,14 @@ pub struct LeakArgs {
     pub place: String,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct HeaderArgs {
+    /// A header name (any case).
+    pub name: String,
+    /// The value it must have.
+    pub value: String,
+}
+
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct EnvNames {
     /// The names of the fixture's environment variables, sorted.
@@ -104,7 +112,7 @@ pub struct EnvNames {
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Present {
-    /// Whether FIXTURE_SECRET is set and not empty in the fixture's environment.
+    /// Whether what was asked for is there.
     pub present: bool,
 }
 
@@ -298,6 +306,22 @@ impl Fixture {
             }
             other => error(format!("unknown place {other:?}")),
         }
+    }
+
+    #[tool(
+        description = "Over HTTP: whether the request that carried this call had the header `name` with exactly `value` (compared here, so the value never comes back)."
+    )]
+    async fn has_header(
+        &self,
+        Parameters(args): Parameters<HeaderArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Json<Present> {
+        let present = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.headers.get(args.name.as_str()))
+            .is_some_and(|v| v.as_bytes() == args.value.as_bytes());
+        Json(Present { present })
     }
 
     #[tool(description = "Answers the names of the fixture's environment variables.")]
