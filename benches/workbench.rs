@@ -10,6 +10,10 @@
 //! 4. the same with `--preload numpy,pandas` (the data profile's default);
 //! 5. idle memory of one pooled container: minimal, data without preloading, data with it.
 //!
+//! 6. the workspace tools at scale, without the engine: `list_files` and `usage` over 100,000
+//!    files, and a 1 TiB sparse file refused from its size (their tests keep the behaviour; the
+//!    time is measured here).
+//!
 //! It prints p50/p99 of rows 2-4 and their ratios to row 2. Knobs: `BENCH_N` samples per row
 //! (default 30), `BENCH_THINK_MS` (default 1500: a preloading container takes about a second to
 //! be ready). Figures on a shared machine are noisy: compare the ratios.
@@ -129,11 +133,42 @@ fn row(label: &str, samples: &[f64], base: Option<(f64, f64)>) -> (f64, f64) {
     (p50, p99)
 }
 
+/// Row 6: the workspace tools over 100,000 files, best of 3 each.
+fn workspace_figures() {
+    use code_execution_mcp::workspace::{Workspace, WorkspaceLimits};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("workspace");
+    std::fs::create_dir_all(root.join("many")).unwrap();
+    for i in 0..100_000 {
+        std::fs::File::create(root.join("many").join(format!("f{i:06}"))).unwrap();
+    }
+    std::fs::File::create(root.join("sparse"))
+        .and_then(|f| f.set_len(1 << 40))
+        .unwrap();
+    let ws = Workspace::open(&root, WorkspaceLimits::default()).unwrap();
+    let best = |f: &dyn Fn()| {
+        (0..3)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64() * 1000.0
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let list = best(&|| assert!(ws.list_files("").unwrap().truncated));
+    let usage = best(&|| assert_eq!(ws.usage().unwrap().files, 100_001));
+    let refuse = best(&|| assert!(ws.read_file("sparse").is_err()));
+    println!("workspace list_files, 100,000 files (cut at its limit) {list:>10.1} ms");
+    println!("workspace usage, 100,000 files                          {usage:>10.1} ms");
+    println!("workspace read_file of a 1 TiB sparse file, refused      {refuse:>10.3} ms\n");
+}
+
 #[tokio::main]
 async fn main() {
     let n = env_usize("BENCH_N", 30);
     let think = Duration::from_millis(env_usize("BENCH_THINK_MS", 1500) as u64);
     println!("workbench bench: n={n}, think={think:?}\n");
+    workspace_figures();
 
     let engine = code_execution_mcp::sandbox::Engine::connect()
         .await

@@ -69,8 +69,10 @@ const WARM_UP: usize = 64;
 fn removal_margin() -> usize {
     CONCURRENCY + pool_size() + code_execution_mcp::config::Config::defaults().removal_backlog
 }
-/// How long the server may take, once the load stops, to be back at exactly its pool.
-const SETTLE_LIMIT: Duration = Duration::from_secs(15);
+/// How long the server is given, once the load stops, to be back at exactly its pool. Not a
+/// speed check (the time it took is printed; these machines are shared): a leaked container or
+/// a backlog that never drains never settles, however long the wait.
+const SETTLE_LIMIT: Duration = Duration::from_secs(120);
 /// Largest VmRSS growth accepted from the end of the warm-up to the end of the run (448
 /// executions). Measured here: +0.4 to +0.7 MiB in 8 runs (61 MiB after the warm-up). 16 MiB is
 /// 36 KiB per execution: a leaked attach stream or HTTP connection to the engine (buffers of

@@ -98,9 +98,9 @@ fn oversize_reads_and_writes_are_refused() {
     fs::write(f.p("exact"), [7u8; 100]).unwrap();
     fs::write(f.p("over"), [7u8; 101]).unwrap();
     for ws in f.both(WorkspaceLimits::default()) {
-        let t = Instant::now();
+        // Refused from its size (a read of 1 TiB would not end); `cargo bench --bench
+        // workbench` times it.
         let err = ws.read_file("sparse").unwrap_err();
-        assert!(t.elapsed() < Duration::from_secs(1));
         assert_eq!(
             err.to_string(),
             "'sparse' is 1 TiB, over the 10 MiB limit for workspace tools; \

@@ -82,8 +82,9 @@ fn listing_stops_at_the_depth_limit() {
     assert!(l.truncated);
 }
 
+/// The time these take is measured by `cargo bench --bench workbench`, not asserted here.
 #[test]
-fn listing_100k_files_is_bounded_and_quick() {
+fn listing_100k_files_is_bounded_and_usage_counts_them_all() {
     let f = Fixture::new();
     let many = f.p("many");
     fs::create_dir(&many).unwrap();
@@ -91,18 +92,13 @@ fn listing_100k_files_is_bounded_and_quick() {
         fs::File::create(many.join(format!("f{i:06}"))).unwrap();
     }
     for ws in f.both(WorkspaceLimits::default()) {
-        let t = Instant::now();
         let l = ws.list_files("").unwrap();
-        let took = t.elapsed();
         assert!(l.truncated);
         assert_eq!(l.files.len(), DEFAULT_MAX_LIST_ENTRIES);
         assert!(l.files.windows(2).all(|w| w[0] < w[1]));
-        assert!(took < Duration::from_secs(5), "listing took {took:?}");
-        let t = Instant::now();
         let u = ws.usage().unwrap();
         assert_eq!(u.files, 100_000);
         assert!(!u.truncated);
-        assert!(t.elapsed() < Duration::from_secs(20));
     }
 }
 
