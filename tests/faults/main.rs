@@ -9,8 +9,8 @@
 //! `first_start.rs` (a fresh engine with no images and no registry: the first start builds the
 //! offline base and the image), `server_killed.rs` (the server SIGKILLed mid-execution and
 //! mid-write, case 49),
-//! `slow_engine.rs` (a slow or stalled engine) and `skills_and_registry.rs` (skills and registry
-//! paths the server cannot use); `server.rs` is the server binary they drive.
+//! `slow_engine.rs` (a slow or stalled engine), `health.rs` (`/health` while the engine does not
+//! answer) and `skills_and_registry.rs` (skills and registry paths the server cannot use); `server.rs` is the server binary they drive.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -18,6 +18,7 @@ mod server;
 
 mod engine_stopped;
 mod first_start;
+mod health;
 mod server_killed;
 mod skills_and_registry;
 mod slow_engine;
