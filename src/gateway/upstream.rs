@@ -8,7 +8,8 @@
 //! upstreams that keep a login or open handles. Nothing an upstream does can take the server
 //! down: its output is read with a line limit, its stderr is logged at a bounded rate (the
 //! last lines kept for error messages), each request has a deadline, and a child process is
-//! started in a process group of its own, killed as a group when the connection is dropped.
+//! started in a process group of its own, killed as a group when the connection is dropped and
+//! when the process exits (a child it left behind may hold the pipes open).
 //!
 //! A child gets a small environment: PATH, HOME, USER, LOGNAME, SHELL, TERM, LANG, LC_ALL,
 //! TZ and TMPDIR of the server's, plus the entry's `env` (the MCP Python SDK's default, so
@@ -471,7 +472,7 @@ impl Upstream {
         let stdout = child.stdout.take().expect("stdout is piped");
         let stdin = child.stdin.take().expect("stdin is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
-        let guard = ChildGuard { child, group };
+        let guard = ChildGuard::watch(child, group);
         tokio::spawn(self.clone().read_stderr(stderr));
         let transport =
             rmcp::transport::async_rw::AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin)
@@ -559,10 +560,26 @@ async fn list_tools(
 
 /// A stdio upstream's process, killed with its whole process group when the connection that
 /// owns it ends (a wrapper such as `uvx` or `npx` would otherwise leave the real server
-/// running).
+/// running), and when the process itself exits: a child it left behind may hold its stdout
+/// open, and the connection would then never see its end (the upstream never restarted, its
+/// calls waiting out their timeout).
 struct ChildGuard {
-    child: tokio::process::Child,
     group: Option<u32>,
+    /// Waits for the process and kills its group when it exits; owns the `Child`, which is
+    /// killed when the task is aborted.
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl ChildGuard {
+    fn watch(mut child: tokio::process::Child, group: Option<u32>) -> Self {
+        let watcher = tokio::spawn(async move {
+            let _ = child.wait().await;
+            if let Some(pid) = group {
+                kill_group(pid);
+            }
+        });
+        Self { group, watcher }
+    }
 }
 
 impl Drop for ChildGuard {
@@ -570,7 +587,8 @@ impl Drop for ChildGuard {
         if let Some(pid) = self.group {
             kill_group(pid);
         }
-        let _ = self.child.start_kill();
+        // Dropping the task drops the `Child`, which kills it (`kill_on_drop`).
+        self.watcher.abort();
     }
 }
 
