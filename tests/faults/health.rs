@@ -43,6 +43,7 @@ fn free_port() -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_answers_503_while_the_engine_does_not_answer() {
+    code_execution_mcp::install_tls_provider(); // reqwest's client needs one
     let proxy = EngineProxy::start();
     let host = proxy.host();
     let dir = tempfile::tempdir().unwrap();
@@ -87,6 +88,7 @@ async fn health_answers_503_while_the_engine_does_not_answer() {
 async fn serve_with_shared_data_on_local_storage_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap(); // there, but on this machine's own disk
     let out = serve_command(
         dir.path(),
         &[
@@ -173,6 +175,7 @@ async fn health_becomes(port: u16, status: u16, limit: Duration) -> (u16, String
 #[ignore = "needs root: mounts a FUSE filesystem (bindfs) as the shared data volume"]
 async fn health_answers_503_while_the_shared_data_volume_hangs_or_fails() {
     crate::common::require_root("a FUSE mount");
+    code_execution_mcp::install_tls_provider(); // reqwest's client needs one
     if std::process::Command::new("bindfs")
         .arg("--version")
         .output()
@@ -188,6 +191,7 @@ async fn health_answers_503_while_the_shared_data_volume_hangs_or_fails() {
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let data = volume.mount.join("data");
+    std::fs::create_dir(&data).unwrap();
     let mut child = serve_command(
         dir.path(),
         &[
