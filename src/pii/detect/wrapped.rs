@@ -166,8 +166,11 @@ impl Detectors {
                 sep_len,
                 orig_len: br.b - br.a,
             });
+            // The run may reach back over this line's indentation into the previous gap, which
+            // the joined text no longer holds: it starts at this line's first byte at most.
+            let run_start = br.run_start.max(copied);
             windows.push((
-                joined_at - (br.a - br.run_start),
+                joined_at - (br.a - run_start),
                 joined_at + sep_len + (br.run_end - br.b),
             ));
             if sep_len == 1 {
@@ -250,6 +253,20 @@ mod tests {
             kind: PiiKind::CreditCard,
             start,
             end,
+        }
+    }
+
+    #[test]
+    fn an_indented_line_between_two_breaks_stays_inside_the_text() {
+        let detectors = Detectors::new();
+        for text in [
+            "123\n      4567\n890",
+            "1 2\n\t \t 3 4 5\n 6 7 8 9\n0",
+            "card 4111\n  1111 1111\n  1111 ok",
+        ] {
+            let mut found = Vec::new();
+            detectors.add_wrapped(text, &mut found);
+            assert!(found.iter().all(|d| d.end <= text.len()), "{text:?}");
         }
     }
 
