@@ -32,6 +32,21 @@ async fn first_health(port: u16) -> Option<u16> {
     None
 }
 
+/// `serve` over HTTP on `port`, without a pool, plus `args`.
+fn http_server(dir: &std::path::Path, port: u16, args: &[&str]) -> tokio::process::Command {
+    let listen = format!("127.0.0.1:{port}");
+    let mut all = vec![
+        "--transport",
+        "http",
+        "--listen",
+        &listen,
+        "--pool-size",
+        "0",
+    ];
+    all.extend_from_slice(args);
+    serve_command(dir, &all)
+}
+
 /// A free loopback port (bound, then released for the server to take).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -48,21 +63,10 @@ async fn health_answers_503_while_the_engine_does_not_answer() {
     let host = proxy.host();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut child = serve_command(
-        dir.path(),
-        &[
-            "--transport",
-            "http",
-            "--listen",
-            &listen,
-            "--pool-size",
-            "0",
-        ],
-    )
-    .env("DOCKER_HOST", &host)
-    .spawn()
-    .expect("spawn the server binary");
+    let mut child = http_server(dir.path(), port, &[])
+        .env("DOCKER_HOST", &host)
+        .spawn()
+        .expect("spawn the server binary");
     let up = first_health(port).await;
     assert_eq!(up, Some(200), "the server serves /health once started");
 
@@ -189,22 +193,12 @@ async fn health_answers_503_while_the_shared_data_volume_hangs_or_fails() {
     let dir = tempfile::tempdir().unwrap();
     let volume = FuseMount::new(&dir.path().join("brick"), &dir.path().join("volume"));
     let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
     let data = volume.mount.join("data");
     std::fs::create_dir(&data).unwrap();
-    let mut child = serve_command(
+    let mut child = http_server(
         dir.path(),
-        &[
-            "--transport",
-            "http",
-            "--listen",
-            &listen,
-            "--pool-size",
-            "0",
-            "--shared-data",
-            "--data-dir",
-            data.to_str().unwrap(),
-        ],
+        port,
+        &["--shared-data", "--data-dir", data.to_str().unwrap()],
     )
     .spawn()
     .expect("spawn the server binary");
