@@ -66,31 +66,34 @@ fn kept(s: &str) -> &str {
 }
 
 impl OutputTap for LatestLine {
-    /// Keeps the last complete non-blank line printed so far, if there is one.
+    /// Keeps the last complete non-blank line printed so far, if there is one. Only that line
+    /// is copied: a chunk of thousands of short lines costs one scan, not one string each.
     fn offer(&self, data: &str) {
         let mut partial = self.partial.lock().unwrap_or_else(|p| p.into_inner());
-        let mut newest: Option<String> = None;
-        let mut rest = data;
-        while let Some(i) = rest.find(['\n', '\r']) {
-            let (piece, after) = (&rest[..i], &rest[i + 1..]);
-            let line = if partial.is_empty() {
-                kept(piece).trim().to_string()
-            } else {
-                let joined = format!("{}{}", partial, kept(piece));
-                partial.clear();
-                kept(&joined).trim().to_string()
-            };
-            if !line.is_empty() {
-                newest = Some(line);
+        let Some(end) = data.rfind(['\n', '\r']) else {
+            // No line ends here: the line being printed grows (bounded).
+            if partial.chars().count() < KEPT_CHARS {
+                let joined = format!("{partial}{data}");
+                *partial = kept(&joined).to_string();
             }
-            rest = after;
-        }
-        if partial.chars().count() < KEPT_CHARS {
-            let joined = format!("{}{}", partial, kept(rest));
-            *partial = kept(&joined).to_string();
-        }
+            return;
+        };
+        let (complete, rest) = (&data[..end], &data[end + 1..]);
+        // The first line of the chunk continues what the previous chunk left unfinished.
+        let first_len = complete.find(['\n', '\r']).unwrap_or(complete.len());
+        let line = complete[first_len..]
+            .rsplit(['\n', '\r'])
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(|l| kept(l).to_string())
+            .or_else(|| {
+                let first = format!("{partial}{}", kept(&complete[..first_len]));
+                let first = kept(&first).trim();
+                (!first.is_empty()).then(|| first.to_string())
+            });
+        *partial = kept(rest).to_string();
         drop(partial);
-        if let Some(line) = newest {
+        if let Some(line) = line {
             self.latest.send_if_modified(|kept| {
                 if *kept == line {
                     return false;
