@@ -224,7 +224,7 @@ impl Upstream {
     /// `text` from or about the upstream with the entry's credentials replaced (see
     /// `redact.rs`): for every error, status and stderr line that may reach code, the model
     /// or the logs.
-    pub fn scrub(&self, text: &str) -> String {
+    fn scrub(&self, text: &str) -> String {
         self.redactor.text(text).into_owned()
     }
 
