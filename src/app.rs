@@ -711,13 +711,6 @@ impl App {
         )
     }
 
-    /// In soft-quota mode, refuses work while the workspace is at or over its quota.
-    pub async fn check_soft_quota(&self) -> Result<(), ExecuteError> {
-        self.with_workspace(|ws| ws.check_quota())
-            .await
-            .map_err(ExecuteError::Workspace)
-    }
-
     /// Text on its way to the model: tokenized when `--pii-output tokenize` is in force.
     pub fn for_model(&self, text: String) -> String {
         match self.config.pii_output {

@@ -380,10 +380,6 @@ impl Config {
         self.workspace_quota_mb.saturating_mul(1024 * 1024)
     }
 
-    pub fn default_timeout(&self) -> Duration {
-        Duration::from_secs(self.default_timeout_secs)
-    }
-
     /// How each execution's upstream tool calls are bounded.
     pub fn call_limits(&self) -> crate::gateway::CallLimits {
         crate::gateway::CallLimits {

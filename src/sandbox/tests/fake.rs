@@ -117,10 +117,6 @@ impl FakeEngine {
         self.state.lock().expect("fake engine lock")
     }
 
-    pub fn set_script(&self, script: Vec<Step>) {
-        *self.script.lock().unwrap() = script;
-    }
-
     /// Makes the image tag name another image id.
     pub fn set_image(&self, id: &str) {
         *self.image.lock().unwrap() = id.into();
