@@ -78,13 +78,7 @@ fn schema_text(schema: &Value, depth: usize, out: &mut String) {
 }
 
 fn capped(mut s: String) -> String {
-    if s.len() > MAX_FIELD_BYTES {
-        let mut cut = MAX_FIELD_BYTES;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-    }
+    s.truncate(crate::text::prefix(&s, MAX_FIELD_BYTES).len());
     s
 }
 

@@ -67,7 +67,7 @@ pub struct Analyzer<'r> {
 
 impl Analyzer<'_> {
     pub fn analyze<'q>(&self, query: &'q str, opts: SearchOptions) -> AnalyzedQuery<'q> {
-        let text = truncate(query, MAX_QUERY_BYTES);
+        let text = crate::text::prefix(query, MAX_QUERY_BYTES);
         let mut pairs: Vec<(String, String)> = Vec::new();
         analyze(text, |surface, stem| {
             if pairs.len() < MAX_QUERY_TERMS {
@@ -137,18 +137,6 @@ fn add(terms: &mut Vec<QueryTerm>, term: u32, weight: f32) {
         Some(t) => t.weight = t.weight.max(weight),
         None => terms.push(QueryTerm { term, weight }),
     }
-}
-
-/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-pub fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &s[..cut]
 }
 
 #[cfg(test)]
@@ -261,7 +249,6 @@ mod tests {
             let long = "word ".repeat(20_000) + "é";
             let q = a.analyze(&long, SearchOptions::default());
             assert!(q.text.len() <= MAX_QUERY_BYTES && q.words.len() == MAX_QUERY_TERMS);
-            assert_eq!(truncate("aé", 2), "a");
         });
     }
 }

@@ -368,11 +368,7 @@ fn is_compound(name: &str) -> bool {
 /// What the caller gave, trimmed and cut short enough to quote back in an error message.
 fn echo(given: &str) -> String {
     const MAX: usize = 200;
-    let given = given.trim();
-    match given.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}…", &given[..cut]),
-        None => given.to_owned(),
-    }
+    crate::text::cut_chars(given.trim(), MAX)
 }
 
 #[cfg(test)]

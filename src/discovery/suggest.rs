@@ -5,7 +5,7 @@
 use super::catalog::MAX_NAME_CHARS;
 use super::fuzzy::{distance_within, max_edits, osa_within};
 use super::index::analyze;
-use super::query::{AnalyzedQuery, MAX_QUERY_BYTES, truncate};
+use super::query::{AnalyzedQuery, MAX_QUERY_BYTES};
 use super::rank::{RankQuery, Ranker};
 use super::registry::Registry;
 
@@ -122,7 +122,7 @@ impl Registry {
 
     /// Ids close to an unknown tool name: near spellings first, then tools sharing its words.
     pub(super) fn closest_ids(&self, given: &str, category: Option<u32>) -> Vec<String> {
-        let given = truncate(given.trim(), MAX_QUERY_BYTES).to_lowercase();
+        let given = crate::text::prefix(given.trim(), MAX_QUERY_BYTES).to_lowercase();
         let allowed = |doc: usize| category.is_none_or(|c| self.tool_category[doc] == c);
         let whole_id = given.contains('/');
         let chars: Vec<char> = given.chars().collect();

@@ -361,7 +361,7 @@ fn transport(
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(format!(
                     "\"url\" must start with http:// or https://, not {:?}",
-                    url.chars().take(40).collect::<String>()
+                    crate::text::prefix_chars(&url, 40)
                 ));
             }
             Ok(Transport::Http {
@@ -417,7 +417,7 @@ pub fn expand_vars(
         let after = &rest[at + 2..];
         let end = after
             .find('}')
-            .ok_or_else(|| fail(format!("unclosed ${{ in {:?}", truncate(s))))?;
+            .ok_or_else(|| fail(format!("unclosed ${{ in {:?}", crate::text::prefix_chars(s, 60))))?;
         let inner = &after[..end];
         let (name, default) = match inner.split_once(":-") {
             Some((n, d)) => (n, Some(d)),
@@ -440,10 +440,6 @@ pub fn expand_vars(
     }
     out.push_str(rest);
     Ok(out)
-}
-
-fn truncate(s: &str) -> String {
-    s.chars().take(60).collect()
 }
 
 #[cfg(test)]

@@ -115,8 +115,8 @@ impl ToolSession {
         let mut records = self.records.lock().expect("records lock");
         if records.len() < MAX_RECORDS {
             records.push(ToolCallRecord {
-                server: server.chars().take(100).collect(),
-                tool: tool.chars().take(200).collect(),
+                server: crate::text::prefix_chars(server, 100).to_owned(),
+                tool: crate::text::prefix_chars(tool, 200).to_owned(),
                 duration_ms: (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
                 ok: result.is_ok(),
                 // Cut for the model where the PII engine can see past the cut (`App`).
@@ -233,15 +233,10 @@ impl ToolSession {
             ));
         };
         // The user decides on what the call would do: its arguments as the code passed them.
-        let mut shown = Value::Object(arguments.clone()).to_string();
-        if shown.len() > MAX_SHOWN_ARGUMENTS {
-            let cut = (0..=MAX_SHOWN_ARGUMENTS)
-                .rev()
-                .find(|&i| shown.is_char_boundary(i))
-                .unwrap_or(0);
-            shown.truncate(cut);
-            shown.push('…');
-        }
+        let shown = crate::text::cut(
+            &Value::Object(arguments.clone()).to_string(),
+            MAX_SHOWN_ARGUMENTS,
+        );
         let message = format!(
             "Code running in the sandbox wants to call `{tool}` on the MCP server `{server}`{} with the arguments {shown}. Allow this call?",
             if destructive {

@@ -254,11 +254,7 @@ fn describe_property(prop: &Value) -> String {
 
 fn one_line(s: &str, max: usize) -> String {
     let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > max {
-        format!("{}…", flat.chars().take(max).collect::<String>())
-    } else {
-        flat
-    }
+    crate::text::cut_chars(&flat, max)
 }
 
 fn tool_module(server: &str, tool: &LiveTool, function: &str) -> String {

@@ -497,7 +497,7 @@ impl Upstream {
                 Ok(_) => {}
             }
             // Cut where no value is left half-shown: the line reaches code and the model.
-            let text = crate::sandbox::output::cut_clean(
+            let text = crate::text::cut_clean(
                 String::from_utf8_lossy(&line).trim_end(),
                 STDERR_LINE_CHARS,
             );

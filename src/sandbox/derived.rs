@@ -55,7 +55,7 @@ pub fn check_requirements(file: &str, text: &str) -> Result<Vec<String>, Require
         let bad = || RequirementsError::NotPinned {
             file: file.into(),
             line: i + 1,
-            text: line.chars().take(120).collect(),
+            text: crate::text::prefix_chars(line, 120).to_owned(),
         };
         // Options may only be hashes; the rest is the requirement and its marker.
         let (options, words): (Vec<&str>, Vec<&str>) =

@@ -43,7 +43,7 @@ impl Returned {
     /// Takes an image frame: kept while fewer than `max_images` are and it decodes from base64
     /// to at most [`MAX_IMAGE_BYTES`]; otherwise counted as dropped, saying why.
     pub fn image(&mut self, source: String, data: Option<&str>, dropped: bool, max_images: usize) {
-        let source = crate::sandbox::output::cut_clean(&source, 200);
+        let source = crate::text::cut_clean(&source, 200);
         let why = match data {
             _ if dropped || self.images.len() >= max_images => {
                 format!("at most {max_images} images are returned per execution")
@@ -78,8 +78,8 @@ impl Returned {
             return;
         }
         self.links.push(SentLink {
-            path: path.chars().take(4096).collect(),
-            description: description.map(|d| crate::sandbox::output::cut_clean(&d, 1000)),
+            path: crate::text::prefix_chars(&path, 4096).to_owned(),
+            description: description.map(|d| crate::text::cut_clean(&d, 1000)),
         });
     }
 }

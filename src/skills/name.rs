@@ -26,7 +26,7 @@ fn shown(name: &str) -> String {
     if name.chars().count() <= MAX {
         format!("{name:?}")
     } else {
-        let cut: String = name.chars().take(MAX).collect();
+        let cut = crate::text::prefix_chars(name, MAX);
         format!("{cut:?}… ({} characters)", name.chars().count())
     }
 }

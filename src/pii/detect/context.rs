@@ -71,9 +71,3 @@ pub(super) fn is_token_kind(hay: &[u8], at: usize, len: usize) -> bool {
     at > 0 && hay[at - 1] == b'[' && hay.get(at + len) == Some(&b'_')
 }
 
-pub(super) fn floor_char_boundary(hay: &[u8], mut e: usize) -> usize {
-    while e > 0 && e < hay.len() && (hay[e] & 0xC0) == 0x80 {
-        e -= 1;
-    }
-    e
-}

@@ -53,7 +53,8 @@ use regex_automata::{Anchored, Input};
 
 use super::types::{Detection, PiiKind};
 use contact::{validate_email, validate_intl, validate_nanp};
-use context::{contains_ci, floor_char_boundary, is_token_kind};
+use crate::text::floor_char_boundary;
+use context::{contains_ci, is_token_kind};
 use finance::{validate_card, validate_iban, validate_ssn};
 use network::{validate_ipv4, validate_ipv6};
 use secret::{looks_like_secret, validate_prefixed_key};

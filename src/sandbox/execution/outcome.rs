@@ -13,7 +13,8 @@ use super::frames::{Collector, Stop, hard_cap};
 use super::{Job, Runner};
 use crate::sandbox::backend::{Backend, ExitState};
 use crate::sandbox::docker::EngineError;
-use crate::sandbox::output::{BoundedText, EDGE_BYTES, floor_char_boundary};
+use crate::sandbox::output::{BoundedText, EDGE_BYTES};
+use crate::text::floor_char_boundary;
 use crate::sandbox::returned::Returned;
 
 /// Exit code of a process ended by SIGKILL (the kernel's OOM killer, among others).
@@ -353,8 +354,8 @@ fn bound_result(
 /// followed the cut go to `edge`.
 fn bound_text(mut s: String, max: usize, edge: &mut String) -> String {
     if s.len() > max {
-        let cut = floor_char_boundary(&s, max);
-        let end = floor_char_boundary(&s, cut + EDGE_BYTES);
+        let cut = floor_char_boundary(s.as_bytes(), max);
+        let end = floor_char_boundary(s.as_bytes(), cut + EDGE_BYTES);
         *edge = s[cut..end].to_string();
         s.truncate(cut);
     }

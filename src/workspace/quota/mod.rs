@@ -479,15 +479,7 @@ fn stderr_text(out: &std::process::Output) -> String {
     const MAX: usize = 2000;
     let text = String::from_utf8_lossy(&out.stderr);
     let text = text.trim();
-    if text.len() <= MAX {
-        text.to_owned()
-    } else {
-        let mut end = MAX;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}…", &text[..end])
-    }
+    crate::text::cut(text, MAX)
 }
 
 // ----- /proc/self/mountinfo -----
