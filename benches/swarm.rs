@@ -38,7 +38,7 @@ fn main() {
     }
     let python = PathBuf::from(
         std::env::var("CEM_TEST_PYTHON")
-            .expect("CEM_TEST_PYTHON: a Python with mcp==2.3.0 (README, \"Running the tests\")"),
+            .expect("CEM_TEST_PYTHON: a Python with the main pins of tests/upstream-pins.txt"),
     );
     let secs: f64 = std::env::var("SWARM_BENCH_SECS")
         .ok()

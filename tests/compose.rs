@@ -224,7 +224,7 @@ impl Stack {
             .args([&self.tokens.0, &self.tokens.1, phase])
             .output()
             .await
-            .expect("run the Python client (CEM_TEST_PYTHON: an interpreter with mcp==2.3.0)");
+            .expect("run the Python client (CEM_TEST_PYTHON: an interpreter with the main pins of tests/upstream-pins.txt)");
         assert!(
             out.status.success(),
             "{phase} failed:\n{}\n{}\nserver:\n{}",

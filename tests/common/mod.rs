@@ -623,7 +623,7 @@ pub fn run_python_client(script: &str) {
         .is_ok_and(|s| s.success());
     assert!(
         has_sdk,
-        "the official MCP Python SDK is missing for {}: unset CEM_TEST_PYTHON to let the tests make a venv, or point it at an interpreter with mcp==2.3.0",
+        "the official MCP Python SDK is missing for {}: unset CEM_TEST_PYTHON to let the tests make a venv, or point it at an interpreter with the main pins of tests/upstream-pins.txt",
         python.display()
     );
     let dir = tempfile::tempdir().unwrap();

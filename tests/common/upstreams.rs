@@ -13,14 +13,21 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-/// `mcp-server-time` and `mcp-server-git` (one environment: both run on the current SDK).
-pub const MAIN_PACKAGES: &[&str] = &[
-    "mcp-server-time==2026.10.19",
-    "mcp-server-git==2026.10.19",
-    "mcp==2.3.0",
-];
-/// `mcp-server-sqlite` needs the 1.x SDK, so it has an environment of its own.
-pub const SQLITE_PACKAGES: &[&str] = &["mcp-server-sqlite==2025.4.25", "mcp==1.30.0"];
+/// `tests/upstream-pins.txt`, which `.ci/run` reads too: `ENVIRONMENT REQUIREMENT` lines.
+const PINS: &str = include_str!("../upstream-pins.txt");
+
+/// The pinned requirements of one environment of [`PINS`].
+pub fn pins(environment: &str) -> Vec<&'static str> {
+    let pins: Vec<&str> = PINS
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split_once(' '))
+        .filter(|(env, _)| *env == environment)
+        .map(|(_, requirement)| requirement.trim())
+        .collect();
+    assert!(!pins.is_empty(), "tests/upstream-pins.txt has no {environment} lines");
+    pins
+}
 
 static INSTALL: Mutex<()> = Mutex::new(());
 
@@ -72,17 +79,17 @@ pub fn python_with(env_var: &str, name: &str, packages: &[&str]) -> PathBuf {
 }
 
 pub fn main_python() -> PathBuf {
-    python_with("CEM_TEST_UPSTREAMS_PYTHON", "upstreams", MAIN_PACKAGES)
+    python_with("CEM_TEST_UPSTREAMS_PYTHON", "upstreams", &pins("main"))
 }
 
 /// The interpreter of the official MCP Python SDK the client tests drive: `$CEM_TEST_PYTHON`,
 /// else the same virtual environment as [`main_python`] (made on first use).
 pub fn sdk_python() -> PathBuf {
-    python_with("CEM_TEST_PYTHON", "upstreams", MAIN_PACKAGES)
+    python_with("CEM_TEST_PYTHON", "upstreams", &pins("main"))
 }
 
 pub fn sqlite_python() -> PathBuf {
-    python_with("CEM_TEST_SQLITE_PYTHON", "sqlite", SQLITE_PACKAGES)
+    python_with("CEM_TEST_SQLITE_PYTHON", "sqlite", &pins("sqlite"))
 }
 
 /// The rmcp fixture upstream (`tests/upstream_fixture`), which `cargo test` builds.

@@ -38,7 +38,7 @@ fn the_article_workflow_keeps_personal_data_out_of_the_model() {
         .arg(&upstreams)
         .arg(&record)
         .status()
-        .expect("run the Python client (CEM_TEST_PYTHON: an interpreter with mcp==2.3.0)");
+        .expect("run the Python client (CEM_TEST_PYTHON: an interpreter with the main pins of tests/upstream-pins.txt)");
     assert!(status.success(), "the Python client failed: {status}");
 }
 
