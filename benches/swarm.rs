@@ -13,8 +13,8 @@
 //! 3. memory per node: the server's resident set, and the node's dockerd and containerd.
 //!
 //! On one machine the nodes share its cores: the figures show what the proxy, the shared
-//! volume and the servers cost together, not what separate hosts would add (see README,
-//! "Scale out").
+//! volume and the servers cost together, not what separate hosts would add (see
+//! docs/measured.md, "Scale out on Docker Swarm").
 
 #[path = "../tests/swarm/cluster.rs"]
 mod cluster;

@@ -410,7 +410,7 @@ impl App {
             && config.workspace_quota_mb > 0
         {
             tracing::warn!(
-                "workspace quota is enforced between executions only: {reason} (see README, \"Workspace quota\")"
+                "workspace quota is enforced between executions only: {reason} (see docs/deploying.md, \"Workspace quota\")"
             );
         }
         let quota_bytes = config.workspace_quota_bytes();

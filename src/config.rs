@@ -59,7 +59,7 @@ pub struct Config {
 
     /// The data directory is the volume every node of a swarm mounts: refuse to start when it
     /// is on local storage (a shared mount that did not come up), and fail `/health` while reads
-    /// of it fail or hang past a minute. See README, "Scale out".
+    /// of it fail or hang past a minute. See docs/deploying.md, "Scale out".
     #[arg(long, env = "CEM_SHARED_DATA")]
     pub shared_data: bool,
 

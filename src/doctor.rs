@@ -183,7 +183,7 @@ fn storage_check(config: &Config, swarm: Option<&SwarmNode>) -> Check {
         return Check::fail(
             "storage",
             format!("{detail}, but local to this node"),
-            "mount the volume every node shares (GlusterFS, NFS, CephFS) at the data directory on this node before the engine starts; see README, \"Scale out\"",
+            "mount the volume every node shares (GlusterFS, NFS, CephFS) at the data directory on this node before the engine starts; see docs/deploying.md, \"Scale out\"",
         );
     }
     Check::pass("storage", detail)

@@ -1,8 +1,8 @@
 //! Python names for upstream servers and tools, which may be called anything (`weird-name.v2`,
 //! `class`, `2fast`, `Mixed Case`).
 //!
-//! The mapping, documented in the README: every character that is not an ASCII letter, digit
-//! or `_` becomes `_`; a name that then starts with a digit gets a leading `_`; a Python
+//! The mapping, documented in docs/gateway.md ("Names"): every character that is not an ASCII
+//! letter, digit or `_` becomes `_`; a name that then starts with a digit gets a leading `_`; a Python
 //! keyword, or a name the package itself uses (`__init__`, `__all__`, `TOOLS`, `SERVERS`,
 //! `call_tool`, `ToolError`, `cem_runtime`), gets a trailing `_`; an empty name
 //! becomes `_`; names are cut to 100 characters. Two names that map to the same identifier are

@@ -99,7 +99,7 @@ async fn a_stdio_upstream_quoting_its_key_gets_it_redacted_everywhere() {
     .await;
     assert_redacted_everywhere(&t, "fx", canary).await;
 
-    // The upstream's environment: what README lists, plus its entry's `env`; never this
+    // The upstream's environment: what docs/gateway.md lists, plus its entry's `env`; never this
     // process's own settings (the test runner's CARGO_* and CEM_* among them).
     let o = run_ok(&t, "from servers.fx import env_names\nresult = env_names()").await;
     let names: Vec<&str> = o.outcome.result["names"]

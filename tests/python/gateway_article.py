@@ -132,7 +132,7 @@ async def main(binary, data_dir, upstreams, record_file):
             await session.initialize()
             p, _ = await confirmation(session, asked)
             check(p["success"] and p["result"] == "deleted", f"accepted: {p}")
-            # The question names the server, the tool and the arguments, as README promises.
+            # The question names the server, the tool and the arguments, as docs/gateway.md promises.
             check(all(words in asked[0] for words in
                       ["`delete_everything`", "MCP server `crm`", "destructive", "with the arguments {}"]),
                   f"asked: {asked}")
