@@ -653,7 +653,7 @@ async fn run() {
     let knobs = Knobs::from_env();
     let (run_started, load_before) = (Instant::now(), loadavg());
     // The servers read CEM_POOL_SIZE like any other setting: so does the bench.
-    let pool_size = env_usize("CEM_POOL_SIZE", Config::defaults().pool_size);
+    let pool_size = env_usize("CEM_POOL_SIZE", Config::defaults().pool.pool_size);
     assert!(pool_size > 0, "the pooled rows need a pool size > 0");
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
     let docker_version = command_stdout(

@@ -92,11 +92,11 @@ async fn app(dir: &Path) -> Arc<App> {
     )
     .unwrap();
     let mut c = Config::defaults();
-    c.data_dir = Some(dir.join("data"));
-    c.workspace_quota_mb = 0;
-    c.pool_size = 1;
-    c.upstreams = Some(upstreams);
-    c.max_result_bytes = 4 << 20;
+    c.storage.data_dir = Some(dir.join("data"));
+    c.storage.workspace_quota_mb = 0;
+    c.pool.pool_size = 1;
+    c.gateway.upstreams = Some(upstreams);
+    c.limits.max_result_bytes = 4 << 20;
     let app = Arc::new(
         App::start(c)
             .await

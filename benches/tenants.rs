@@ -38,10 +38,10 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 fn config(dir: &Path) -> Config {
     let mut c = Config::defaults();
-    c.transport = Transport::Http;
-    c.data_dir = Some(dir.to_path_buf());
-    c.workspace_quota_mb = 0;
-    c.pool_size = 2;
+    c.transport.transport = Transport::Http;
+    c.storage.data_dir = Some(dir.to_path_buf());
+    c.storage.workspace_quota_mb = 0;
+    c.pool.pool_size = 2;
     c
 }
 
@@ -131,7 +131,7 @@ async fn main() {
         .collect();
     let mut c = config(tenants_dir.path());
     let table: Vec<String> = tokens.iter().map(|(t, k)| format!("{t}:{k}")).collect();
-    c.tokens = Some(Secret(table.join(",")));
+    c.tenants.tokens = Some(Secret(table.join(",")));
     let access = http_access(c).await.expect("the tenant server starts");
     let (tenant_url, stop_tenants, tenants_task) = start(access).await;
     let first = client(&tenant_url, Some(&tokens[0].1)).await;

@@ -36,13 +36,13 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 fn config(dir: &Path, profile: ImageProfile, preload: &str) -> Config {
     let mut c = Config::defaults();
-    c.data_dir = Some(dir.join("data"));
-    c.workspace = Some(dir.join("workspace"));
-    c.skills_dir = Some(dir.join("skills"));
-    c.workspace_quota_mb = 0;
-    c.pool_size = 2;
-    c.image_profile = profile;
-    c.preload = Some(preload.split(',').map(str::to_string).collect());
+    c.storage.data_dir = Some(dir.join("data"));
+    c.storage.workspace = Some(dir.join("workspace"));
+    c.storage.skills_dir = Some(dir.join("skills"));
+    c.storage.workspace_quota_mb = 0;
+    c.pool.pool_size = 2;
+    c.sandbox.image_profile = profile;
+    c.sandbox.preload = Some(preload.split(',').map(str::to_string).collect());
     c
 }
 

@@ -19,8 +19,7 @@ use crate::sandbox::seccomp_file;
 use crate::sandbox::spec::Seccomp;
 use crate::sandbox::stats::Stats;
 use crate::sandbox::{
-    Engine, EngineError, EngineInfo, HarnessLimits, Job, Outcome, Sandbox, SandboxError,
-    SandboxSettings, reaper,
+    Engine, EngineError, EngineInfo, Job, Outcome, Sandbox, SandboxError, SandboxSettings, reaper,
 };
 use crate::sandbox_calls::ServerCalls;
 use crate::skills::{SkillError, SkillLimits, SkillStore};
@@ -30,7 +29,7 @@ use crate::workspace::{Workspace, WorkspaceError, WorkspaceLimits};
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("invalid configuration: {0}")]
-    Config(String),
+    Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error(transparent)]
@@ -156,6 +155,7 @@ impl Shared {
     /// engine's host name.
     pub fn node_name(&self) -> &str {
         self.config
+            .storage
             .node_name
             .as_deref()
             .unwrap_or(&self.engine_info.host_name)
@@ -166,12 +166,12 @@ impl Shared {
     /// Connects to the engine, removes containers a crashed server left, makes sure the image
     /// exists (building it on first start) and loads the tool registry.
     pub async fn start(config: Config) -> Result<Arc<Self>, StartError> {
-        config.validate().map_err(StartError::Config)?;
-        if config.shared_data {
-            let storage = crate::storage::require_shared(&config.data_dir())?;
+        config.validate()?;
+        if config.storage.shared_data {
+            let storage = crate::storage::require_shared(&config.storage.data_dir())?;
             tracing::info!("tenant data on shared storage: {storage}");
         }
-        let pii_key = match &config.pii_key_file {
+        let pii_key = match &config.pii.pii_key_file {
             Some(path) => Some(PiiKey::from_file(path)?),
             None => None,
         };
@@ -195,19 +195,20 @@ impl Shared {
             );
         }
         reaper::reap_orphans(&engine).await?;
-        if let Some(runtime) = &config.runtime {
+        if let Some(runtime) = &config.sandbox.runtime {
             let registered = engine.runtimes().await?;
             if !registered.contains(runtime) {
-                return Err(StartError::Config(format!(
-                    "--runtime {runtime} is not registered with the Docker engine (registered: {}). Register it under \"runtimes\" in /etc/docker/daemon.json and restart the engine, or choose one of those",
-                    registered.join(", ")
-                )));
+                return Err(crate::config::ConfigError::RuntimeNotRegistered {
+                    runtime: runtime.clone(),
+                    registered: registered.join(", "),
+                }
+                .into());
             }
         }
         let host_paths = HostPaths::detect(&engine)
             .await
             .map_err(StartError::HostPath)?;
-        let seccomp_dir = config.data_dir().join(seccomp_file::DIR_NAME);
+        let seccomp_dir = config.storage.data_dir().join(seccomp_file::DIR_NAME);
         let seccomp =
             seccomp_file::for_engine(&engine_info.kind, &seccomp_dir).map_err(|source| {
                 StartError::SeccompFile {
@@ -216,8 +217,8 @@ impl Shared {
                 }
             })?;
 
-        let image = config.image_tag();
-        let image_id = if config.image.is_some() {
+        let image = config.sandbox.image_tag();
+        let image_id = if config.sandbox.image.is_some() {
             image::image_id(&engine, &image)
                 .await?
                 .ok_or_else(|| EngineError::ImageMissing(image.clone()))?
@@ -225,12 +226,12 @@ impl Shared {
             image::ensure(
                 &engine,
                 &image,
-                config.base_image.as_deref(),
-                config.image_profile,
+                config.sandbox.base_image.as_deref(),
+                config.sandbox.image_profile,
             )
             .await?
         };
-        let registry_dir = config.registry_dir();
+        let registry_dir = config.storage.registry_dir();
         let discovery =
             Arc::new(
                 Discovery::shipped_and(&registry_dir).map_err(|e| StartError::Registry {
@@ -238,28 +239,28 @@ impl Shared {
                     message: e.to_string(),
                 })?,
             );
-        let gateway = match &config.upstreams {
+        let gateway = match &config.gateway.upstreams {
             None => None,
             Some(path) => {
                 let upstreams = crate::gateway::config::read(path)?;
-                check_upstream_tenants(&upstreams).map_err(StartError::Config)?;
+                check_upstream_tenants(&upstreams)?;
                 tracing::info!(
                     upstreams = upstreams.len(),
                     file = %path.display(),
                     "connecting to upstream MCP servers"
                 );
-                Some(Gateway::start(upstreams, config.upstream_limits()))
+                Some(Gateway::start(upstreams, config.gateway.upstream_limits()))
             }
         };
         Ok(Arc::new(Self {
             gateway,
-            pool_budget: crate::sandbox::PoolBudget::new(config.pool_max),
+            pool_budget: crate::sandbox::PoolBudget::new(config.pool.pool_max),
             pii_key,
             removals: crate::sandbox::Removals::new(
                 Arc::new(engine.clone()),
-                config.removal_backlog,
+                config.pool.removal_backlog,
             ),
-            slots: Arc::new(Semaphore::new(config.max_concurrency)),
+            slots: Arc::new(Semaphore::new(config.pool.max_concurrency)),
             config,
             engine,
             engine_info,
@@ -298,14 +299,19 @@ pub fn valid_tenant_name(name: &str) -> bool {
 
 /// Every tenant an upstream names must be a valid tenant name (it is matched against the
 /// tokens file's tenants, which are checked by the same rule).
-fn check_upstream_tenants(upstreams: &[crate::gateway::UpstreamConfig]) -> Result<(), String> {
+fn check_upstream_tenants(
+    upstreams: &[crate::gateway::UpstreamConfig],
+) -> Result<(), crate::config::ConfigError> {
     for u in upstreams {
         for t in u.tenants.iter().flatten() {
             if !valid_tenant_name(t) {
-                return Err(format!(
-                    "upstream `{}` in the upstreams file: {t:?} is not a tenant name (1 to {MAX_TENANT_CHARS} lowercase letters, digits, '_' or '-')",
-                    u.name
-                ));
+                return Err(crate::config::ConfigError::Invalid {
+                    flag: "--upstreams",
+                    problem: format!(
+                        "file: upstream `{}` names {t:?} as a tenant, which is not a tenant name (1 to {MAX_TENANT_CHARS} lowercase letters, digits, '_' or '-')",
+                        u.name
+                    ),
+                });
             }
         }
     }
@@ -327,10 +333,10 @@ impl TenantDirs {
     /// The single tenant of stdio, and of HTTP without tokens: `--workspace`, `--skills-dir`.
     pub fn single(config: &Config) -> Self {
         Self {
-            workspace: config.workspace_dir(),
-            skills: config.skills_dir(),
-            servers: config.data_dir().join("servers"),
-            pii_vault: config.data_dir().join("pii").join("vault"),
+            workspace: config.storage.workspace_dir(),
+            skills: config.storage.skills_dir(),
+            servers: config.storage.data_dir().join("servers"),
+            pii_vault: config.storage.data_dir().join("pii").join("vault"),
         }
     }
 
@@ -338,7 +344,7 @@ impl TenantDirs {
     /// [`valid_tenant_name`]).
     pub fn tenant(config: &Config, name: &str) -> Self {
         assert!(valid_tenant_name(name), "tenant names are checked");
-        let root = config.data_dir().join("tenants").join(name);
+        let root = config.storage.data_dir().join("tenants").join(name);
         Self {
             workspace: root.join("workspace"),
             skills: root.join("skills"),
@@ -386,7 +392,7 @@ impl App {
                     })?;
             }
         }
-        let quota = if config.workspace_quota_mb == 0 {
+        let quota = if config.storage.workspace_quota_mb == 0 {
             QuotaMode::Soft {
                 reason: "no quota configured (--workspace-quota-mb 0)".into(),
             }
@@ -397,7 +403,7 @@ impl App {
             }
         } else {
             let path = workspace_path.clone();
-            let bytes = config.workspace_quota_bytes();
+            let bytes = config.storage.workspace_quota_bytes();
             tokio::task::spawn_blocking(move || quota::ensure(&path, bytes))
                 .await
                 .expect("quota setup does not panic")
@@ -407,15 +413,15 @@ impl App {
                 })?
         };
         if let QuotaMode::Soft { reason } = &quota
-            && config.workspace_quota_mb > 0
+            && config.storage.workspace_quota_mb > 0
         {
             tracing::warn!(
                 "workspace quota is enforced between executions only: {reason} (see docs/deploying.md, \"Workspace quota\")"
             );
         }
-        let quota_bytes = config.workspace_quota_bytes();
+        let quota_bytes = config.storage.workspace_quota_bytes();
         let ws_limits = WorkspaceLimits {
-            max_file_bytes: config.max_file_mb * 1024 * 1024,
+            max_file_bytes: config.storage.max_file_mb * 1024 * 1024,
             // No quota configured: a limit nothing reaches.
             quota_bytes: if quota_bytes == 0 {
                 u64::MAX
@@ -463,13 +469,13 @@ impl App {
         let skills = Arc::new(skills);
         let pii = Arc::new(
             match shared.pii_key.clone() {
-                None => PiiEngine::with_random_secret(config.pii_vault_size),
+                None => PiiEngine::with_random_secret(config.pii.pii_vault_size),
                 // Replaying a large vault file takes a while: off the async threads.
                 // A vault file that cannot be opened (the shared volume failing over, a symlink
                 // planted at its path) does not keep the tenant out: it is served with the same
                 // tokens from memory, and the log says why the file is not used.
                 Some(key) => {
-                    let (size, tenant) = (config.pii_vault_size, tenant.map(str::to_string));
+                    let (size, tenant) = (config.pii.pii_vault_size, tenant.map(str::to_string));
                     tokio::task::spawn_blocking(move || {
                         let scope = Scope::of(tenant.as_deref());
                         PiiEngine::with_key(&key, scope, size, &pii_vault).or_else(|e| {
@@ -536,35 +542,29 @@ impl App {
             },
             uid: user.uid,
             gid: user.gid,
-            pids_limit: config.pids_limit,
-            tmpfs_bytes: config.tmpfs_mb * 1024 * 1024,
-            limits: HarnessLimits {
-                max_output_bytes: config.max_output_bytes,
-                max_result_bytes: config.max_result_bytes,
-                max_images: config.max_images,
-            },
+            container: config.sandbox.container(),
+            limits: config.limits.harness_limits(),
             max_concurrency: if tenant.is_some() {
                 config.tenant_max_concurrency()
             } else {
-                config.max_concurrency
+                config.pool.max_concurrency
             },
             server_slots: shared.slots.clone(),
-            max_queue: config.max_queue,
-            runtime: config.runtime.clone(),
-            pool_size: config.pool_size,
+            max_queue: config.pool.max_queue,
+            pool_size: config.pool.pool_size,
             pool_budget: shared.pool_budget.clone(),
-            pool_idle: std::time::Duration::from_secs(config.pool_idle_secs),
+            pool_idle: std::time::Duration::from_secs(config.pool.pool_idle_secs),
             // An HTTP tenant that has gone idle gives its containers back.
             pool_idle_floor: if tenant.is_some() {
                 0
             } else {
-                config.pool_size
+                config.pool.pool_size
             },
             removals: shared.removals.clone(),
-            pool_memory_bytes: (config.default_memory_mb * 1024 * 1024) as i64,
+            pool_memory_bytes: (config.limits.default_memory_mb * 1024 * 1024) as i64,
             image_id: shared.image_id.clone(),
-            start_limit: config.start_timeout(),
-            preload: config.preload_modules(),
+            start_limit: config.sandbox.start_timeout(),
+            preload: config.sandbox.preload_modules(),
             seccomp,
             oom_reported: shared.engine_info.reports_oom_kills(),
         };
@@ -619,12 +619,15 @@ impl App {
             tap,
             confirm,
         } = request;
-        execute_request::check_code(&code, self.config.max_code_bytes)?;
+        execute_request::check_code(&code, self.config.limits.max_code_bytes)?;
         execute_request::check_context_vars(context_vars.as_ref())?;
         let context_vars = context_vars.unwrap_or(serde_json::Value::Null);
         execute_request::check_job_size(&code, &context_vars)?;
-        let limits =
-            execute_request::clamp(timeout_seconds, memory_mb, &self.config.execute_bounds())?;
+        let limits = execute_request::clamp(
+            timeout_seconds,
+            memory_mb,
+            &self.config.limits.execute_bounds(),
+        )?;
         // One trip to a blocking thread: the soft quota, then what the workspace holds (to
         // tell what the code produced).
         let before = self
@@ -636,8 +639,9 @@ impl App {
             Some(view) => {
                 view.first_connections().await;
                 let view = view.clone();
-                let limits = self.config.call_limits();
-                let pii = (self.config.pii_output == PiiOutput::Tokenize).then(|| self.pii.clone());
+                let limits = self.config.gateway.call_limits();
+                let pii =
+                    (self.config.pii.pii_output == PiiOutput::Tokenize).then(|| self.pii.clone());
                 let session = tokio::task::spawn_blocking(move || {
                     ToolSession::new(view, limits, confirm, pii)
                 })
@@ -675,8 +679,8 @@ impl App {
             error.push_str(&format!(". {}", self.no_space_hint()));
         }
         // One trip to a blocking thread: redaction, then the images and files produced.
-        let pii = (self.config.pii_output == PiiOutput::Tokenize).then(|| self.pii.clone());
-        let (workspace, bounds) = (self.workspace.clone(), self.config.image_bounds());
+        let pii = (self.config.pii.pii_output == PiiOutput::Tokenize).then(|| self.pii.clone());
+        let (workspace, bounds) = (self.workspace.clone(), self.config.limits.image_bounds());
         let (outcome, produced) = tokio::task::spawn_blocking(move || {
             if let Some(pii) = pii {
                 crate::privacy::redact_outcome(&pii, &mut outcome);
@@ -697,23 +701,23 @@ impl App {
 
     /// What to do when code ran out of space: which limits apply and how to free space.
     fn no_space_hint(&self) -> String {
-        let workspace = if self.config.workspace_quota_mb > 0 {
+        let workspace = if self.config.storage.workspace_quota_mb > 0 {
             format!(
                 "/workspace holds at most {} MiB (the workspace quota)",
-                self.config.workspace_quota_mb
+                self.config.storage.workspace_quota_mb
             )
         } else {
             "/workspace is on the host's disk (no quota), which is full".to_string()
         };
         format!(
             "No space left: {workspace} and /tmp at most {} MiB. Delete files you no longer need (delete_file in code, or the delete_workspace_file tool) or write less",
-            self.config.tmpfs_mb
+            self.config.sandbox.tmpfs_mb
         )
     }
 
     /// Text on its way to the model: tokenized when `--pii-output tokenize` is in force.
     pub fn for_model(&self, text: String) -> String {
-        match self.config.pii_output {
+        match self.config.pii.pii_output {
             PiiOutput::Tokenize => blocking_here(|| self.pii.sanitize(&text).text),
             PiiOutput::Off => text,
         }
@@ -726,7 +730,7 @@ impl App {
         let Some((cut, _)) = text.char_indices().nth(max_chars) else {
             return self.for_model(text);
         };
-        let shown = match self.config.pii_output {
+        let shown = match self.config.pii.pii_output {
             PiiOutput::Tokenize => blocking_here(|| self.pii.sanitize_cut(&text, cut)),
             PiiOutput::Off => text[..cut].to_string(),
         };
@@ -737,7 +741,7 @@ impl App {
     /// values again when `--pii-output tokenize` is in force (so a file listed as
     /// `[EMAIL_ab12cd34].json` can be read under that name).
     pub fn from_model(&self, text: String) -> String {
-        match self.config.pii_output {
+        match self.config.pii.pii_output {
             PiiOutput::Tokenize
                 if text.contains('[') && crate::privacy::check_restore_budget(&text).is_ok() =>
             {
@@ -883,7 +887,9 @@ mod tests {
             .unwrap()
         };
         assert!(check_upstream_tenants(&file(r#"["sales", "ops-2"]"#)).is_ok());
-        let e = check_upstream_tenants(&file(r#"["../x"]"#)).unwrap_err();
+        let e = check_upstream_tenants(&file(r#"["../x"]"#))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("upstream `a`") && e.contains("not a tenant name"),
             "{e}"

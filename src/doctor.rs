@@ -119,7 +119,7 @@ pub async fn run(config: &Config) -> Vec<Check> {
 
     checks.push(storage_check(config, swarm.as_ref()));
 
-    let tag = config.image_tag();
+    let tag = config.sandbox.image_tag();
     let image_present = matches!(image::image_id(&engine, &tag).await, Ok(Some(_)));
     checks.push(if image_present {
         Check::pass("image", format!("{tag} present"))
@@ -148,8 +148,8 @@ pub async fn run(config: &Config) -> Vec<Check> {
 /// The data directory: there, writable, and on shared storage where it must be (with
 /// `--shared-data`, or on an engine that is a node of a swarm of several).
 fn storage_check(config: &Config, swarm: Option<&SwarmNode>) -> Check {
-    let dir = config.data_dir();
-    let must_share = config.shared_data || swarm.is_some_and(|n| n.nodes > 1);
+    let dir = config.storage.data_dir();
+    let must_share = config.storage.shared_data || swarm.is_some_and(|n| n.nodes > 1);
     if !dir.exists() && !must_share {
         // A fresh install: `serve` creates it at its first start.
         return Check::pass(
@@ -200,7 +200,7 @@ async fn memory_enforced(
     oom_reported: bool,
     image: String,
 ) -> Check {
-    let parent = Some(config.data_dir())
+    let parent = Some(config.storage.data_dir())
         .filter(|d| d.is_dir())
         .unwrap_or_else(std::env::temp_dir);
     let dir = parent.join(format!(".cem-doctor-{}", uuid::Uuid::new_v4().simple()));
@@ -255,8 +255,11 @@ async fn memory_enforced(
         servers: None,
         uid: crate::config::SANDBOX_UID,
         gid: crate::config::SANDBOX_UID,
-        pids_limit: 64,
-        tmpfs_bytes: 8 << 20,
+        container: crate::sandbox::spec::ContainerOptions {
+            pids_limit: 64,
+            tmpfs_bytes: 8 << 20,
+            runtime: None,
+        },
         limits: HarnessLimits {
             max_output_bytes: 4096,
             max_result_bytes: 4096,
@@ -265,7 +268,6 @@ async fn memory_enforced(
         max_concurrency: 1,
         max_queue: 0,
         server_slots: Arc::new(tokio::sync::Semaphore::new(1)),
-        runtime: None,
         pool_size: 0,
         pool_budget: crate::sandbox::PoolBudget::new(0),
         pool_idle: Duration::ZERO,

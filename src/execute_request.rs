@@ -283,7 +283,7 @@ mod tests {
 
     #[test]
     fn defaults_apply_without_adjustment() {
-        let c = Config::defaults().execute_bounds();
+        let c = Config::defaults().limits.execute_bounds();
         let l = clamp(None, None, &c).unwrap();
         assert_eq!(l.timeout, Duration::from_secs(30));
         assert_eq!(l.memory_bytes, 500 * 1024 * 1024);
@@ -292,7 +292,7 @@ mod tests {
 
     #[test]
     fn out_of_range_requests_are_clamped_and_reported() {
-        let c = Config::defaults().execute_bounds();
+        let c = Config::defaults().limits.execute_bounds();
         let l = clamp(Some(-1.0), Some(0.0), &c).unwrap();
         assert_eq!(l.timeout, Duration::from_secs(1));
         assert_eq!(l.memory_bytes, 32 * 1024 * 1024);
@@ -307,7 +307,7 @@ mod tests {
 
     #[test]
     fn non_finite_requests_are_refused() {
-        let c = Config::defaults().execute_bounds();
+        let c = Config::defaults().limits.execute_bounds();
         assert!(clamp(Some(f64::NAN), None, &c).is_err());
         assert!(clamp(None, Some(f64::INFINITY), &c).is_err());
     }

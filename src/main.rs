@@ -111,8 +111,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(config) => {
             let config = *config;
-            let transport = config.transport;
-            let listen = config.listen;
+            let transport = config.transport.transport;
+            let listen = config.transport.listen;
             match transport {
                 Transport::Stdio => {
                     let app = Arc::new(App::start(config).await.context("cannot start")?);

@@ -89,8 +89,8 @@ async fn numpy_past_the_memory_limit_fails_cleanly_as_memory_limit() {
 #[tokio::test]
 async fn plots_come_back_as_bounded_pngs_and_images_past_the_limit_are_dropped_with_a_note() {
     let t = TestApp::start_with(|c| {
-        c.max_images = 3;
-        c.image_max_side = 800;
+        c.limits.max_images = 3;
+        c.limits.image_max_side = 800;
     })
     .await;
     let ran = t
@@ -257,9 +257,10 @@ async fn the_data_helpers_and_the_result_take_pandas_and_numpy_values() {
 async fn pooled_containers_import_the_preload_modules_before_their_job() {
     let probe =
         "import sys\nresult = sorted(m for m in ('pandas', 'numpy', 'scipy') if m in sys.modules)";
-    let t =
-        TestApp::start_with(|c| c.preload = Some(vec!["pandas".into(), "no_such_module".into()]))
-            .await;
+    let t = TestApp::start_with(|c| {
+        c.sandbox.preload = Some(vec!["pandas".into(), "no_such_module".into()])
+    })
+    .await;
     common::wait_for_full_pool(&t.app, 1).await;
     let o = t.run(probe).await;
     assert_eq!(o.result, json!(["numpy", "pandas"]), "{:?}", o.error);
@@ -318,7 +319,9 @@ async fn image_build_requirements_installs_a_wheel_offline_and_names_what_failed
     make_wheel(&wheels);
     let requirements = dir.path().join("requirements.txt");
     std::fs::write(&requirements, "cemtestpkg==1.0\n").unwrap();
-    let from = code_execution_mcp::config::Config::defaults().image_tag();
+    let from = code_execution_mcp::config::Config::defaults()
+        .sandbox
+        .image_tag();
     let args = |req: &std::path::Path| {
         vec![
             "--requirements".to_string(),
@@ -340,7 +343,7 @@ async fn image_build_requirements_installs_a_wheel_offline_and_names_what_failed
     let tag = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert!(tag.starts_with("code-execution-mcp-sandbox:user-"), "{tag}");
 
-    let t = TestApp::start_with(|c| c.image = Some(tag.clone())).await;
+    let t = TestApp::start_with(|c| c.sandbox.image = Some(tag.clone())).await;
     let o = t
         .run("import cemtestpkg, pandas\nresult = cemtestpkg.VALUE")
         .await;

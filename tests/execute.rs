@@ -200,7 +200,7 @@ result = {"pong": pong, "errors": errors}
 #[tokio::test]
 async fn cancellation_kills_the_container() {
     // No pool: then the only container of this instance is the execution's own.
-    let t = TestApp::start_with(|c| c.pool_size = 0).await;
+    let t = TestApp::start_with(|c| c.pool.pool_size = 0).await;
     let cancel = CancellationToken::new();
     let app = t.app.clone();
     let token = cancel.clone();
@@ -262,7 +262,7 @@ async fn a_named_runtime_runs_the_sandbox() {
         "io.containerd.runc.v2"
     };
     let runtime = std::env::var("CEM_RUNTIME").unwrap_or_else(|_| alias.into());
-    let t = TestApp::start_with(|c| c.runtime = Some(runtime.clone())).await;
+    let t = TestApp::start_with(|c| c.sandbox.runtime = Some(runtime.clone())).await;
     let inspected = common::inspect_pooled(&t.app).await;
     let recorded = if podman {
         // Podman's compatible inspect says "oci" for every runtime; its own CLI names it.
@@ -284,7 +284,7 @@ async fn a_named_runtime_runs_the_sandbox() {
 
 #[tokio::test]
 async fn pooled_containers_are_single_use_and_refilled() {
-    let t = TestApp::start_with(|c| c.pool_size = 2).await;
+    let t = TestApp::start_with(|c| c.pool.pool_size = 2).await;
     let app = &t.app;
     // The pool fills in the background.
     wait_for_full_pool(app, 2).await;
@@ -355,8 +355,8 @@ async fn the_pool_follows_its_image_tag_to_a_rebuilt_image() {
         None,
     );
     let t = TestApp::start_with(|c| {
-        c.image = Some(tag.clone());
-        c.pool_size = 1;
+        c.sandbox.image = Some(tag.clone());
+        c.pool.pool_size = 1;
     })
     .await;
     let app = &t.app;
@@ -400,7 +400,9 @@ async fn the_pool_follows_its_image_tag_to_a_rebuilt_image() {
 /// back for a second by `tests/python/harness_starved_reader.py`.
 #[test]
 fn output_survives_reader_threads_starved_past_the_quiet_wait() {
-    let image = code_execution_mcp::config::Config::defaults().image_tag();
+    let image = code_execution_mcp::config::Config::defaults()
+        .sandbox
+        .image_tag();
     let script = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/python/harness_starved_reader.py"

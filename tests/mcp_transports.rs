@@ -218,8 +218,8 @@ async fn http_refuses_non_loopback_addresses_without_authentication() {
     // From the configuration, the address is refused before anything starts.
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config_in(dir.path());
-    config.transport = code_execution_mcp::config::Transport::Http;
-    config.listen = "0.0.0.0:8080".parse().unwrap();
+    config.transport.transport = code_execution_mcp::config::Transport::Http;
+    config.transport.listen = "0.0.0.0:8080".parse().unwrap();
     let Err(err) = code_execution_mcp::transport::http_access(config).await else {
         panic!("a non-loopback address without tokens was accepted");
     };
@@ -230,7 +230,7 @@ async fn http_refuses_non_loopback_addresses_without_authentication() {
 #[tokio::test]
 async fn notifications_cancelled_kills_the_running_container() {
     // No pool: then the only container of this instance is the execution's own.
-    let t = TestApp::start_with(|c| c.pool_size = 0).await;
+    let t = TestApp::start_with(|c| c.pool.pool_size = 0).await;
     let client = common::mcp_client(t.app.clone()).await;
     let instance = t.app.sandbox.instance().id.clone();
     let engine = Engine::connect().await.unwrap();

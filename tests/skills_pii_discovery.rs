@@ -324,8 +324,8 @@ raise type("cy@example.com", (Exception,), {})("failed for dee@example.com")
 
 #[tokio::test]
 async fn pii_output_off_returns_values_as_printed() {
-    let t =
-        TestApp::start_with(|c| c.pii_output = code_execution_mcp::config::PiiOutput::Off).await;
+    let t = TestApp::start_with(|c| c.pii.pii_output = code_execution_mcp::config::PiiOutput::Off)
+        .await;
     let o = t.run("print('ann@example.com')").await;
     assert_ok(&o);
     let client = mcp_client(t.app.clone()).await;
@@ -450,9 +450,9 @@ fn pieces_of(value: &str, shown: &str) -> Vec<String> {
 async fn a_value_cut_by_a_limit_never_leaves_a_piece_behind() {
     const LIMIT: usize = 256;
     let t = TestApp::start_with(|c| {
-        c.max_output_bytes = LIMIT;
-        c.max_result_bytes = LIMIT;
-        c.pool_size = 2;
+        c.limits.max_output_bytes = LIMIT;
+        c.limits.max_result_bytes = LIMIT;
+        c.pool.pool_size = 2;
     })
     .await;
     // Each value cut at every offset (0: just before it, its length: just after) by the output

@@ -51,7 +51,9 @@ const EXECUTIONS: usize = 512;
 const CONCURRENCY: usize = 8;
 /// The server's default --pool-size (read from the configuration, which the binary shares).
 fn pool_size() -> usize {
-    code_execution_mcp::config::Config::defaults().pool_size
+    code_execution_mcp::config::Config::defaults()
+        .pool
+        .pool_size
 }
 /// Executions before the first memory sample: the allocator, the runtime's worker threads,
 /// the PII engine and the HTTP client to the engine reach their steady size by then.
@@ -67,7 +69,11 @@ const WARM_UP: usize = 64;
 /// never finish pass it within seconds; the settling check after the run catches a slower
 /// leak.
 fn removal_margin() -> usize {
-    CONCURRENCY + pool_size() + code_execution_mcp::config::Config::defaults().removal_backlog
+    CONCURRENCY
+        + pool_size()
+        + code_execution_mcp::config::Config::defaults()
+            .pool
+            .removal_backlog
 }
 /// How long the server is given, once the load stops, to be back at exactly its pool. Not a
 /// speed check (the time it took is printed; these machines are shared): a leaked container or

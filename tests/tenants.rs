@@ -276,10 +276,10 @@ async fn http_answers_401_for_missing_or_wrong_tokens_and_health_needs_none() {
 #[tokio::test]
 async fn a_tenant_at_its_limit_does_not_block_another() {
     let server = TenantServer::start(|c| {
-        c.max_concurrency = 2;
-        c.tenant_max_concurrency = Some(1);
-        c.max_queue = 0;
-        c.pool_size = 0;
+        c.pool.max_concurrency = 2;
+        c.tenants.tenant_max_concurrency = Some(1);
+        c.pool.max_queue = 0;
+        c.pool.pool_size = 0;
     })
     .await;
     let alice = server.client(ALICE).await;
@@ -355,9 +355,9 @@ async fn with_a_key_file_each_tenant_has_its_own_tokens_and_vault_file() {
     let key_file = key_dir.path().join("pii.key");
     std::fs::write(&key_file, "c3".repeat(32)).unwrap();
     let server = TenantServer::start(|c| {
-        c.pii_key_file = Some(key_file.clone());
-        c.pool_size = 0;
-        c.pool_max = 0;
+        c.pii.pii_key_file = Some(key_file.clone());
+        c.pool.pool_size = 0;
+        c.pool.pool_max = 0;
     })
     .await;
     let alice = server.client(ALICE).await;
@@ -446,11 +446,11 @@ impl TenantServer {
 /// HTTP with Alice's and Bob's tokens, data under `dir/data`.
 fn tenant_config(dir: &Path) -> Config {
     let mut c = common::config_in(dir);
-    c.workspace = None;
-    c.skills_dir = None;
-    c.data_dir = Some(dir.join("data"));
-    c.transport = Transport::Http;
-    c.tokens = Some(Secret(format!("alice:{ALICE},bob:{BOB}")));
+    c.storage.workspace = None;
+    c.storage.skills_dir = None;
+    c.storage.data_dir = Some(dir.join("data"));
+    c.transport.transport = Transport::Http;
+    c.tenants.tokens = Some(Secret(format!("alice:{ALICE},bob:{BOB}")));
     c
 }
 

@@ -128,8 +128,8 @@ async fn a_full_workspace_refuses_tool_writes_clearly_and_keeps_existing_files_w
     let ws = dir.path().join("workspace");
     let _unmount = Unmount(ws.clone());
     let t = TestApp::start_with(|c| {
-        c.workspace_quota_mb = 16;
-        c.workspace = Some(ws.clone());
+        c.storage.workspace_quota_mb = 16;
+        c.storage.workspace = Some(ws.clone());
     })
     .await;
     assert_eq!(t.app.quota.kind(), "loop_mount");
@@ -208,8 +208,8 @@ async fn a_soft_quota_refuses_tool_writes_and_executions_clearly() {
     std::fs::create_dir(&ws).unwrap();
     std::fs::write(ws.join("existing.txt"), "x".repeat(12 << 20)).unwrap();
     let t = TestApp::start_with(|c| {
-        c.workspace_quota_mb = 16;
-        c.workspace = Some(ws.clone());
+        c.storage.workspace_quota_mb = 16;
+        c.storage.workspace = Some(ws.clone());
     })
     .await;
     assert_eq!(t.app.quota.kind(), "soft");

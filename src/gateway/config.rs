@@ -415,9 +415,12 @@ pub fn expand_vars(
     while let Some(at) = rest.find("${") {
         out.push_str(&rest[..at]);
         let after = &rest[at + 2..];
-        let end = after
-            .find('}')
-            .ok_or_else(|| fail(format!("unclosed ${{ in {:?}", crate::text::prefix_chars(s, 60))))?;
+        let end = after.find('}').ok_or_else(|| {
+            fail(format!(
+                "unclosed ${{ in {:?}",
+                crate::text::prefix_chars(s, 60)
+            ))
+        })?;
         let inner = &after[..end];
         let (name, default) = match inner.split_once(":-") {
             Some((n, d)) => (n, Some(d)),

@@ -137,7 +137,7 @@ impl CodeExecutionServer {
                 path: app.workspace_path.display().to_string(),
                 file_count: usage.files,
                 bytes_used: usage.bytes,
-                quota_bytes: c.workspace_quota_bytes(),
+                quota_bytes: c.storage.workspace_quota_bytes(),
                 quota_mode: app.quota.kind().into(),
             },
             skills: DirStats {
@@ -165,17 +165,17 @@ impl CodeExecutionServer {
             )
             .collect(),
             limits: LimitStats {
-                default_timeout_seconds: c.default_timeout_secs,
-                max_timeout_seconds: c.max_timeout_secs,
-                default_memory_mb: c.default_memory_mb,
-                max_memory_mb: c.max_memory_mb,
+                default_timeout_seconds: c.limits.default_timeout_secs,
+                max_timeout_seconds: c.limits.max_timeout_secs,
+                default_memory_mb: c.limits.default_memory_mb,
+                max_memory_mb: c.limits.max_memory_mb,
                 // This tenant's limit (the whole server's when there are no tenants).
                 max_concurrency: app.sandbox.settings().max_concurrency,
-                max_queue: c.max_queue,
-                max_code_bytes: c.max_code_bytes,
-                max_output_bytes: c.max_output_bytes,
-                max_result_bytes: c.max_result_bytes,
-                pids_limit: c.pids_limit,
+                max_queue: c.pool.max_queue,
+                max_code_bytes: c.limits.max_code_bytes,
+                max_output_bytes: c.limits.max_output_bytes,
+                max_result_bytes: c.limits.max_result_bytes,
+                pids_limit: c.sandbox.pids_limit,
             },
             engine: EngineStats {
                 kind: app.shared.engine_info.kind.clone(),

@@ -82,8 +82,7 @@ pub struct SandboxSettings {
     pub servers: Option<PathBuf>,
     pub uid: u32,
     pub gid: u32,
-    pub pids_limit: i64,
-    pub tmpfs_bytes: u64,
+    pub container: spec::ContainerOptions,
     pub limits: HarnessLimits,
     /// Executions of this sandbox (one tenant) that run at once.
     pub max_concurrency: usize,
@@ -91,7 +90,6 @@ pub struct SandboxSettings {
     pub max_queue: usize,
     /// The server-wide slots every tenant's sandbox also takes one of (`--max-concurrency`).
     pub server_slots: Arc<Semaphore>,
-    pub runtime: Option<String>,
     /// Containers kept started ahead (0: every execution starts its own): the pool's base.
     pub pool_size: usize,
     /// The server-wide budget of pooled containers every tenant's pool grows within.
@@ -386,15 +384,13 @@ impl Sandbox {
         SandboxSpec {
             image: self.settings.image.clone(),
             memory_bytes,
-            pids_limit: self.settings.pids_limit,
-            tmpfs_bytes: self.settings.tmpfs_bytes,
+            container: self.settings.container.clone(),
             workspace: self.settings.workspace.clone(),
             skills: self.settings.skills.clone(),
             servers: self.settings.servers.clone(),
             uid: self.settings.uid,
             gid: self.settings.gid,
             labels: self.labels(),
-            runtime: self.settings.runtime.clone(),
             preload: Vec::new(),
             seccomp: self.settings.seccomp.clone(),
         }

@@ -81,13 +81,23 @@ impl Seccomp {
     }
 }
 
+/// What every container of a sandbox is made with, as configured
+/// (`config::SandboxConfig::container`).
+#[derive(Debug, Clone)]
+pub struct ContainerOptions {
+    pub pids_limit: i64,
+    /// Size of the writable /tmp (tmpfs); counts against the memory limit.
+    pub tmpfs_bytes: u64,
+    /// Another OCI runtime registered with the engine (runsc, crun, kata); `None` = default.
+    pub runtime: Option<String>,
+}
+
 /// Everything that varies between containers.
 #[derive(Debug, Clone)]
 pub struct SandboxSpec {
     pub image: String,
     pub memory_bytes: i64,
-    pub pids_limit: i64,
-    pub tmpfs_bytes: u64,
+    pub container: ContainerOptions,
     pub workspace: PathBuf,
     /// The skills directory, mounted read-only at [`SKILLS_MOUNT`].
     pub skills: Option<PathBuf>,
@@ -96,8 +106,6 @@ pub struct SandboxSpec {
     pub uid: u32,
     pub gid: u32,
     pub labels: HashMap<String, String>,
-    /// Another OCI runtime registered with the engine (runsc, crun, kata); `None` = default.
-    pub runtime: Option<String>,
     /// Modules the harness imports before its job arrives (pooled containers only: a cold
     /// start would only wait longer).
     pub preload: Vec<String>,
@@ -108,14 +116,17 @@ pub struct SandboxSpec {
 /// no capabilities, no new privileges, our seccomp profile, non-root user, size-limited /tmp,
 /// the workspace as the only writable host path, no logs kept by the engine.
 pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
-    let tmpfs_options = format!("rw,nosuid,nodev,noexec,size={},mode=1777", spec.tmpfs_bytes);
+    let tmpfs_options = format!(
+        "rw,nosuid,nodev,noexec,size={},mode=1777",
+        spec.container.tmpfs_bytes
+    );
     let host_config = HostConfig {
         network_mode: Some("none".into()),
         readonly_rootfs: Some(true),
         memory: Some(spec.memory_bytes),
         memory_swap: Some(spec.memory_bytes),
         memory_swappiness: Some(0),
-        pids_limit: Some(spec.pids_limit),
+        pids_limit: Some(spec.container.pids_limit),
         cap_drop: Some(vec!["ALL".into()]),
         security_opt: Some(vec![
             "no-new-privileges=true".into(),
@@ -166,7 +177,7 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
         }),
         privileged: Some(false),
         auto_remove: Some(false),
-        runtime: spec.runtime.clone(),
+        runtime: spec.container.runtime.clone(),
         ..Default::default()
     };
     ContainerCreateBody {
@@ -223,15 +234,17 @@ mod tests {
         SandboxSpec {
             image: "img".into(),
             memory_bytes: 256 << 20,
-            pids_limit: 64,
-            tmpfs_bytes: 64 << 20,
+            container: ContainerOptions {
+                pids_limit: 64,
+                tmpfs_bytes: 64 << 20,
+                runtime: None,
+            },
             workspace: "/srv/ws".into(),
             skills: Some("/srv/skills".into()),
             servers: Some("/srv/servers".into()),
             uid: 10001,
             gid: 10001,
             labels: HashMap::from([(LABEL_MANAGED.into(), "true".into())]),
-            runtime: None,
             preload: Vec::new(),
             seccomp: Seccomp::Inline,
         }

@@ -58,15 +58,15 @@ pub type McpService = StreamableHttpService<CodeExecutionServer, LocalSessionMan
 /// (tenants open later); without, one application.
 pub async fn http_access(config: Config) -> Result<Access, ServeError> {
     // Refused before anything starts (no pool to tear down again).
-    if !config.has_tokens() && !config.listen.ip().is_loopback() {
-        return Err(ServeError::NotLoopback(config.listen));
+    if !config.tenants.has_tokens() && !config.transport.listen.ip().is_loopback() {
+        return Err(ServeError::NotLoopback(config.transport.listen));
     }
-    if !config.has_tokens() {
+    if !config.tenants.has_tokens() {
         let app = App::start(config).await.map_err(ServeError::Start)?;
         return Ok(Access::Open(Arc::new(app)));
     }
-    let env = config.tokens.as_ref().map(|t| t.0.clone());
-    let tokens = TokenTable::load(config.tokens_file.as_deref(), env.as_deref())?;
+    let env = config.tenants.tokens.as_ref().map(|t| t.0.clone());
+    let tokens = TokenTable::load(config.tenants.tokens_file.as_deref(), env.as_deref())?;
     tracing::info!(
         "bearer tokens configured for {} tenants: {}",
         tokens.tenants().len(),
@@ -83,12 +83,24 @@ fn mcp_config(config: &Config, ct: &CancellationToken) -> StreamableHttpServerCo
         // The same message bound as stdio (rmcp's own default, 4 MiB, would refuse a 10 MiB
         // file).
         .with_max_request_body_bytes(crate::transport::jsonrpc_input::MAX_MESSAGE_BYTES);
-    c = if config.allowed_hosts.iter().any(|h| h.trim() == "*") {
+    c = if config
+        .transport
+        .allowed_hosts
+        .iter()
+        .any(|h| h.trim() == "*")
+    {
         c.disable_allowed_hosts()
     } else {
-        c.with_allowed_hosts(config.allowed_hosts.iter().map(|h| h.trim().to_string()))
+        c.with_allowed_hosts(
+            config
+                .transport
+                .allowed_hosts
+                .iter()
+                .map(|h| h.trim().to_string()),
+        )
     };
     let origins: Vec<String> = config
+        .transport
         .allowed_origins
         .iter()
         .map(|o| o.trim().to_string())
@@ -147,10 +159,11 @@ pub async fn serve_http(
         endpoint,
         engine: access.engine().clone(),
         storage: config
+            .storage
             .shared_data
-            .then(|| crate::storage::StorageWatch::start(config.data_dir())),
+            .then(|| crate::storage::StorageWatch::start(config.storage.data_dir())),
     });
-    let hosts = access.config().allowed_hosts.join(",");
+    let hosts = access.config().transport.allowed_hosts.join(",");
     let router = axum::Router::new()
         .route(
             "/mcp",

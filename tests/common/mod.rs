@@ -28,20 +28,20 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_code-execution-mcp");
 /// A configuration whose workspace and skills live in `dir` (no quota unless asked).
 pub fn config_in(dir: &Path) -> Config {
     let mut c = Config::defaults();
-    c.data_dir = Some(dir.join("data"));
-    c.workspace = Some(dir.join("workspace"));
-    c.skills_dir = Some(dir.join("skills"));
-    c.workspace_quota_mb = 0;
+    c.storage.data_dir = Some(dir.join("data"));
+    c.storage.workspace = Some(dir.join("workspace"));
+    c.storage.skills_dir = Some(dir.join("skills"));
+    c.storage.workspace_quota_mb = 0;
     // The pool is exercised in every test, at a size that keeps parallel tests light on the
     // engine (tests about the pool set their own).
-    c.pool_size = 1;
+    c.pool.pool_size = 1;
     // A fixed pool: tests count containers and pooled executions, which a pool growing under
     // their bursts would change (`TestApp::start_with` keeps it at the test's pool size).
-    c.pool_max = c.pool_size;
+    c.pool.pool_max = c.pool.pool_size;
     // Pooled containers import nothing ahead: preloading pandas into every pooled container
     // costs a core-second each, which hundreds of test executions would pay for nothing (the
     // tests of preloading set it).
-    c.preload = Some(vec!["none".into()]);
+    c.sandbox.preload = Some(vec!["none".into()]);
     c
 }
 
@@ -64,10 +64,10 @@ impl TestApp {
     pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = config_in(dir.path());
-        let fixed_pool = config.pool_max == config.pool_size;
+        let fixed_pool = config.pool.pool_max == config.pool.pool_size;
         adjust(&mut config);
         if fixed_pool {
-            config.pool_max = config.pool_max.max(config.pool_size);
+            config.pool.pool_max = config.pool.pool_max.max(config.pool.pool_size);
         }
         let starting = SERVER_STARTS.read().await;
         let app = App::start(config)
@@ -408,7 +408,7 @@ fn fixed_pool(args: &[&str]) -> Vec<String> {
         .position(|a| *a == "--pool-size")
         .and_then(|i| args.get(i + 1))
         .map_or_else(
-            || Config::defaults().pool_size.to_string(),
+            || Config::defaults().pool.pool_size.to_string(),
             |s| s.to_string(),
         );
     vec!["--pool-max".into(), size]

@@ -25,7 +25,10 @@ pub fn pins(environment: &str) -> Vec<&'static str> {
         .filter(|(env, _)| *env == environment)
         .map(|(_, requirement)| requirement.trim())
         .collect();
-    assert!(!pins.is_empty(), "tests/upstream-pins.txt has no {environment} lines");
+    assert!(
+        !pins.is_empty(),
+        "tests/upstream-pins.txt has no {environment} lines"
+    );
     pins
 }
 

@@ -238,7 +238,7 @@ async fn credentials_stay_on_the_host() {
             "web": {"url": format!("http://127.0.0.1:9/mcp?key={canary}"),
                     "headers": {"Authorization": format!("Bearer {canary}")}},
         }),
-        |c| c.upstream_connect_timeout_secs = 3,
+        |c| c.gateway.upstream_connect_timeout_secs = 3,
         Some(&["fx"]),
     )
     .await;

@@ -14,9 +14,9 @@ use crate::common::{call_tool, mcp_client};
 #[tokio::test(flavor = "multi_thread")]
 async fn edge_cases_raise_tool_errors_that_say_why() {
     let t = app_with(json!({"fx": fixture_entry(&["--filler", "25"])}), |c| {
-        c.tool_call_timeout_secs = 8;
-        c.max_tool_calls = 40;
-        c.max_concurrent_tool_calls = 4;
+        c.gateway.tool_call_timeout_secs = 8;
+        c.gateway.max_tool_calls = 40;
+        c.gateway.max_concurrent_tool_calls = 4;
     })
     .await;
     let o = run_ok(
@@ -222,7 +222,7 @@ async fn broken_upstreams_never_take_the_server_down() {
             "guarded": {"command": crate::common::upstreams::fixture_bin(),
                         "policy": {"default": "allow", "tools": {"echo": "deny", "delete_*": "allow"}}},
         }),
-        |c| c.upstream_connect_timeout_secs = 3,
+        |c| c.gateway.upstream_connect_timeout_secs = 3,
         Some(&["noisy", "ok", "guarded"]),
     )
     .await;
@@ -326,7 +326,7 @@ async fn the_first_execution_waits_for_an_upstream_still_starting() {
     // the code is told why the module is missing.
     let t = app_with_ready(
         json!({"hangs": fixture_entry(&["--hang-initialize"])}),
-        |c| c.upstream_connect_timeout_secs = 2,
+        |c| c.gateway.upstream_connect_timeout_secs = 2,
         Some(&[]),
     )
     .await;

@@ -39,8 +39,8 @@ pub async fn app_with_ready(
     let dir = tempfile::tempdir().expect("temp dir");
     let file = common::upstreams::upstreams_file(dir.path(), servers);
     let t = TestApp::start_with(|c| {
-        c.upstreams = Some(file);
-        c.upstream_connect_timeout_secs = 60;
+        c.gateway.upstreams = Some(file);
+        c.gateway.upstream_connect_timeout_secs = 60;
         adjust(c);
     })
     .await;

@@ -173,11 +173,11 @@ async fn over_http_each_token_reaches_only_its_tenants_upstreams() {
     let dir = tempfile::tempdir().unwrap();
     let fixture = fixture_bin();
     let mut c = common::config_in(dir.path());
-    c.workspace = None;
-    c.skills_dir = None;
-    c.transport = Transport::Http;
-    c.tokens = Some(Secret(format!("alice:{ALICE},bob:{BOB}")));
-    c.upstreams = Some(upstreams_file(
+    c.storage.workspace = None;
+    c.storage.skills_dir = None;
+    c.transport.transport = Transport::Http;
+    c.tenants.tokens = Some(Secret(format!("alice:{ALICE},bob:{BOB}")));
+    c.gateway.upstreams = Some(upstreams_file(
         dir.path(),
         json!({
             "alices": {"command": fixture, "args": ["--name", "alices"], "tenants": ["alice"]},

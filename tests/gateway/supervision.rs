@@ -19,7 +19,7 @@ async fn a_failing_upstream_is_restarted_after_1_2_4_8_16_s_then_given_up() {
     let script = format!("date +%s.%N >> {}; exit 1", starts.display());
     let t = app_with_ready(
         json!({"flaky": {"command": "sh", "args": ["-c", script]}}),
-        |c| c.upstream_connect_timeout_secs = 5,
+        |c| c.gateway.upstream_connect_timeout_secs = 5,
         Some(&[]),
     )
     .await;

@@ -541,7 +541,7 @@ async fn case_10_filling_the_workspace_past_its_quota_gets_enospc() {
     let fill = include_str!("probes/case_10_fill_workspace.py");
     {
         let ws = watched_with(
-            |c| c.workspace_quota_mb = QUOTA_MB,
+            |c| c.storage.workspace_quota_mb = QUOTA_MB,
             async |t, _| {
                 assert_eq!(t.app.quota.kind(), "loop_mount");
                 let ws = t.workspace();
@@ -581,8 +581,8 @@ async fn case_10_filling_the_workspace_past_a_soft_quota_gets_a_quota_error() {
     let fill = include_str!("probes/case_10_fill_workspace.py");
     watched_with(
         |c| {
-            c.workspace_quota_mb = QUOTA_MB;
-            let ws = c.workspace.clone().unwrap();
+            c.storage.workspace_quota_mb = QUOTA_MB;
+            let ws = c.storage.workspace.clone().unwrap();
             std::fs::create_dir_all(&ws).unwrap();
             std::fs::write(ws.join("existing.txt"), "kept").unwrap();
         },
@@ -623,7 +623,7 @@ async fn case_10_filling_the_workspace_past_a_soft_quota_gets_a_quota_error() {
 #[tokio::test]
 async fn case_11_filling_tmp_gets_enospc_at_its_size() {
     watched_with(
-        |c| c.tmpfs_mb = 8,
+        |c| c.sandbox.tmpfs_mb = 8,
         async |t, _| {
             let v = verdict(t, include_str!("probes/case_11_fill_tmp.py"), json!({})).await;
             assert_eq!(v["errno"], "ENOSPC", "{v}");

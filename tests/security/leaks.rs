@@ -108,7 +108,7 @@ async fn case_37_a_canary_in_tmp_is_gone_next_time_and_invisible_to_concurrent_e
             // A fresh container's /tmp holds only what its own harness puts there at start:
             // matplotlib's config directory on the data image (the font cache, copied from
             // the image). Nothing of the writer's.
-            let own: &[&str] = if t.app.config.image_profile == ImageProfile::Data {
+            let own: &[&str] = if t.app.config.sandbox.image_profile == ImageProfile::Data {
                 &["matplotlib"]
             } else {
                 &[]
@@ -140,7 +140,7 @@ async fn case_37_a_canary_in_tmp_is_gone_next_time_and_invisible_to_concurrent_e
 #[tokio::test]
 async fn case_38_mountinfo_reveals_no_host_paths_beyond_the_workspace() {
     watched_with(
-        |c| c.pii_output = code_execution_mcp::config::PiiOutput::Off,
+        |c| c.pii.pii_output = code_execution_mcp::config::PiiOutput::Off,
         async |t, watch| {
             watched(async |_, other_watch| {
                 let v = verdict(t, "result = open('/proc/self/mountinfo').read()", json!({})).await;

@@ -15,7 +15,7 @@ use crate::harness::{CGROUP, MEMORY, verdict, watched, watched_with};
 #[tokio::test]
 async fn case_18_a_fork_bomb_stops_at_the_pids_limit() {
     watched_with(
-        |c| c.pids_limit = 32,
+        |c| c.sandbox.pids_limit = 32,
         async |t, _| {
             let code = format!("{CGROUP}{}", include_str!("probes/case_18_fork_bomb.py"));
             let o = t.run_with(&code, None, Some(30.0), None).await;
@@ -33,7 +33,7 @@ async fn case_18_a_fork_bomb_stops_at_the_pids_limit() {
 #[tokio::test]
 async fn case_19_a_thread_bomb_stops_at_the_pids_limit() {
     watched_with(
-        |c| c.pids_limit = 32,
+        |c| c.sandbox.pids_limit = 32,
         async |t, _| {
             let v = verdict(t, include_str!("probes/case_19_thread_bomb.py"), json!({})).await;
             assert_eq!(v["error"], "can't start new thread", "{v}");
@@ -87,7 +87,7 @@ async fn assert_killed_and_removed(t: &TestApp) {
 #[tokio::test]
 async fn case_21_a_busy_loop_is_killed_at_the_deadline() {
     watched_with(
-        |c| c.pool_size = 0,
+        |c| c.pool.pool_size = 0,
         async |t, _| {
             let o = t
                 .run_with("print('looping')\nwhile True: pass", None, Some(2.0), None)
@@ -115,7 +115,7 @@ async fn case_21_a_busy_loop_is_killed_at_the_deadline() {
 #[tokio::test]
 async fn case_22_code_ignoring_sigterm_is_sigkilled_at_the_deadline() {
     watched_with(
-        |c| c.pool_size = 0,
+        |c| c.pool.pool_size = 0,
         async |t, _| {
             let o = t
                 .run_with(
@@ -138,7 +138,7 @@ async fn case_22_code_ignoring_sigterm_is_sigkilled_at_the_deadline() {
 #[tokio::test]
 async fn case_23_a_double_forked_daemon_is_gone_with_the_container() {
     watched_with(
-        |c| c.pool_size = 0,
+        |c| c.pool.pool_size = 0,
         async |t, _| {
             let v = verdict(t, include_str!("probes/case_23_daemon.py"), json!({})).await;
             assert!(v["daemon"].as_u64().unwrap() > 1, "{v}");
@@ -166,7 +166,7 @@ const CHANNEL_FDS: &str = include_str!("probes/channel_fds.py");
 async fn case_24_a_gigabyte_to_stdout_is_capped_and_the_server_stays_small() {
     let _one_at_a_time = MEMORY.lock().await;
     watched(async |t, _| {
-        let limit = t.app.config.max_output_bytes;
+        let limit = t.app.config.limits.max_output_bytes;
         common::host_watch::reset_peak_rss();
         let base = common::host_watch::proc_status_kib("VmHWM");
 
@@ -237,7 +237,7 @@ async fn case_24_a_gigabyte_to_stdout_is_capped_and_the_server_stays_small() {
 async fn case_25_a_100_mb_line_and_binary_output_are_bounded_and_decoded_lossily() {
     let _one_at_a_time = MEMORY.lock().await;
     watched(async |t, _| {
-        let limit = t.app.config.max_output_bytes;
+        let limit = t.app.config.limits.max_output_bytes;
         common::host_watch::reset_peak_rss();
         let base = common::host_watch::proc_status_kib("VmHWM");
 
@@ -316,7 +316,7 @@ async fn case_26_opening_files_stops_at_the_nofile_limit() {
 #[tokio::test]
 async fn case_27_a_huge_result_is_capped_and_marked() {
     watched_with(
-        |c| c.max_result_bytes = 1000,
+        |c| c.limits.max_result_bytes = 1000,
         async |t, _| {
             for code in [
                 "result = 'x' * (50 * 1024 * 1024)",

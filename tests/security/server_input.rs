@@ -24,7 +24,7 @@ use crate::harness::{CGROUP, MEMORY, token, verdict, watched, watched_with};
 async fn case_40_a_100_mb_code_string_is_refused_before_the_engine() {
     let _one_at_a_time = MEMORY.lock().await;
     watched_with(
-        |c| c.pool_size = 0,
+        |c| c.pool.pool_size = 0,
         async |t, _| {
             let big = format!("x = 1\n{}", "#".repeat(100 * 1024 * 1024));
             let err = t
@@ -111,7 +111,7 @@ async fn case_40_a_100_mb_code_string_is_refused_before_the_engine() {
 #[tokio::test]
 async fn case_41_nul_and_invalid_utf8_in_code_get_clear_errors() {
     watched_with(
-        |c| c.pool_size = 0,
+        |c| c.pool.pool_size = 0,
         async |t, _| {
             let run = |code: &str, ctx: Option<Value>| {
                 t.app
@@ -534,8 +534,8 @@ async fn case_46_out_of_range_limits_are_clamped_and_the_response_says_so() {
 async fn case_47_a_burst_beyond_the_queue_gets_a_clear_busy_error() {
     watched_with(
         |c| {
-            c.max_concurrency = 1;
-            c.max_queue = 2;
+            c.pool.max_concurrency = 1;
+            c.pool.max_queue = 2;
         },
         async |t, _| {
             let ws = t.workspace();

@@ -70,4 +70,3 @@ pub(super) fn context_before(hay: &[u8], s: usize, window: usize, words: &[Conte
 pub(super) fn is_token_kind(hay: &[u8], at: usize, len: usize) -> bool {
     at > 0 && hay[at - 1] == b'[' && hay.get(at + len) == Some(&b'_')
 }
-

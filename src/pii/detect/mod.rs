@@ -52,8 +52,8 @@ use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input};
 
 use super::types::{Detection, PiiKind};
-use contact::{validate_email, validate_intl, validate_nanp};
 use crate::text::floor_char_boundary;
+use contact::{validate_email, validate_intl, validate_nanp};
 use context::{contains_ci, is_token_kind};
 use finance::{validate_card, validate_iban, validate_ssn};
 use network::{validate_ipv4, validate_ipv6};

@@ -14,8 +14,8 @@ use super::{Job, Runner};
 use crate::sandbox::backend::{Backend, ExitState};
 use crate::sandbox::docker::EngineError;
 use crate::sandbox::output::{BoundedText, EDGE_BYTES};
-use crate::text::floor_char_boundary;
 use crate::sandbox::returned::Returned;
+use crate::text::floor_char_boundary;
 
 /// Exit code of a process ended by SIGKILL (the kernel's OOM killer, among others).
 const SIGKILL_EXIT: i64 = 137;

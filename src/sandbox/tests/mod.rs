@@ -30,8 +30,11 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         servers: None,
         uid: 10001,
         gid: 10001,
-        pids_limit: 64,
-        tmpfs_bytes: 8 << 20,
+        container: crate::sandbox::spec::ContainerOptions {
+            pids_limit: 64,
+            tmpfs_bytes: 8 << 20,
+            runtime: None,
+        },
         limits: HarnessLimits {
             max_output_bytes: 1024,
             max_result_bytes: 1024,
@@ -40,7 +43,6 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         max_concurrency,
         max_queue: 1,
         server_slots: Arc::new(tokio::sync::Semaphore::new(max_concurrency)),
-        runtime: None,
         pool_size,
         // A budget of one pool: no growth (the breathing tests give it more).
         pool_budget: super::PoolBudget::new(pool_size),

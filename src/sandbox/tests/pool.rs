@@ -209,14 +209,17 @@ async fn shutdown_cancels_runs_drains_the_pool_and_refuses_new_runs() {
 #[tokio::test(start_paused = true)]
 async fn shutdown_sweeps_containers_of_this_instance_that_no_guard_holds() {
     use crate::sandbox::Backend;
-    use crate::sandbox::spec::{LABEL_INSTANCE, SandboxSpec};
+    use crate::sandbox::spec::{ContainerOptions, LABEL_INSTANCE, SandboxSpec};
     let rig = Rig::cold(vec![ok(json!(1))]);
     // A container of this instance the engine has but no execution tracks.
     let spec = SandboxSpec {
         image: "sandbox:test".into(),
         memory_bytes: 256 * MB,
-        pids_limit: 64,
-        tmpfs_bytes: 1,
+        container: ContainerOptions {
+            pids_limit: 64,
+            tmpfs_bytes: 1,
+            runtime: None,
+        },
         workspace: "/nonexistent".into(),
         skills: None,
         servers: None,
@@ -227,7 +230,6 @@ async fn shutdown_sweeps_containers_of_this_instance_that_no_guard_holds() {
             rig.sandbox.instance().id.clone(),
         )]
         .into(),
-        runtime: None,
         preload: Vec::new(),
         seccomp: Default::default(),
     };

@@ -101,9 +101,9 @@ fuzz_target!(|data: &[u8]| {
 
 fn check_execute(a: &ExecuteCodeArgs) {
     let c = &*CONFIG;
-    match execute_request::check_code(&a.code, c.max_code_bytes) {
+    match execute_request::check_code(&a.code, c.limits.max_code_bytes) {
         Ok(()) => {
-            assert!(!a.code.trim().is_empty() && a.code.len() <= c.max_code_bytes);
+            assert!(!a.code.trim().is_empty() && a.code.len() <= c.limits.max_code_bytes);
             assert!(!a.code.contains('\0'));
         }
         Err(InputError::NulInCode(at)) => assert_eq!(a.code.as_bytes()[at], 0),
@@ -120,24 +120,24 @@ fn check_execute(a: &ExecuteCodeArgs) {
     assert_eq!(named.is_ok(), identifiers, "{named:?}");
     let _ = execute_request::check_job_size(&a.code, context.as_ref().unwrap_or(&Value::Null));
 
-    let l = execute_request::clamp(a.timeout_seconds, a.memory_mb, &c.execute_bounds()).expect("JSON numbers are finite");
+    let l = execute_request::clamp(a.timeout_seconds, a.memory_mb, &c.limits.execute_bounds()).expect("JSON numbers are finite");
     let (min_t, max_t) = (
         Duration::from_secs_f64(MIN_TIMEOUT_SECS),
-        Duration::from_secs(c.max_timeout_secs),
+        Duration::from_secs(c.limits.max_timeout_secs),
     );
     assert!(l.timeout >= min_t && l.timeout <= max_t, "{l:?}");
     let mib = 1024 * 1024;
     assert!(l.memory_bytes >= (MIN_MEMORY_MB * mib) as i64);
-    assert!(l.memory_bytes <= (c.max_memory_mb * mib) as i64);
+    assert!(l.memory_bytes <= (c.limits.max_memory_mb * mib) as i64);
     let out_of = |x: Option<f64>, lo: f64, hi: f64| x.is_some_and(|x| x < lo || x > hi);
     let expected = usize::from(out_of(
         a.timeout_seconds,
         MIN_TIMEOUT_SECS,
-        c.max_timeout_secs as f64,
+        c.limits.max_timeout_secs as f64,
     )) + usize::from(out_of(
         a.memory_mb,
         MIN_MEMORY_MB as f64,
-        c.max_memory_mb as f64,
+        c.limits.max_memory_mb as f64,
     ));
     assert_eq!(l.adjustments.len(), expected, "{l:?}");
     if let (Some(t), true) = (a.timeout_seconds, expected == 0) {

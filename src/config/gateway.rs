@@ -1,0 +1,58 @@
+//! The user's own MCP servers ("upstreams") that sandbox code calls, and how those calls
+//! are bounded.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+#[derive(Debug, Clone, Args)]
+pub struct GatewayConfig {
+    /// JSON file of upstream MCP servers that sandbox code may call as Python functions: the
+    /// `mcpServers` object of a Claude Desktop or Claude Code config (`command`/`args`/`env`/
+    /// `cwd`, or `url`/`headers`; `${VAR}` expanded), plus optional `policy` and `tenants`.
+    #[arg(long, env = "CEM_UPSTREAMS")]
+    pub upstreams: Option<PathBuf>,
+
+    /// Upstream tool calls one execution may make.
+    #[arg(long, env = "CEM_MAX_TOOL_CALLS", default_value_t = 5000, value_parser = clap::builder::RangedU64ValueParser::<u32>::new().range(1..=1_000_000))]
+    pub max_tool_calls: u32,
+
+    /// Longest wait for one upstream tool call, in seconds.
+    #[arg(long, env = "CEM_TOOL_CALL_TIMEOUT_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub tool_call_timeout_secs: u64,
+
+    /// Largest upstream tool result passed to sandbox code, in MiB (at most 6: a reply
+    /// travels to the sandbox as one 8 MiB channel frame).
+    #[arg(long, env = "CEM_MAX_TOOL_RESULT_MB", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=6))]
+    pub max_tool_result_mb: u64,
+
+    /// Upstream tool calls one execution may have in flight at once (from threads).
+    #[arg(long, env = "CEM_MAX_CONCURRENT_TOOL_CALLS", default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
+    pub max_concurrent_tool_calls: usize,
+
+    /// Longest wait for an upstream to answer `initialize` and list its tools, in seconds.
+    #[arg(long, env = "CEM_UPSTREAM_CONNECT_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub upstream_connect_timeout_secs: u64,
+}
+
+impl GatewayConfig {
+    /// How each execution's upstream tool calls are bounded.
+    pub fn call_limits(&self) -> crate::gateway::CallLimits {
+        crate::gateway::CallLimits {
+            max_calls: self.max_tool_calls,
+            timeout: Duration::from_secs(self.tool_call_timeout_secs),
+            max_result_bytes: (self.max_tool_result_mb * 1024 * 1024) as usize,
+            max_concurrent: self.max_concurrent_tool_calls,
+        }
+    }
+
+    /// How upstream connections are bounded.
+    pub fn upstream_limits(&self) -> crate::gateway::UpstreamLimits {
+        crate::gateway::UpstreamLimits {
+            connect_timeout: Duration::from_secs(self.upstream_connect_timeout_secs),
+            // Results over the limit but under this get a clear error instead of a timeout.
+            max_message_bytes: 64 * 1024 * 1024,
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! What one execution may take and give back: its timeout and memory (the defaults, and the
+//! most a caller may ask for), the code it is sent, the output, result and images it returns.
+
+use clap::Args;
+
+use super::ConfigError;
+use crate::sandbox::HarnessLimits;
+
+/// Longest `--max-timeout-secs` (a day).
+const MAX_TIMEOUT_SECS: u64 = 86_400;
+/// Code travels to the sandbox in one 8 MiB frame.
+const MAX_CODE_BYTES: u64 = 4 * 1024 * 1024;
+const MAX_RESULT_BYTES: u64 = 64 * 1024 * 1024;
+
+#[derive(Debug, Clone, Args)]
+pub struct LimitsConfig {
+    /// Timeout of an execution when the caller gives none, in seconds.
+    #[arg(long, env = "CEM_DEFAULT_TIMEOUT_SECS", default_value_t = 30)]
+    pub default_timeout_secs: u64,
+
+    /// Largest timeout a caller may ask for, in seconds; larger requests are clamped.
+    #[arg(long, env = "CEM_MAX_TIMEOUT_SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
+    pub max_timeout_secs: u64,
+
+    /// Memory limit of an execution when the caller gives none, in MiB (swap is not allowed).
+    #[arg(long, env = "CEM_DEFAULT_MEMORY_MB", default_value_t = 500)]
+    pub default_memory_mb: u64,
+
+    /// Largest memory limit a caller may ask for, in MiB; larger requests are clamped.
+    #[arg(long, env = "CEM_MAX_MEMORY_MB", default_value_t = 4096)]
+    pub max_memory_mb: u64,
+
+    /// Largest accepted `code` argument, in bytes.
+    #[arg(long, env = "CEM_MAX_CODE_BYTES", default_value_t = 1024 * 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_CODE_BYTES))]
+    pub max_code_bytes: usize,
+
+    /// Output kept per stream (stdout, stderr) of an execution, in bytes; the rest is dropped
+    /// and the response says it was truncated.
+    #[arg(long, env = "CEM_MAX_OUTPUT_BYTES", default_value_t = 128 * 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_RESULT_BYTES))]
+    pub max_output_bytes: usize,
+
+    /// Largest `result` value returned, in bytes of JSON; larger ones are truncated.
+    #[arg(long, env = "CEM_MAX_RESULT_BYTES", default_value_t = 256 * 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_RESULT_BYTES))]
+    pub max_result_bytes: usize,
+
+    /// Images one execution may return (show_image, matplotlib figures); more are dropped and
+    /// the result says so. 0 turns images off.
+    #[arg(long, env = "CEM_MAX_IMAGES", default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=64))]
+    pub max_images: usize,
+
+    /// Longest side of a returned image, in pixels; larger images are scaled down to it.
+    #[arg(long, env = "CEM_IMAGE_MAX_SIDE", default_value_t = 1568, value_parser = clap::builder::RangedU64ValueParser::<u32>::new().range(64..=8192))]
+    pub image_max_side: u32,
+
+    /// Largest returned image, in KiB of PNG; a larger one is scaled down until it fits.
+    #[arg(long, env = "CEM_IMAGE_MAX_KB", default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<u32>::new().range(16..=5 * 1024))]
+    pub image_max_kb: u32,
+}
+
+impl LimitsConfig {
+    /// The bounds `execute_code` requests are clamped to.
+    pub fn execute_bounds(&self) -> crate::execute_request::Bounds {
+        crate::execute_request::Bounds {
+            default_timeout_secs: self.default_timeout_secs,
+            max_timeout_secs: self.max_timeout_secs,
+            default_memory_mb: self.default_memory_mb,
+            max_memory_mb: self.max_memory_mb,
+        }
+    }
+
+    /// The bounds of returned images.
+    pub fn image_bounds(&self) -> crate::images::Bounds {
+        crate::images::Bounds {
+            max_side: self.image_max_side,
+            max_bytes: self.image_max_kb as usize * 1024,
+        }
+    }
+
+    /// What the harness in each container cuts and drops.
+    pub fn harness_limits(&self) -> HarnessLimits {
+        HarnessLimits {
+            max_output_bytes: self.max_output_bytes,
+            max_result_bytes: self.max_result_bytes,
+            max_images: self.max_images,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.default_timeout_secs == 0 || self.default_timeout_secs > self.max_timeout_secs {
+            return Err(ConfigError::Conflict(format!(
+                "--default-timeout-secs {} must be between 1 and --max-timeout-secs {}",
+                self.default_timeout_secs, self.max_timeout_secs
+            )));
+        }
+        let min_memory = crate::execute_request::MIN_MEMORY_MB;
+        if self.default_memory_mb < min_memory || self.default_memory_mb > self.max_memory_mb {
+            return Err(ConfigError::Conflict(format!(
+                "--default-memory-mb {} must be between {min_memory} and --max-memory-mb {}",
+                self.default_memory_mb, self.max_memory_mb
+            )));
+        }
+        Ok(())
+    }
+}

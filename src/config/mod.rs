@@ -1,0 +1,135 @@
+//! One `Config` for the whole server, built from command-line flags and their environment
+//! variables (clap), in groups of one subsystem each ([`TransportConfig`], [`TenantsConfig`],
+//! [`StorageConfig`], [`SandboxConfig`], [`LimitsConfig`], [`PoolConfig`], [`PiiConfig`],
+//! [`GatewayConfig`]). Each group checks its own flags and converts them into its subsystem's
+//! settings; ranges of a single flag are clap value parsers, so a bad value is refused while
+//! parsing, naming the flag. [`Config::validate`] adds the checks that span groups.
+//!
+//! The defaults work for a user who starts the binary from any directory: mutable data lives
+//! under the data directory ([`storage::data_home`]), the tool registry and starter skills are
+//! built into the binary.
+
+mod gateway;
+mod limits;
+mod pii;
+mod pool;
+mod sandbox;
+mod storage;
+mod tenants;
+mod transport;
+
+use clap::Args;
+
+pub use gateway::GatewayConfig;
+pub use limits::LimitsConfig;
+pub use pii::{PiiConfig, PiiOutput};
+pub use pool::PoolConfig;
+pub use sandbox::{ImageProfile, SandboxConfig};
+pub use storage::{StorageConfig, data_home};
+pub use tenants::TenantsConfig;
+pub use transport::{Transport, TransportConfig};
+
+/// The sandbox image's non-root user. A workspace owned by another non-root user runs the
+/// sandbox as that user instead (see `workspace::Workspace::prepare_for_sandbox`).
+pub const SANDBOX_UID: u32 = 10001;
+
+/// Flags that do not fit: the message says which flag to change and how.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// One flag's value has the wrong form.
+    #[error("{flag} {problem}")]
+    Invalid { flag: &'static str, problem: String },
+    /// Flags that do not go together.
+    #[error("{0}")]
+    Conflict(String),
+    /// `--runtime` names a runtime the engine does not have.
+    #[error(
+        "--runtime {runtime} is not registered with the Docker engine (registered: {registered}). Register it under \"runtimes\" in /etc/docker/daemon.json and restart the engine, or choose one of those"
+    )]
+    RuntimeNotRegistered { runtime: String, registered: String },
+}
+
+/// Everything `serve` needs. Each flag has an environment variable of the same meaning.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    #[command(flatten, next_help_heading = "Transport")]
+    pub transport: TransportConfig,
+    #[command(flatten, next_help_heading = "Tenants (HTTP with tokens)")]
+    pub tenants: TenantsConfig,
+    #[command(flatten, next_help_heading = "Storage")]
+    pub storage: StorageConfig,
+    #[command(flatten, next_help_heading = "Sandbox containers")]
+    pub sandbox: SandboxConfig,
+    #[command(flatten, next_help_heading = "Execution limits")]
+    pub limits: LimitsConfig,
+    #[command(flatten, next_help_heading = "Concurrency and pool")]
+    pub pool: PoolConfig,
+    #[command(flatten, next_help_heading = "Personal data")]
+    pub pii: PiiConfig,
+    #[command(flatten, next_help_heading = "Upstream MCP servers")]
+    pub gateway: GatewayConfig,
+}
+
+impl Config {
+    /// Defaults as if no flag and no environment variable were given (used by tests).
+    pub fn defaults() -> Self {
+        Self::try_from_args::<&str>([]).expect("the defaults parse")
+    }
+
+    /// The configuration of `serve ARGS` (environment variables apply as for the binary).
+    pub fn try_from_args<S: Into<std::ffi::OsString> + Clone>(
+        args: impl IntoIterator<Item = S>,
+    ) -> Result<Self, clap::Error> {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            config: Config,
+        }
+        let args =
+            std::iter::once("code-execution-mcp".into()).chain(args.into_iter().map(Into::into));
+        Wrapper::try_parse_from(args).map(|w| w.config)
+    }
+
+    /// Executions one tenant may run at once.
+    pub fn tenant_max_concurrency(&self) -> usize {
+        self.tenants.max_concurrency(self.pool.max_concurrency)
+    }
+
+    /// Checks each group's flags, then the flags of different groups against each other.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.transport.validate()?;
+        self.sandbox.validate()?;
+        self.limits.validate()?;
+        self.pool.validate()?;
+        if self.tenants.has_tokens() {
+            if self.transport.transport == Transport::Stdio {
+                return Err(ConfigError::Conflict("--tokens-file and CEM_TOKENS authenticate HTTP clients, and stdio has one client (the process that started the server): remove them, or serve with --transport http".into()));
+            }
+            if self.storage.workspace.is_some() || self.storage.skills_dir.is_some() {
+                return Err(ConfigError::Conflict("--workspace and --skills-dir name one tenant's directories; with tokens each tenant has DATA_DIR/tenants/NAME/{workspace,skills}: set --data-dir (CEM_DATA_DIR) instead".into()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A value that must not appear in logs or `Debug` output (bearer tokens).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,43 @@
+//! HTTP tenants: the bearer tokens that name them, and how much of the server one may use.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::Secret;
+
+#[derive(Debug, Clone, Args)]
+pub struct TenantsConfig {
+    /// File of bearer tokens for HTTP, one `TENANT:TOKEN` per line (`#` starts a comment). Each
+    /// tenant gets its own workspace, skills, PII vault and stats; a tenant may have several
+    /// tokens. Without tokens, HTTP listens on loopback addresses only.
+    #[arg(long, env = "CEM_TOKENS_FILE")]
+    pub tokens_file: Option<PathBuf>,
+
+    /// Bearer tokens for HTTP as `TENANT:TOKEN,TENANT:TOKEN` (prefer --tokens-file: an
+    /// environment variable is visible to whoever can inspect the process or its container).
+    #[arg(long = "tokens", env = "CEM_TOKENS", hide_env_values = true)]
+    pub tokens: Option<Secret>,
+
+    /// Executions one tenant may run at once (HTTP with tokens), so that one tenant cannot take
+    /// every slot [default: half of --max-concurrency, at least 1].
+    #[arg(long, env = "CEM_TENANT_MAX_CONCURRENCY", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub tenant_max_concurrency: Option<usize>,
+}
+
+impl TenantsConfig {
+    /// Whether bearer tokens are configured (HTTP then serves tenants).
+    pub fn has_tokens(&self) -> bool {
+        self.tokens_file.is_some() || self.tokens.as_ref().is_some_and(|t| !t.0.trim().is_empty())
+    }
+
+    /// Executions one tenant may run at once, of the server's `max_concurrency`.
+    pub fn max_concurrency(&self, server: usize) -> usize {
+        let default = if self.has_tokens() {
+            (server / 2).max(1)
+        } else {
+            server
+        };
+        self.tenant_max_concurrency.unwrap_or(default).min(server)
+    }
+}

@@ -1,0 +1,220 @@
+use std::path::PathBuf;
+
+use super::*;
+
+/// Every flag of `serve` and its environment variable: grouping the configuration must not
+/// change a name a user or a deployment relies on.
+const FLAGS: &[(&str, &str)] = &[
+    ("transport", "CEM_TRANSPORT"),
+    ("listen", "CEM_LISTEN"),
+    ("data-dir", "CEM_DATA_DIR"),
+    ("shared-data", "CEM_SHARED_DATA"),
+    ("node-name", "CEM_NODE_NAME"),
+    ("workspace", "CEM_WORKSPACE"),
+    ("workspace-quota-mb", "CEM_WORKSPACE_QUOTA_MB"),
+    ("skills-dir", "CEM_SKILLS_DIR"),
+    ("registry-dir", "CEM_REGISTRY_DIR"),
+    ("image", "CEM_IMAGE"),
+    ("image-profile", "CEM_IMAGE_PROFILE"),
+    ("preload", "CEM_PRELOAD"),
+    ("base-image", "CEM_BASE_IMAGE"),
+    ("default-timeout-secs", "CEM_DEFAULT_TIMEOUT_SECS"),
+    ("max-timeout-secs", "CEM_MAX_TIMEOUT_SECS"),
+    ("start-timeout-secs", "CEM_START_TIMEOUT_SECS"),
+    ("default-memory-mb", "CEM_DEFAULT_MEMORY_MB"),
+    ("max-memory-mb", "CEM_MAX_MEMORY_MB"),
+    ("max-concurrency", "CEM_MAX_CONCURRENCY"),
+    ("tenant-max-concurrency", "CEM_TENANT_MAX_CONCURRENCY"),
+    ("pool-size", "CEM_POOL_SIZE"),
+    ("pool-max", "CEM_POOL_MAX"),
+    ("pool-idle-secs", "CEM_POOL_IDLE_SECS"),
+    ("removal-backlog", "CEM_REMOVAL_BACKLOG"),
+    ("max-queue", "CEM_MAX_QUEUE"),
+    ("max-code-bytes", "CEM_MAX_CODE_BYTES"),
+    ("max-output-bytes", "CEM_MAX_OUTPUT_BYTES"),
+    ("max-result-bytes", "CEM_MAX_RESULT_BYTES"),
+    ("max-images", "CEM_MAX_IMAGES"),
+    ("image-max-side", "CEM_IMAGE_MAX_SIDE"),
+    ("image-max-kb", "CEM_IMAGE_MAX_KB"),
+    ("pids-limit", "CEM_PIDS_LIMIT"),
+    ("tmpfs-mb", "CEM_TMPFS_MB"),
+    ("pii-output", "CEM_PII_OUTPUT"),
+    ("pii-vault-size", "CEM_PII_VAULT_SIZE"),
+    ("pii-key-file", "CEM_PII_KEY_FILE"),
+    ("max-file-mb", "CEM_MAX_FILE_MB"),
+    ("tokens-file", "CEM_TOKENS_FILE"),
+    ("tokens", "CEM_TOKENS"),
+    ("allowed-hosts", "CEM_ALLOWED_HOSTS"),
+    ("allowed-origins", "CEM_ALLOWED_ORIGINS"),
+    ("runtime", "CEM_RUNTIME"),
+    ("upstreams", "CEM_UPSTREAMS"),
+    ("max-tool-calls", "CEM_MAX_TOOL_CALLS"),
+    ("tool-call-timeout-secs", "CEM_TOOL_CALL_TIMEOUT_SECS"),
+    ("max-tool-result-mb", "CEM_MAX_TOOL_RESULT_MB"),
+    ("max-concurrent-tool-calls", "CEM_MAX_CONCURRENT_TOOL_CALLS"),
+    (
+        "upstream-connect-timeout-secs",
+        "CEM_UPSTREAM_CONNECT_TIMEOUT_SECS",
+    ),
+];
+
+#[test]
+fn flags_and_environment_variables_keep_their_names() {
+    use clap::CommandFactory;
+    #[derive(clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        config: Config,
+    }
+    let command = Wrapper::command();
+    let mut found: Vec<(String, String)> = command
+        .get_arguments()
+        .filter_map(|a| {
+            let env = a.get_env()?.to_str()?.to_string();
+            Some((a.get_long()?.to_string(), env))
+        })
+        .collect();
+    found.sort();
+    let mut expected: Vec<(String, String)> = FLAGS
+        .iter()
+        .map(|(f, e)| (f.to_string(), e.to_string()))
+        .collect();
+    expected.sort();
+    assert_eq!(found, expected);
+}
+
+#[test]
+fn defaults_are_valid_and_match_the_original_limits() {
+    let c = Config::defaults();
+    c.validate().unwrap();
+    assert_eq!(c.limits.default_timeout_secs, 30);
+    assert_eq!(c.limits.default_memory_mb, 500);
+    assert_eq!(
+        c.sandbox.start_timeout(),
+        crate::sandbox::DEFAULT_START_LIMIT
+    );
+    assert_eq!(c.transport.transport, Transport::Stdio);
+    assert_eq!(c.pii.pii_output, PiiOutput::Tokenize, "privacy by default");
+    assert_eq!(c.storage.workspace_quota_bytes(), 1 << 30);
+}
+
+#[test]
+fn preload_follows_the_profile_unless_given_and_is_checked() {
+    let mut c = Config::defaults();
+    c.sandbox.preload = None;
+    c.sandbox.image_profile = ImageProfile::Data;
+    assert_eq!(c.sandbox.preload_modules(), vec!["numpy", "pandas"]);
+    c.sandbox.image_profile = ImageProfile::Minimal;
+    assert!(c.sandbox.preload_modules().is_empty());
+    c.sandbox.preload = Some(vec![String::new()]);
+    assert!(
+        c.sandbox.preload_modules().is_empty(),
+        "empty means the default"
+    );
+    c.sandbox.preload = Some(vec!["none".into()]);
+    c.sandbox.image_profile = ImageProfile::Data;
+    assert!(c.sandbox.preload_modules().is_empty());
+    c.sandbox.preload = Some(vec![" matplotlib.pyplot ".into(), "scipy".into()]);
+    assert_eq!(
+        c.sandbox.preload_modules(),
+        vec!["matplotlib.pyplot", "scipy"]
+    );
+    c.validate().unwrap();
+    for bad in ["os; rm -rf /", "1abc", "a..b", "a-b"] {
+        c.sandbox.preload = Some(vec![bad.into()]);
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("--preload"), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn validate_names_the_flag_to_change() {
+    let mut c = Config::defaults();
+    c.sandbox.runtime = Some("../runsc".into());
+    assert!(c.validate().unwrap_err().to_string().contains("--runtime"));
+    let mut c = Config::defaults();
+    c.limits.default_timeout_secs = 900;
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("--default-timeout-secs"), "{err}");
+    let mut c = Config::defaults();
+    c.pool.pool_max = 2;
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("--pool-max 2 is below --pool-size 4"), "{err}");
+}
+
+#[test]
+fn out_of_range_values_are_refused_while_parsing_naming_the_flag() {
+    for (flag, bad) in [
+        ("--max-concurrency", "0"),
+        ("--tenant-max-concurrency", "0"),
+        ("--start-timeout-secs", "0"),
+        ("--start-timeout-secs", "601"),
+        ("--max-timeout-secs", "86401"),
+        ("--max-images", "65"),
+        ("--image-max-side", "63"),
+        ("--max-tool-result-mb", "7"),
+        ("--pool-size", "65"),
+        ("--pids-limit", "15"),
+        ("--tmpfs-mb", "0"),
+        ("--pii-vault-size", "0"),
+        ("--max-code-bytes", "0"),
+    ] {
+        let err = Config::try_from_args([flag, bad]).unwrap_err().to_string();
+        assert!(
+            err.contains(flag) && err.contains(bad),
+            "{flag} {bad}: {err}"
+        );
+    }
+    let ok = Config::try_from_args(["--max-concurrency", "8", "--pool-max", "64"]).unwrap();
+    assert_eq!((ok.pool.max_concurrency, ok.pool.pool_max), (8, 64));
+}
+
+#[test]
+fn tokens_need_http_and_the_data_dir() {
+    let tokens = Some(Secret("alice:".to_string() + &"a".repeat(40)));
+    let mut c = Config::defaults();
+    c.tenants.tokens = tokens.clone();
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("--transport http"), "{err}");
+    c.transport.transport = Transport::Http;
+    c.validate().unwrap();
+    c.storage.workspace = Some("/srv/ws".into());
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("--data-dir"), "{err}");
+    // The secret never shows in Debug output.
+    assert!(!format!("{c:?}").contains(&"a".repeat(40)));
+    let mut c = Config::defaults();
+    c.storage.data_dir = Some("/srv/cem".into());
+    assert_eq!(
+        c.storage.workspace_dir(),
+        PathBuf::from("/srv/cem/workspace")
+    );
+    assert_eq!(c.storage.skills_dir(), PathBuf::from("/srv/cem/skills"));
+    assert!(!c.tenants.has_tokens());
+}
+
+#[test]
+fn the_tenant_limit_defaults_to_and_never_exceeds_the_server_limit() {
+    let mut c = Config::defaults();
+    assert_eq!(c.tenant_max_concurrency(), c.pool.max_concurrency);
+    c.tenants.tokens = Some(Secret("alice:".to_string() + &"a".repeat(40)));
+    assert_eq!(c.tenant_max_concurrency(), c.pool.max_concurrency / 2);
+    c.tenants.tenant_max_concurrency = Some(2);
+    assert_eq!(c.tenant_max_concurrency(), 2);
+    c.tenants.tenant_max_concurrency = Some(64);
+    assert_eq!(c.tenant_max_concurrency(), c.pool.max_concurrency);
+}
+
+#[test]
+fn allowed_hosts_are_names_or_a_lone_star() {
+    let mut c = Config::defaults();
+    c.transport.allowed_hosts = vec!["mcp.example.com".into(), "10.0.0.5:8080".into()];
+    c.validate().unwrap();
+    c.transport.allowed_hosts = vec!["*".into()];
+    c.validate().unwrap();
+    for bad in ["mcp.example.com:*", "", "http://x"] {
+        c.transport.allowed_hosts = vec![bad.into()];
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("--allowed-hosts"), "{bad}: {err}");
+    }
+}
