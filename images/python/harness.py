@@ -30,6 +30,11 @@ Why it is built this way:
   points fd 1/2 away from the pipes, waits briefly for the readers, and sends done regardless.
 - Everything the server relies on (frame shape, one done frame, exit code) is kept even when user
   code misbehaves; then the harness leaves with os._exit so leftover user threads cannot hang it.
+- The helpers user code finds among its globals (read_file, show_image, call_tool, ...) are a
+  module of their own, cem_helpers, beside cem_matplotlib in /opt/sandbox/lib: the harness is the
+  channel and the job's life, the helpers are what user code calls. The harness gives the module
+  its channel at start-up (cem_helpers.bind), so the module imports nothing from the harness, and
+  leaves the module's frames out of tracebacks, as it does its own.
 - Upstream MCP tools are functions of a generated package, read-only under /mnt/servers/<version>;
   the job names the version, which goes on sys.path and behind the image's /servers link. Each
   function calls call_tool, a `call` frame the server answers through the upstream: the package
@@ -37,16 +42,18 @@ Why it is built this way:
 - Images: show_image() and matplotlib (the image's MPLBACKEND is cem_matplotlib, whose show()
   sends the open figures; figures still open at the end are sent too) become image frames. The
   server decodes, bounds and re-encodes them: what the harness sends is as untrusted as the rest.
-- Stdlib only, all imports at start-up: a pooled container has paid for them before its job arrives.
-  CEM_PRELOAD (set on pooled containers) names more modules to import then, such as pandas, so
-  code that uses them does not wait for the import.
+- Stdlib only (the harness and cem_helpers), all imports at start-up: a pooled container has
+  paid for them before its job arrives. CEM_PRELOAD (set on pooled containers) names more modules
+  to import then, such as pandas, so code that uses them does not wait for the import.
 """
 
-import base64, builtins, codecs, importlib, io, itertools, linecache, os, shutil, sys, threading
+import builtins, codecs, importlib, io, itertools, json, linecache, os, shutil, sys, threading
 import fcntl, struct, termios, time, traceback, types, warnings
-# The globals user code gets (names of the original project), imported before the job arrives:
-import collections, json, math, re, statistics
-from datetime import date, datetime, timedelta
+
+LIB = "/opt/sandbox/lib"  # the helpers and the matplotlib backend (PYTHONPATH, for subprocesses)
+sys.dont_write_bytecode = True  # -I ignores PYTHONDONTWRITEBYTECODE
+sys.path.insert(0, LIB)  # -I leaves the script's directory off sys.path, and ignores PYTHONPATH
+import cem_helpers  # the globals user code gets (names of the original project)
 
 MAX_FRAME = 8 << 20  # longest frame line we accept (bytes, without the newline)
 READ_CHUNK = 16 << 10  # <= 16 KiB read => an output frame's data stays under 64 KiB of UTF-8
@@ -58,16 +65,12 @@ JOIN_PENDING_MAX = 5.0
 TEXT_CAP = 64 << 10  # error and traceback strings are cut past this many characters (+ the edge)
 SOURCE = "<sandbox>"
 HARNESS = __file__
-WORKSPACE = "/workspace"
+OURS = (HARNESS, cem_helpers.__file__)  # frames of these files are left out of tracebacks
 SKILLS = "/skills"  # the saved skills, mounted read-only
 SERVERS_MOUNT = "/mnt/servers"  # generated tools packages, one directory per version, read-only
 SERVERS_LINK = "/tmp/.servers"  # the image's /servers points here; linked to the job's version
-LIB = "/opt/sandbox/lib"  # the matplotlib backend (the image's PYTHONPATH, for subprocesses)
 PACKAGES = "/opt/sandbox/packages"  # the user's packages (image build --requirements)
 MPL_CACHE = "/opt/sandbox/matplotlib"  # matplotlib's font cache, built with the image
-MAX_IMAGE_BYTES = 6 << 20  # an image frame's data, before base64 (the frame stays under 8 MiB)
-IMAGE_KINDS = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF87a", "GIF"),
-               (b"GIF89a", "GIF"))
 
 
 class Channel:
@@ -255,201 +258,7 @@ def stop_capture(chan, pumps):
                        "dropped_bytes": pump.dropped - pump.reported})
 
 
-# ---- helpers visible to user code (names and behaviour of the original project) ----
-
-_chan = None
-
-
-def _resolve(name):
-    root = os.path.realpath(WORKSPACE)
-    path = os.path.realpath(os.path.join(root, os.fspath(name)))
-    if path != root and not path.startswith(root + os.sep):
-        raise PermissionError("Access denied: path outside workspace")
-    return path
-
-
-def read_file(filename):
-    path = _resolve(filename)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"File not found: {filename}")
-    with open(path, encoding="utf-8") as f:
-        return f.read()
-
-
-def write_file(filename, content):
-    path = _resolve(filename)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(content)
-    return f"Written {len(content)} bytes to {filename}"
-
-
-def list_files(subpath="."):
-    path, root = _resolve(subpath), os.path.realpath(WORKSPACE)
-    found = []
-    for top, _dirs, files in os.walk(path):
-        found.extend(os.path.relpath(os.path.join(top, n), root) for n in files
-                     if os.path.isfile(os.path.join(top, n)))
-    return sorted(found)
-
-
-def delete_file(filename):
-    path = _resolve(filename)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"File not found: {filename}")
-    os.remove(path)
-    return f"Deleted {filename}"
-
-
-def _is_pandas(value, kind):
-    """Whether value is a pandas object of this class name (pandas need not be installed)."""
-    cls = type(value)
-    return cls.__name__ == kind and (cls.__module__ or "").startswith("pandas")
-
-
-def _records(data):
-    """What the data helpers work on: lists of dicts. A pandas DataFrame becomes its rows (NaN as
-    None, timestamps in ISO 8601), a Series or numpy array a list; anything else is left as is."""
-    if _is_pandas(data, "DataFrame"):
-        return json.loads(data.to_json(orient="records", date_format="iso", default_handler=str))
-    if _is_pandas(data, "Series"):
-        return json.loads(data.to_json(orient="values", date_format="iso", default_handler=str))
-    if type(data).__module__ == "numpy" and hasattr(data, "tolist"):
-        return data.tolist()
-    return data
-
-
-def _json_default(value):
-    """json.dumps's fallback for the code's result: pandas and numpy values as plain JSON, other
-    objects as their str() (the original project's default=str)."""
-    if _is_pandas(value, "Series") and type(value.index).__name__ != "RangeIndex":
-        rows = _records(value)
-        return dict(zip(map(str, value.index), rows))
-    if _is_pandas(value, "DataFrame") or _is_pandas(value, "Series"):
-        return _records(value)
-    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
-        return value.tolist()
-    if (type(value).__module__ or "").startswith("pandas") and hasattr(value, "isoformat"):
-        return value.isoformat()  # Timestamp
-    return str(value)
-
-
-def _without_nan(value, depth=0):
-    """The value with NaN and infinities (which JSON cannot hold) as None, pandas and numpy values
-    converted on the way."""
-    if depth > 100:
-        raise RecursionError("result nested too deeply")
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else None
-    if isinstance(value, dict):
-        return {k: _without_nan(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_without_nan(v, depth + 1) for v in value]
-    if isinstance(value, (str, int, bool, type(None))):
-        return value
-    converted = _json_default(value)
-    return converted if isinstance(converted, str) else _without_nan(converted, depth + 1)
-
-
-def filter_by_field(data, field, value):
-    return [d for d in _records(data) if isinstance(d, dict) and d.get(field) == value]
-
-
-def summarize_list(data, limit=10):
-    if _is_pandas(data, "DataFrame") or _is_pandas(data, "Series"):
-        return {"count": len(data), "sample": _records(data.head(limit))}
-    data = _records(data)
-    return {"count": len(data), "sample": data[:limit]}
-
-
-def format_output(data, max_chars=5000):
-    return json.dumps(_records(data), indent=2, default=_json_default)[:max_chars]
-
-
-def aggregate_stats(data, numeric_fields=None):
-    data = _records(data)
-    if not data:
-        return {"count": 0}
-    stats = {"count": len(data)}
-    if numeric_fields is None and isinstance(data[0], dict):
-        numeric_fields = [k for k, v in data[0].items()
-                          if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    for field in numeric_fields or ():
-        values = [d.get(field, 0) for d in data if isinstance(d, dict)]
-        values = [v for v in values if v is not None]  # a DataFrame's NaN
-        if values:
-            stats[f"{field}_sum"] = sum(values)
-            stats[f"{field}_avg"] = sum(values) / len(values)
-            stats[f"{field}_min"] = min(values)
-            stats[f"{field}_max"] = max(values)
-    return stats
-
-
-_images = {"sent": 0, "max": 8}
-_images_lock = threading.Lock()
-
-
-def _image_bytes(image):
-    """The encoded bytes of what show_image was given, and a name for it."""
-    if hasattr(image, "savefig"):  # a matplotlib figure
-        buffer = io.BytesIO()
-        image.savefig(buffer, format="png")
-        return buffer.getvalue(), None
-    if hasattr(image, "save") and hasattr(image, "mode"):  # a PIL image
-        buffer = io.BytesIO()
-        image.save(buffer, format="PNG")
-        return buffer.getvalue(), None
-    if isinstance(image, ToolContent):  # an image an upstream tool returned
-        return image.bytes, None
-    if isinstance(image, (bytes, bytearray, memoryview)):
-        return bytes(image), None
-    if isinstance(image, (str, os.PathLike)):
-        path = _resolve(image)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"File not found: {image}")
-        if os.path.getsize(path) > MAX_IMAGE_BYTES:
-            raise ValueError(f"show_image: {image} is over {MAX_IMAGE_BYTES} bytes; save a smaller image")
-        with open(path, "rb") as f:
-            return f.read(MAX_IMAGE_BYTES + 1), os.fspath(image)
-    raise TypeError("show_image: pass PNG, JPEG, GIF or WebP bytes, a workspace path, a PIL image "
-                    f"or a matplotlib figure, not {type(image).__name__}")
-
-
-def show_image(image, source=None):
-    """Returns an image to the caller of execute_code as MCP image content (PNG): PNG, JPEG, GIF
-    or WebP bytes, a workspace path, a PIL image, a matplotlib figure or an upstream tool's
-    image (ToolContent). The server scales large
-    images down; past the per-execution limit, images are dropped and the result says so."""
-    data, name = _image_bytes(image)
-    if not (any(data.startswith(magic) for magic, _ in IMAGE_KINDS)
-            or (data[:4] == b"RIFF" and data[8:12] == b"WEBP")):
-        raise ValueError("show_image: the data is not a PNG, JPEG, GIF or WebP image")
-    if len(data) > MAX_IMAGE_BYTES:
-        raise ValueError(f"show_image: the image is {len(data)} bytes, over the {MAX_IMAGE_BYTES} "
-                         "sent; save it smaller (fewer pixels, lower dpi)")
-    with _images_lock:
-        number = _images["sent"] = _images["sent"] + 1
-    source = str(source or name or f"image {number}")[:200]
-    if number > _images["max"]:
-        _chan.send({"type": "image", "source": source, "dropped": True})
-        return None
-    _chan.send({"type": "image", "source": source, "data": base64.b64encode(data).decode("ascii")})
-    return None
-
-
-def resource_link(filename, description=None):
-    """Returns a workspace file to the caller of execute_code as an MCP resource link (its URI,
-    not its content); a client reads it with resources/read. Returns the URI."""
-    path = _resolve(filename)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"File not found: {filename}")
-    rel = os.path.relpath(path, os.path.realpath(WORKSPACE))
-    frame = {"type": "link", "path": rel}
-    if description is not None:
-        frame["description"] = str(description)[:1000]
-    _chan.send(frame)
-    from urllib.parse import quote
-    return "workspace:///" + quote(rel)
+# ---- wiring user code's world: skills, upstream tools, figures left open ----
 
 
 def _send_open_figures():
@@ -461,20 +270,6 @@ def _send_open_figures():
         cem_matplotlib.send_figures()
     except BaseException as e:
         print(f"[sandbox] the open matplotlib figures could not be sent: {e!r}", file=sys.stderr)
-
-
-def _server_call(method, **params):
-    """Ask the server; its error reply is raised as RuntimeError(message)."""
-    return _chan.call(method, params)
-
-
-def tokenize_pii(text):
-    reply = _server_call("tokenize_pii", text=text)
-    if isinstance(reply, dict):  # {"sanitized": str, "tokens": {...}}
-        return reply.get("sanitized"), reply.get("tokens")
-    if isinstance(reply, list) and len(reply) == 2:  # a serialised (sanitized, tokens) pair
-        return reply[0], reply[1]
-    raise RuntimeError("tokenize_pii: unexpected reply from the server")
 
 
 class _SkillsPackage(types.ModuleType):
@@ -501,59 +296,13 @@ class _SkillsPackage(types.ModuleType):
         return self.__dict__[name]
 
 
-class ToolError(Exception):
-    """An upstream MCP tool failed, or the call was refused; the message says why."""
-
-
-class ToolContent(dict):
-    """An image, audio clip or resource a tool returned: a dict (type, mime_type, data or
-    text, uri) that can write itself to the workspace."""
-
-    @property
-    def bytes(self):
-        if self.get("data") is not None:
-            import base64
-            return base64.b64decode(self["data"])
-        return (self.get("text") or "").encode("utf-8")
-
-    def save(self, filename):
-        """Writes the content to a workspace file; returns the number of bytes written."""
-        path = _resolve(filename)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        data = self.bytes
-        with open(path, "wb") as f:
-            f.write(data)
-        return len(data)
-
-
-def _wrap_contents(value):
-    if isinstance(value, dict):
-        kind = value.get("__cem_content__")
-        if kind is not None:
-            fields = {k: v for k, v in value.items() if k != "__cem_content__" and v is not None}
-            return ToolContent(type=kind, **fields)
-        return value
-    if isinstance(value, list):
-        return [_wrap_contents(v) for v in value]
-    return value
-
-
-def call_tool(server, tool, arguments=None):
-    """Calls tool `tool` of the upstream MCP server `server` (their original names) with a dict
-    of arguments; returns its structured result, else its text parsed as JSON, else the text.
-    Raises ToolError when the tool fails or the call is refused."""
-    if arguments is not None and not isinstance(arguments, dict):
-        raise TypeError("call_tool: arguments must be a dict")
-    reply = _chan.call("call_tool", {"server": server, "tool": tool, "arguments": arguments or {}},
-                       error=ToolError)
-    return _wrap_contents(reply)
-
-
 def _install_servers_package(version):
     """Makes `import servers` and /servers show the tools package of this job's version."""
     runtime = types.ModuleType("cem_runtime", "What the generated servers package calls.")
-    runtime.call_tool, runtime.ToolError, runtime.ToolContent = call_tool, ToolError, ToolContent
-    runtime.show_image = show_image  # what the matplotlib backend (cem_matplotlib) sends through
+    runtime.call_tool, runtime.ToolError = cem_helpers.call_tool, cem_helpers.ToolError
+    runtime.ToolContent = cem_helpers.ToolContent
+    # What the matplotlib backend (cem_matplotlib) sends through:
+    runtime.show_image = cem_helpers.show_image
     sys.modules["cem_runtime"] = runtime
     if not version:
         return
@@ -573,24 +322,6 @@ def _install_skills_package():
     sys.modules["skills"] = pkg
 
 
-HELPERS = dict(
-    json=json, re=re, math=math, statistics=statistics, collections=collections,
-    datetime=datetime, date=date, timedelta=timedelta, workspace=WORKSPACE,
-    read_file=read_file, write_file=write_file, list_files=list_files, delete_file=delete_file,
-    filter_by_field=filter_by_field, summarize_list=summarize_list,
-    aggregate_stats=aggregate_stats, format_output=format_output,
-    show_image=show_image, resource_link=resource_link,
-    _server_call=_server_call,
-    call_tool=call_tool, ToolError=ToolError,
-    save_skill=lambda name, code, description="": _server_call(
-        "save_skill", name=name, code=code, description=description),
-    load_skill=lambda name: _server_call("load_skill", name=name),
-    list_skills=lambda: _server_call("list_skills"),
-    tokenize_pii=tokenize_pii,
-    detokenize_pii=lambda text, tokens=None: _server_call("detokenize_pii", text=text, tokens=tokens),
-)
-
-
 # ---- running the job ----
 
 _edge = {"bytes": 0}  # job.edge_bytes: sent past every cut, for the server's PII engine only
@@ -601,12 +332,12 @@ def _cap(text):
 
 
 def _user_frames(stack):
-    """Frames from the first <sandbox> frame on, up to (not into) any harness helper."""
+    """Frames from the first <sandbox> frame on, up to (not into) the harness or a helper."""
     frames = list(stack)
     first = next((i for i, f in enumerate(frames) if f.filename == SOURCE), None)
     if first is None:
-        return [f for f in frames if f.filename != HARNESS]
-    return list(itertools.takewhile(lambda f: f.filename != HARNESS, frames[first:]))
+        return [f for f in frames if f.filename not in OURS]
+    return list(itertools.takewhile(lambda f: f.filename not in OURS, frames[first:]))
 
 
 def _traceback(exc):
@@ -635,14 +366,31 @@ def _failure(exc):
             "error_type": type(exc).__name__, "traceback": tb and _cap(tb)}
 
 
+def _without_nan(value, depth=0):
+    """The value with NaN and infinities (which JSON cannot hold) as None, pandas and numpy values
+    converted on the way."""
+    if depth > 100:
+        raise RecursionError("result nested too deeply")
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        return {k: _without_nan(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_nan(v, depth + 1) for v in value]
+    if isinstance(value, (str, int, bool, type(None))):
+        return value
+    converted = cem_helpers.json_default(value)
+    return converted if isinstance(converted, str) else _without_nan(converted, depth + 1)
+
+
 def _encode_result(value, limit):
     """json.dumps(default=str) semantics, with pandas and numpy values as plain JSON and NaN as
     null; a value that still cannot be encoded becomes str()."""
     try:
-        text = json.dumps(value, default=_json_default, allow_nan=False)
+        text = json.dumps(value, default=cem_helpers.json_default, allow_nan=False)
     except Exception:  # NaN/inf, cycles, non-string keys, a failing __str__ ...
         try:
-            text = json.dumps(_without_nan(value), default=_json_default, allow_nan=False)
+            text = json.dumps(_without_nan(value), default=cem_helpers.json_default, allow_nan=False)
         except Exception:
             try:
                 text = json.dumps(str(value))
@@ -658,7 +406,7 @@ def run_job(code, context_vars, max_result_bytes):
     # and `import __main__` see the user's globals rather than the harness's.
     main = sys.modules["__main__"] = types.ModuleType("__main__")
     g = main.__dict__
-    g.update(HELPERS)
+    g.update(cem_helpers.GLOBALS)
     g.update(context_vars or {})  # merged after the helpers: a context var may shadow one
     g["__builtins__"] = builtins
     linecache.cache[SOURCE] = (len(code), None, code.splitlines(True), SOURCE)  # lines in tracebacks
@@ -700,10 +448,10 @@ def read_job(chan):
     if type(edge) is not int or edge < 0:
         raise ValueError('job frame: "edge_bytes" must be a non-negative integer')
     _edge["bytes"] = edge
-    max_images = limits.get("max_images", _images["max"])
+    max_images = limits.get("max_images", cem_helpers.MAX_IMAGES)
     if type(max_images) is not int or max_images < 0:
         raise ValueError('job frame: "limits.max_images" must be a non-negative integer')
-    _images["max"] = max_images
+    cem_helpers.limit_images(max_images)
     servers = job.get("servers")
     if not isinstance(servers, (str, type(None))):
         raise ValueError('job frame: "servers" must be a string or absent')
@@ -751,14 +499,12 @@ def _warm_up():
 
 
 def main():
-    global _chan
-    sys.dont_write_bytecode = True  # -I ignores PYTHONDONTWRITEBYTECODE
-    sys.path.insert(0, LIB)  # -I leaves the script's directory off sys.path
     if os.path.isdir(PACKAGES):
         sys.path.append(PACKAGES)  # after the image's own: a user package cannot replace them
     # Our two reader threads would make every os.fork() warn; they never hold anything a child needs.
     warnings.filterwarnings("ignore", r"This process .* is multi-threaded", DeprecationWarning)
-    _chan = chan = Channel()
+    chan = Channel()
+    cem_helpers.bind(chan)
     _install_skills_package()
     _prepare_matplotlib()
     _preload(chan)

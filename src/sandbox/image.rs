@@ -55,6 +55,10 @@ pub const CONTEXT: &[(&str, &[u8])] = &[
         include_bytes!("../../images/python/SECCOMP.md"),
     ),
     (
+        "cem_helpers.py",
+        include_bytes!("../../images/python/cem_helpers.py"),
+    ),
+    (
         "cem_matplotlib.py",
         include_bytes!("../../images/python/cem_matplotlib.py"),
     ),
