@@ -30,6 +30,8 @@ Why it is built this way:
   points fd 1/2 away from the pipes, waits briefly for the readers, and sends done regardless.
 - Everything the server relies on (frame shape, one done frame, exit code) is kept even when user
   code misbehaves; then the harness leaves with os._exit so leftover user threads cannot hang it.
+  One function (_done) makes the done frame, whether the job frame was bad, the code ran or
+  raised, or the harness itself failed, so its shape and its cuts cannot drift apart.
 - The helpers user code finds among its globals (read_file, show_image, call_tool, ...) are a
   module of their own, cem_helpers, beside cem_matplotlib in /opt/sandbox/lib: the harness is the
   channel and the job's life, the helpers are what user code calls. The harness gives the module
@@ -353,17 +355,28 @@ def _traceback(exc):
     return "".join(te.format())
 
 
-def _failure(exc):
+def _done(success, result=None, result_truncated=False, error=None, error_type=None, tb=None):
+    """The done frame, whichever way the job ended: every field present, the error and the
+    traceback cut at TEXT_CAP (plus the edge). The result comes already cut (_encode_result)."""
+    return {"type": "done", "success": success, "result": result,
+            "result_truncated": result_truncated,
+            "error": None if error is None else _cap(error), "error_type": error_type,
+            "traceback": None if tb is None else _cap(tb)}
+
+
+def _failure(exc, harness=False):
+    """The done frame of code that raised exc, or (harness=True) of the harness failing."""
     try:
-        message = str(exc)
+        message = repr(exc) if harness else str(exc)
     except Exception:
         message = f"<str() of {type(exc).__name__} failed>"
     try:
         tb = _traceback(exc)
     except Exception:
         tb = None
-    return {"success": False, "result": None, "result_truncated": False, "error": _cap(message),
-            "error_type": type(exc).__name__, "traceback": tb and _cap(tb)}
+    if harness:
+        return _done(False, error=f"harness failure: {message}", error_type="HarnessError", tb=tb)
+    return _done(False, error=message, error_type=type(exc).__name__, tb=tb)
 
 
 def _without_nan(value, depth=0):
@@ -419,8 +432,7 @@ def run_job(code, context_vars, max_result_bytes):
         result, truncated = _encode_result(g.get("result"), max_result_bytes)
     except BaseException as e:
         return _failure(e)
-    return {"success": True, "result": result, "result_truncated": truncated,
-            "error": None, "error_type": None, "traceback": None}
+    return _done(True, result, truncated)
 
 
 def read_job(chan):
@@ -514,18 +526,17 @@ def main():
         code, context_vars, limits, servers = read_job(chan)
         _install_servers_package(servers)
     except ValueError as e:
-        chan.send({"type": "done", "success": False, "result": None, "result_truncated": False,
-                   "error": str(e), "error_type": "HarnessError", "traceback": None}, final=True)
+        chan.send(_done(False, error=str(e), error_type="HarnessError"), final=True)
         os._exit(1)
     try:
         for pump in pumps:
             pump.arm(limits["max_output_bytes"] + _edge["bytes"])
-        outcome = run_job(code, context_vars, limits["max_result_bytes"])
+        done = run_job(code, context_vars, limits["max_result_bytes"])
         _send_open_figures()
         stop_capture(chan, pumps)
     except BaseException as e:  # a harness bug: still end with a done frame
-        outcome = dict(_failure(e), error=f"harness failure: {e!r}", error_type="HarnessError")
-    chan.send({"type": "done", **outcome}, final=True)
+        done = _failure(e, harness=True)
+    chan.send(done, final=True)
     os._exit(0)  # user threads may still run: do not wait for them
 
 
