@@ -61,7 +61,7 @@ fn docker(args: &[&str]) -> String {
 
 async fn wait_for_pool(app: &App, size: usize) {
     for _ in 0..600 {
-        if app.sandbox.pool_ready() >= size {
+        if app.sandbox().pool_ready() >= size {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -96,7 +96,7 @@ async fn latencies(app: &App, code: &str, n: usize, think: Duration) -> Vec<f64>
 async fn idle_memory(app: &App) -> Vec<f64> {
     wait_for_pool(app, 2).await;
     tokio::time::sleep(Duration::from_secs(2)).await; // preloading done, page cache settled
-    let label = format!("label={LABEL_INSTANCE}={}", app.sandbox.instance().id);
+    let label = format!("label={LABEL_INSTANCE}={}", app.sandbox().instance().id);
     let ids = docker(&["ps", "-q", "--filter", &label]);
     ids.lines()
         .map(|id| {

@@ -58,6 +58,7 @@ mod sandbox_calls;
 pub mod shipped;
 pub mod skills;
 pub mod storage;
+pub mod tenancy;
 mod text;
 pub mod transport;
 pub mod workspace;

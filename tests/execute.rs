@@ -220,7 +220,7 @@ async fn cancellation_kills_the_container() {
         .unwrap()
         .outcome;
     assert_eq!(o.status, Status::Cancelled);
-    common::assert_no_containers(&t.app.sandbox.instance().id).await;
+    common::assert_no_containers(&t.app.sandbox().instance().id).await;
     t.finish().await;
 }
 
@@ -295,7 +295,7 @@ async fn pooled_containers_are_single_use_and_refilled() {
     }
     // A non-default memory limit: a pooled container, set to that limit before the job.
     wait_for_full_pool(app, 2).await;
-    let pooled_before = app.stats.snapshot().executions_pooled;
+    let pooled_before = app.stats().snapshot().executions_pooled;
     let limit = "import os\nv1 = '/sys/fs/cgroup/memory/memory.limit_in_bytes'\nresult = int(open(v1 if os.path.exists(v1) else '/sys/fs/cgroup/memory.max').read())";
     let o = t.run_with(limit, None, None, Some(128.0)).await;
     assert_ok(&o);
@@ -306,8 +306,8 @@ async fn pooled_containers_are_single_use_and_refilled() {
     );
     // Podman 4's compatible API cannot update a container's limit (such a call runs cold);
     // later Podman can.
-    let pooled = app.stats.snapshot().executions_pooled - pooled_before;
-    let podman = app.shared.engine_info.kind == "Podman";
+    let pooled = app.stats().snapshot().executions_pooled - pooled_before;
+    let podman = app.shared().engine_info.kind == "Podman";
     assert!(pooled == 1 || (podman && pooled == 0), "pooled {pooled}");
     let o = t.run(limit).await;
     assert_eq!(
@@ -361,7 +361,7 @@ async fn the_pool_follows_its_image_tag_to_a_rebuilt_image() {
     .await;
     let app = &t.app;
     wait_for_full_pool(app, 1).await;
-    let old_id = app.sandbox.pool_image();
+    let old_id = app.sandbox().pool_image();
     let mark = "import os\nresult = os.environ.get('POOL_IMAGE_MARK')";
     assert_eq!(t.run(mark).await.result, serde_json::Value::Null);
 
@@ -372,24 +372,24 @@ async fn the_pool_follows_its_image_tag_to_a_rebuilt_image() {
     let new_id = docker(&["image", "inspect", "--format", "{{.Id}}", &tag], None);
     assert_ne!(new_id, old_id);
     for _ in 0..200 {
-        if app.sandbox.pool_image() == new_id && app.sandbox.pool_ready() == 1 {
+        if app.sandbox().pool_image() == new_id && app.sandbox().pool_ready() == 1 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(
-        app.sandbox.pool_image(),
+        app.sandbox().pool_image(),
         new_id,
         "the pool saw the new image"
     );
     wait_for_full_pool(app, 1).await;
-    let pooled = app.stats.snapshot().executions_pooled;
+    let pooled = app.stats().snapshot().executions_pooled;
     let o = t.run(mark).await;
     assert_eq!(
         o.result, "rebuilt",
         "the pooled container runs the new image"
     );
-    assert_eq!(app.stats.snapshot().executions_pooled, pooled + 1);
+    assert_eq!(app.stats().snapshot().executions_pooled, pooled + 1);
     t.finish().await;
     docker(&["rmi", "-f", &tag], None);
 }

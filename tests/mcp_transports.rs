@@ -232,7 +232,7 @@ async fn notifications_cancelled_kills_the_running_container() {
     // No pool: then the only container of this instance is the execution's own.
     let t = TestApp::start_with(|c| c.pool.pool_size = 0).await;
     let client = common::mcp_client(t.app.clone()).await;
-    let instance = t.app.sandbox.instance().id.clone();
+    let instance = t.app.sandbox().instance().id.clone();
     let engine = Engine::connect().await.unwrap();
     let label = format!(
         "{}={instance}",
@@ -256,7 +256,7 @@ async fn notifications_cancelled_kills_the_running_container() {
     }
     // The server is still running; only the cancelled execution's container must be gone.
     common::assert_no_containers(&instance).await;
-    let snapshot = t.app.stats.snapshot();
+    let snapshot = t.app.stats().snapshot();
     assert_eq!(
         snapshot.executions_by_status["cancelled"], 1,
         "{snapshot:?}"

@@ -132,7 +132,7 @@ async fn a_full_workspace_refuses_tool_writes_clearly_and_keeps_existing_files_w
         c.storage.workspace = Some(ws.clone());
     })
     .await;
-    assert_eq!(t.app.quota.kind(), "loop_mount");
+    assert_eq!(t.app.quota().kind(), "loop_mount");
     let client = mcp_client(t.app.clone()).await;
     let write = |name: &str, content: String| {
         let client = client.clone();
@@ -212,7 +212,7 @@ async fn a_soft_quota_refuses_tool_writes_and_executions_clearly() {
         c.storage.workspace = Some(ws.clone());
     })
     .await;
-    assert_eq!(t.app.quota.kind(), "soft");
+    assert_eq!(t.app.quota().kind(), "soft");
     let client = mcp_client(t.app.clone()).await;
     let original = "k".repeat(3 << 20);
     let (err, v) = call_tool(

@@ -132,7 +132,7 @@ impl CodeExecutionServer {
     async fn live_registry(
         &self,
     ) -> Result<Option<std::sync::Arc<crate::discovery::Registry>>, CallToolResult> {
-        if let Some(view) = &self.app.gateway {
+        if let Some(view) = &self.app.gateway() {
             view.first_connections().await;
         }
         self.live_registry_now().await
@@ -142,7 +142,7 @@ impl CodeExecutionServer {
     async fn live_registry_now(
         &self,
     ) -> Result<Option<std::sync::Arc<crate::discovery::Registry>>, CallToolResult> {
-        let Some(view) = self.app.gateway.clone() else {
+        let Some(view) = self.app.gateway().cloned() else {
             return Ok(None);
         };
         tokio::task::spawn_blocking(move || view.registry())
@@ -155,10 +155,10 @@ impl CodeExecutionServer {
     /// The current registry; a reload after a file change (tens of ms) runs off the async
     /// threads.
     pub(crate) async fn registry(&self) -> std::sync::Arc<crate::discovery::Registry> {
-        let discovery = self.app.shared.discovery.clone();
+        let discovery = self.app.discovery().clone();
         match tokio::task::spawn_blocking(move || discovery.current()).await {
             Ok(registry) => registry,
-            Err(_) => self.app.shared.discovery.current(),
+            Err(_) => self.app.discovery().current(),
         }
     }
 }
@@ -253,8 +253,7 @@ impl CodeExecutionServer {
         {
             let callable = self
                 .app
-                .gateway
-                .as_ref()
+                .gateway()
                 .and_then(|view| view.tool(&entry.mcp_server, &entry.name));
             return Ok(Json(ToolDefinition {
                 tool: entry.clone(),
@@ -300,8 +299,7 @@ impl CodeExecutionServer {
             .collect();
         let upstreams = self
             .app
-            .gateway
-            .as_ref()
+            .gateway()
             .map(|view| {
                 view.upstreams()
                     .iter()

@@ -46,7 +46,7 @@ impl CodeExecutionServer {
         &self,
         Parameters(args): Parameters<TextArgs>,
     ) -> Result<Json<SanitizeResponse>, CallToolResult> {
-        let pii = self.app.pii.clone();
+        let pii = self.app.pii().clone();
         let s = tokio::task::spawn_blocking(move || pii.sanitize(&args.text))
             .await
             .map_err(|e| text_error(e.to_string()))?;
@@ -77,7 +77,7 @@ impl CodeExecutionServer {
         Parameters(args): Parameters<TextArgs>,
     ) -> Result<Json<RestoreResponse>, CallToolResult> {
         check_restore_budget(&args.text).map_err(text_error)?;
-        let pii = self.app.pii.clone();
+        let pii = self.app.pii().clone();
         let r = tokio::task::spawn_blocking(move || pii.restore(&args.text))
             .await
             .map_err(|e| text_error(e.to_string()))?;

@@ -57,7 +57,7 @@ impl CodeExecutionServer {
         &self,
         Parameters(args): Parameters<SaveSkillArgs>,
     ) -> Result<Json<MessageResponse>, CallToolResult> {
-        let skills = self.app.skills.clone();
+        let skills = self.app.skills().clone();
         let name = args.name.clone();
         tokio::task::spawn_blocking(move || skills.save(&args.name, &args.code, &args.description))
             .await
@@ -76,7 +76,7 @@ impl CodeExecutionServer {
         &self,
         Parameters(args): Parameters<SkillNameArgs>,
     ) -> Result<Json<LoadSkillResponse>, CallToolResult> {
-        let skills = self.app.skills.clone();
+        let skills = self.app.skills().clone();
         let skill = tokio::task::spawn_blocking(move || skills.load(&args.name))
             .await
             .map_err(failure)?
@@ -95,7 +95,7 @@ impl CodeExecutionServer {
         annotations(title = "List skills", read_only_hint = true, open_world_hint = false)
     )]
     async fn list_skills(&self) -> Result<Json<ListSkillsResponse>, CallToolResult> {
-        let skills = self.app.skills.clone();
+        let skills = self.app.skills().clone();
         let list = tokio::task::spawn_blocking(move || skills.list())
             .await
             .map_err(failure)?
@@ -126,7 +126,7 @@ impl CodeExecutionServer {
         &self,
         Parameters(args): Parameters<SkillNameArgs>,
     ) -> Result<Json<MessageResponse>, CallToolResult> {
-        let skills = self.app.skills.clone();
+        let skills = self.app.skills().clone();
         let name = args.name.clone();
         tokio::task::spawn_blocking(move || skills.delete(&args.name))
             .await

@@ -124,28 +124,28 @@ impl CodeExecutionServer {
             .with_workspace(|ws| ws.usage())
             .await
             .map_err(|e| text_error(format!("cannot measure the workspace: {e}")))?;
-        let skills = app.skills.clone();
+        let skills = app.skills().clone();
         let skill_count = tokio::task::spawn_blocking(move || skills.list().map(|l| l.len()))
             .await
             .map_err(|e| text_error(e.to_string()))?
             .map_err(|e| text_error(e.to_string()))?;
         let registry = self.registry().await;
         let categories = registry.categories().into_iter().map(|c| c.name).collect();
-        let c = &app.config;
+        let c = &app.config();
         Ok(Json(ExecutionStatsResponse {
             workspace: WorkspaceStats {
-                path: app.workspace_path.display().to_string(),
+                path: app.workspace_path().display().to_string(),
                 file_count: usage.files,
                 bytes_used: usage.bytes,
                 quota_bytes: c.storage.workspace_quota_bytes(),
-                quota_mode: app.quota.kind().into(),
+                quota_mode: app.quota().kind().into(),
             },
             skills: DirStats {
-                path: app.skills_dir.display().to_string(),
+                path: app.skills_dir().display().to_string(),
                 count: skill_count,
             },
             tool_registry: RegistryStats {
-                path: app.shared.registry_dir.display().to_string(),
+                path: app.registry_dir().display().to_string(),
                 categories,
                 total_tools: registry.total_tools(),
             },
@@ -159,7 +159,7 @@ impl CodeExecutionServer {
             ]
             .into_iter()
             .chain(
-                app.gateway
+                app.gateway()
                     .is_some()
                     .then(|| "upstream_tools_as_code".to_string()),
             )
@@ -170,7 +170,7 @@ impl CodeExecutionServer {
                 default_memory_mb: c.limits.default_memory_mb,
                 max_memory_mb: c.limits.max_memory_mb,
                 // This tenant's limit (the whole server's when there are no tenants).
-                max_concurrency: app.sandbox.settings().max_concurrency,
+                max_concurrency: app.sandbox().settings().max_concurrency,
                 max_queue: c.pool.max_queue,
                 max_code_bytes: c.limits.max_code_bytes,
                 max_output_bytes: c.limits.max_output_bytes,
@@ -178,42 +178,32 @@ impl CodeExecutionServer {
                 pids_limit: c.sandbox.pids_limit,
             },
             engine: EngineStats {
-                kind: app.shared.engine_info.kind.clone(),
-                version: app.shared.engine_info.version.clone(),
-                api_version: app.shared.engine_info.api_version.clone(),
+                kind: app.engine_info().kind.clone(),
+                version: app.engine_info().version.clone(),
+                api_version: app.engine_info().api_version.clone(),
             },
             node: NodeStats {
-                name: app.shared.node_name().to_string(),
-                swarm_node_id: app
-                    .shared
-                    .engine_info
-                    .swarm
-                    .as_ref()
-                    .map(|s| s.node_id.clone()),
+                name: app.node_name().to_string(),
+                swarm_node_id: app.engine_info().swarm.as_ref().map(|s| s.node_id.clone()),
             },
             image: ImageStats {
-                name: app.shared.image.clone(),
-                id: app.shared.image_id.clone(),
+                name: app.image().0.to_string(),
+                id: app.image().1.to_string(),
             },
-            executions: {
-                let mut snapshot = app.stats.snapshot();
-                snapshot.pool = app.sandbox.pool_snapshot();
-                snapshot.pool_ready = snapshot.pool.ready;
-                snapshot.removal_backlog = app.shared.removals.backlog();
-                snapshot
-            },
+            executions: app.execution_stats(),
             tool_calls: app
-                .gateway
-                .as_ref()
+                .gateway()
                 .map(|view| view.stats.snapshot())
                 .unwrap_or_default(),
             // The vault's lock is held across file I/O: off the async worker.
-            pii_vault: crate::app::blocking_here(|| app.pii.persistence()).map(|p| PiiVaultStats {
-                path: p.path.display().to_string(),
-                tokens: app.pii.vault_len(),
-                persisting: p.persisting,
-                write_failures: p.write_failures,
-                records_rejected: p.records_rejected,
+            pii_vault: crate::app::blocking_here(|| app.pii().persistence()).map(|p| {
+                PiiVaultStats {
+                    path: p.path.display().to_string(),
+                    tokens: app.pii().vault_len(),
+                    persisting: p.persisting,
+                    write_failures: p.write_failures,
+                    records_rejected: p.records_rejected,
+                }
             }),
         }))
     }

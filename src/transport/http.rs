@@ -20,8 +20,8 @@ use crate::app::{App, Shared};
 use crate::config::Config;
 use crate::mcp::CodeExecutionServer;
 use crate::sandbox::Engine;
+use crate::tenancy::tokens::{AuthFailure, TokenTable};
 use crate::transport::ServeError;
-use crate::transport::auth::{AuthFailure, TokenTable};
 use crate::transport::tenants::{TenantError, Tenants};
 
 /// Who the HTTP endpoint serves.
@@ -38,14 +38,14 @@ pub enum Access {
 impl Access {
     fn config(&self) -> &Config {
         match self {
-            Access::Open(app) => &app.config,
+            Access::Open(app) => app.config(),
             Access::Tokens { shared, .. } => &shared.config,
         }
     }
 
     fn engine(&self) -> &Engine {
         match self {
-            Access::Open(app) => &app.shared.engine,
+            Access::Open(app) => &app.shared().engine,
             Access::Tokens { shared, .. } => &shared.engine,
         }
     }
@@ -145,7 +145,7 @@ pub async fn serve_http(
             tracing::warn!(
                 "no bearer tokens configured: HTTP serves without authentication, on the loopback address {local} only (--tokens-file to serve other hosts)"
             );
-            Endpoint::Open(mcp_service(app.clone(), mcp_config(&app.config, &ct)))
+            Endpoint::Open(mcp_service(app.clone(), mcp_config(app.config(), &ct)))
         }
         Access::Tokens { shared, tokens } => {
             let service_config = mcp_config(&shared.config, &ct);

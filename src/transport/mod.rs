@@ -3,7 +3,6 @@
 //! checks both share, so that every malformed message gets a JSON-RPC answer. The MCP handlers
 //! ([`crate::mcp`]) do not know which transport carries them.
 
-pub mod auth;
 mod http;
 pub mod http_input;
 pub mod jsonrpc_input;
@@ -29,7 +28,7 @@ pub enum ServeError {
     )]
     NotLoopback(SocketAddr),
     #[error("bearer tokens: {0}")]
-    Tokens(#[from] crate::transport::auth::TokenError),
+    Tokens(#[from] crate::tenancy::tokens::TokenError),
     #[error("cannot start: {0}")]
     Start(crate::app::StartError),
     #[error("unhealthy: {0}")]

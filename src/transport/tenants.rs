@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
-use crate::app::{App, Shared, StartError, TenantDirs};
-use crate::transport::auth::{AuthFailure, TokenTable};
+use crate::app::{App, Shared, StartError};
+use crate::tenancy::TenantDirs;
+use crate::tenancy::tokens::{AuthFailure, TokenTable};
 
 /// Why a request found no tenant to serve it.
 #[derive(Debug, thiserror::Error)]

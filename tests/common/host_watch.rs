@@ -222,7 +222,7 @@ pub fn app_dirs(t: &TestApp) -> Vec<PathBuf> {
     let ws = t.workspace();
     let mut image = ws.clone().into_os_string();
     image.push(code_execution_mcp::workspace::quota::IMAGE_SUFFIX);
-    vec![ws, t.app.skills_dir.clone(), PathBuf::from(image)]
+    vec![ws, t.app.skills_dir().to_path_buf(), PathBuf::from(image)]
 }
 
 /// Asserts that the server still runs code: `print(1)` prints `1`.

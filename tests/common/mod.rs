@@ -81,7 +81,7 @@ impl TestApp {
     }
 
     pub fn workspace(&self) -> PathBuf {
-        self.app.workspace_path.clone()
+        self.app.workspace_path().to_path_buf()
     }
 
     /// Runs code with default limits; panics if it could not run at all.
@@ -129,7 +129,7 @@ impl TestApp {
     /// Shuts down and asserts that this instance left no container on the engine.
     pub async fn finish(self) {
         self.app.shutdown().await;
-        assert_no_containers(self.app.sandbox.instance().id.as_str()).await;
+        assert_no_containers(self.app.sandbox().instance().id.as_str()).await;
     }
 }
 
@@ -223,7 +223,7 @@ pub fn assert_ok(o: &Outcome) {
 #[track_caller]
 pub fn assert_memory_killed(app: &App, o: &Outcome, mb: u32) -> &'static str {
     let error = o.error.as_deref().unwrap_or_default();
-    if app.shared.engine_info.reports_oom_kills() {
+    if app.shared().engine_info.reports_oom_kills() {
         assert_eq!(o.status, Status::MemoryLimit, "{error}");
         assert!(
             error.contains("Memory limit exceeded") && error.contains(&format!("{mb} MB")),
@@ -592,7 +592,7 @@ impl HttpServer {
 /// Waits until `app`'s pool holds `size` ready containers (panics after 10 s).
 pub async fn wait_for_full_pool(app: &App, size: usize) {
     for _ in 0..200 {
-        if app.sandbox.pool_ready() == size {
+        if app.sandbox().pool_ready() == size {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -603,8 +603,8 @@ pub async fn wait_for_full_pool(app: &App, size: usize) {
 /// The engine's view of the one container in `app`'s full pool of size 1.
 pub async fn inspect_pooled(app: &App) -> bollard::models::ContainerInspectResponse {
     wait_for_full_pool(app, 1).await;
-    let engine = &app.shared.engine;
-    let label = format!("{LABEL_INSTANCE}={}", app.sandbox.instance().id);
+    let engine = &app.shared().engine;
+    let label = format!("{LABEL_INSTANCE}={}", app.sandbox().instance().id);
     let pooled = engine.list_labelled(&[label]).await.unwrap().remove(0).id;
     engine
         .client()

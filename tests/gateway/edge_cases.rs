@@ -145,7 +145,7 @@ result = out
         )
         .await
     });
-    let fx = t.app.shared.gateway.clone().unwrap().upstreams()[0].clone();
+    let fx = t.app.shared().gateway.clone().unwrap().upstreams()[0].clone();
     for _ in 0..200 {
         if fx.tools().iter().any(|tool| tool.name == "added_later") {
             break;

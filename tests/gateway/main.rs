@@ -44,7 +44,7 @@ pub async fn app_with_ready(
         adjust(c);
     })
     .await;
-    let gateway = t.app.shared.gateway.clone().expect("a gateway");
+    let gateway = t.app.shared().gateway.clone().expect("a gateway");
     let ready_now = |names: &[&str]| {
         gateway
             .upstreams()
@@ -110,7 +110,7 @@ pub async fn run_ok(t: &TestApp, code: &str) -> Executed {
 /// Whether every upstream is ready; the statuses otherwise.
 pub fn statuses(t: &TestApp) -> Vec<(String, String)> {
     t.app
-        .shared
+        .shared()
         .gateway
         .as_ref()
         .expect("a gateway")

@@ -5,7 +5,8 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use code_execution_mcp::app::{App, TenantDirs};
+use code_execution_mcp::app::App;
+use code_execution_mcp::tenancy::TenantDirs;
 use serde_json::json;
 
 use super::{app_with, run_ok};
@@ -75,7 +76,7 @@ async fn a_tenant_sees_and_calls_only_its_own_upstreams() {
         |_| {},
     )
     .await;
-    let shared = t.app.shared.clone();
+    let shared = t.app.shared().clone();
     let open = |name: &'static str| {
         let shared = shared.clone();
         async move {

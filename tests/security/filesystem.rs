@@ -543,7 +543,7 @@ async fn case_10_filling_the_workspace_past_its_quota_gets_enospc() {
         let ws = watched_with(
             |c| c.storage.workspace_quota_mb = QUOTA_MB,
             async |t, _| {
-                assert_eq!(t.app.quota.kind(), "loop_mount");
+                assert_eq!(t.app.quota().kind(), "loop_mount");
                 let ws = t.workspace();
                 let o = t.run(fill).await;
                 assert_ok(&o);
@@ -587,7 +587,7 @@ async fn case_10_filling_the_workspace_past_a_soft_quota_gets_a_quota_error() {
             std::fs::write(ws.join("existing.txt"), "kept").unwrap();
         },
         async |t, _| {
-            assert_eq!(t.app.quota.kind(), "soft");
+            assert_eq!(t.app.quota().kind(), "soft");
             let o = t.run(fill).await;
             assert_ok(&o);
             assert_eq!(o.result, "wrote 40 MiB", "soft mode has no kernel limit");

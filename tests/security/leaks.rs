@@ -108,7 +108,7 @@ async fn case_37_a_canary_in_tmp_is_gone_next_time_and_invisible_to_concurrent_e
             // A fresh container's /tmp holds only what its own harness puts there at start:
             // matplotlib's config directory on the data image (the font cache, copied from
             // the image). Nothing of the writer's.
-            let own: &[&str] = if t.app.config.sandbox.image_profile == ImageProfile::Data {
+            let own: &[&str] = if t.app.config().sandbox.image_profile == ImageProfile::Data {
                 &["matplotlib"]
             } else {
                 &[]
@@ -146,7 +146,7 @@ async fn case_38_mountinfo_reveals_no_host_paths_beyond_the_workspace() {
                 let v = verdict(t, "result = open('/proc/self/mountinfo').read()", json!({})).await;
                 let mut rest = v.as_str().unwrap().to_string();
                 let ws = t.workspace().canonicalize().unwrap();
-                let skills = t.app.skills_dir.canonicalize().unwrap();
+                let skills = t.app.skills_dir().canonicalize().unwrap();
                 assert!(
                     rest.contains(ws.to_str().unwrap()),
                     "the workspace mount is listed"
@@ -226,7 +226,7 @@ async fn case_39_another_instances_workspace_skills_and_tokens_are_out_of_reach(
             let look = include_str!("probes/case_39_other_instance.py");
             let b_paths = [
                 b.workspace().canonicalize().unwrap(),
-                b.app.skills_dir.canonicalize().unwrap(),
+                b.app.skills_dir().canonicalize().unwrap(),
                 b_watch.root().to_path_buf(),
             ];
             let v = verdict(a, look, json!({"marker": marker, "paths": b_paths})).await;

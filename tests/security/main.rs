@@ -96,7 +96,7 @@ mod server_input;
 async fn the_suite_runs_on_the_image_profile_it_was_asked_for() {
     let wanted = std::env::var("CEM_IMAGE_PROFILE").unwrap_or_else(|_| "data".into());
     let t = common::TestApp::start().await;
-    let image = t.app.config.sandbox.image_tag();
+    let image = t.app.config().sandbox.image_tag();
     // Straight to the terminal: libtest captures `eprintln!` and shows it only on failure.
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "security suite on {image}");

@@ -80,7 +80,7 @@ async fn case_20_a_memory_bomb_is_killed_and_reported_as_the_memory_limit() {
 /// After a deadline kill: the execution's container is gone (no pool, so the instance has
 /// no other container).
 async fn assert_killed_and_removed(t: &TestApp) {
-    common::assert_no_containers(&t.app.sandbox.instance().id).await;
+    common::assert_no_containers(&t.app.sandbox().instance().id).await;
 }
 
 /// 21. "`while True: pass` → killed at the deadline."
@@ -166,7 +166,7 @@ const CHANNEL_FDS: &str = include_str!("probes/channel_fds.py");
 async fn case_24_a_gigabyte_to_stdout_is_capped_and_the_server_stays_small() {
     let _one_at_a_time = MEMORY.lock().await;
     watched(async |t, _| {
-        let limit = t.app.config.limits.max_output_bytes;
+        let limit = t.app.config().limits.max_output_bytes;
         common::host_watch::reset_peak_rss();
         let base = common::host_watch::proc_status_kib("VmHWM");
 
@@ -237,7 +237,7 @@ async fn case_24_a_gigabyte_to_stdout_is_capped_and_the_server_stays_small() {
 async fn case_25_a_100_mb_line_and_binary_output_are_bounded_and_decoded_lossily() {
     let _one_at_a_time = MEMORY.lock().await;
     watched(async |t, _| {
-        let limit = t.app.config.limits.max_output_bytes;
+        let limit = t.app.config().limits.max_output_bytes;
         common::host_watch::reset_peak_rss();
         let base = common::host_watch::proc_status_kib("VmHWM");
 

@@ -60,12 +60,12 @@ async fn case_40_a_100_mb_code_string_is_refused_before_the_engine() {
             );
             client.cancel().await.unwrap();
             // Nothing reached the engine: no execution counted, no container made.
-            assert_eq!(t.app.stats.snapshot().executions_total, 0);
-            let engine = &t.app.shared.engine;
+            assert_eq!(t.app.stats().snapshot().executions_total, 0);
+            let engine = &t.app.shared().engine;
             let label = format!(
                 "{}={}",
                 code_execution_mcp::sandbox::spec::LABEL_INSTANCE,
-                t.app.sandbox.instance().id
+                t.app.sandbox().instance().id
             );
             assert!(engine.list_labelled(&[label]).await.unwrap().is_empty());
 
@@ -147,7 +147,7 @@ async fn case_41_nul_and_invalid_utf8_in_code_get_clear_errors() {
             assert!(is_error);
             assert!(v.as_str().unwrap().contains("NUL"), "{v}");
             client.cancel().await.unwrap();
-            assert_eq!(t.app.stats.snapshot().executions_total, 0);
+            assert_eq!(t.app.stats().snapshot().executions_total, 0);
 
             // Over the binary's stdio: raw invalid UTF-8 and a lone surrogate escape.
             let mut raw = common::RawStdio::start(&[]).await;
@@ -193,7 +193,7 @@ async fn case_41_nul_and_invalid_utf8_in_code_get_clear_errors() {
 #[tokio::test]
 async fn case_43_bad_skill_names_are_refused_by_the_allowlist_before_any_path() {
     watched(async |t, _| {
-        let skills = t.app.skills_dir.clone();
+        let skills = t.app.skills_dir().to_path_buf();
         let listing = |dir: &Path| {
             let mut names: Vec<_> = walk_names(dir);
             names.sort();
@@ -412,7 +412,7 @@ async fn case_45_output_shaped_like_frames_or_json_rpc_is_carried_as_data() {
         );
         assert_eq!(v["result"], json!(lines));
         assert_eq!(v["stderr"], "");
-        assert!(!t.app.skills_dir.join("forged_skill.py").exists());
+        assert!(!t.app.skills_dir().join("forged_skill.py").exists());
         assert!(t.workspace().join("keep.txt").exists());
         // The session still answers.
         let (err, _) = call_tool(&client, "list_workspace_files", json!({})).await;

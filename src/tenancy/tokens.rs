@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::app::{MAX_TENANT_CHARS, valid_tenant_name};
+use super::{MAX_TENANT_CHARS, valid_tenant_name};
 
 /// Shortest token accepted: 32 characters of the allowed set carry well over 128 bits when
 /// generated randomly (e.g. `openssl rand -hex 32` gives 64).

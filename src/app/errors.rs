@@ -1,0 +1,83 @@
+//! Why the server or a tenant did not start, and why an execution did not run: each message
+//! says what happened and what to change.
+
+use std::path::PathBuf;
+
+use crate::execute_request::InputError;
+use crate::gateway::UpstreamsError;
+use crate::host_paths::HostPathError;
+use crate::pii::KeyFileError;
+use crate::sandbox::image::ImageError;
+use crate::sandbox::{EngineError, SandboxError};
+use crate::skills::SkillError;
+use crate::workspace::WorkspaceError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("invalid configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    // The errors below embed their cause in the message and do not expose it as a source,
+    // so `main`'s error chain does not print it two more times.
+    #[error("workspace {path}: {error}")]
+    Workspace {
+        path: PathBuf,
+        error: WorkspaceError,
+    },
+    #[error("workspace quota for {path}: {message}")]
+    Quota { path: PathBuf, message: String },
+    #[error(
+        "skills directory {path}: {error}. Point --skills-dir (CEM_SKILLS_DIR) at a directory the server can read and write (it is created when missing), or move what is at that path away"
+    )]
+    Skills { path: PathBuf, error: SkillError },
+    #[error(
+        "tool registry {path}: {message}. Point --registry-dir (CEM_REGISTRY_DIR) at a directory of *.json registry files (they add to the catalog built into the server), or leave it out"
+    )]
+    Registry { path: PathBuf, message: String },
+    #[error("PII engine: {0}")]
+    Pii(String),
+    #[error(transparent)]
+    PiiKey(#[from] KeyFileError),
+    #[error(transparent)]
+    Upstreams(#[from] UpstreamsError),
+    #[error(
+        "tools package directory {path}: {source}. The server writes the generated `servers` package for sandboxes there (under --data-dir)"
+    )]
+    ToolsPackage {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    HostPath(HostPathError),
+    #[error(
+        "cannot write the seccomp profile for the engine to {path}: {source}. The server writes it under --data-dir (CEM_DATA_DIR) when the engine is Podman, whose Docker-compatible API takes the profile as a file; make that directory writable"
+    )]
+    SeccompFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the seccomp profile file {profile} is inside {mount}, which sandboxes mount, so their code could change it: point --workspace (CEM_WORKSPACE) and --skills-dir (CEM_SKILLS_DIR) at directories that do not contain --data-dir's `engine` directory (their defaults, under --data-dir, do not)"
+    )]
+    SeccompInMount { profile: PathBuf, mount: PathBuf },
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
+}
+
+/// Why an execution request did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecuteError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    #[error("{0}")]
+    Workspace(WorkspaceError),
+    #[error(
+        "cannot prepare the `servers` package for this execution: {0}. Check that the data directory is writable"
+    )]
+    ToolsPackage(std::io::Error),
+}

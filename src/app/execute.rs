@@ -1,0 +1,168 @@
+//! `execute_code` in the application: the request's checks and clamping, the workspace's
+//! soft quota and snapshot, the tool session of the code's upstream calls, the run in a fresh
+//! container, then redaction of what the model will see and what the code produced.
+
+use std::sync::Arc;
+
+use super::{App, ExecuteError};
+use crate::execute_request::{self, ExecLimits, ExecuteRequest};
+use crate::gateway::{ToolCallRecord, ToolSession};
+use crate::sandbox::{Job, Outcome};
+use crate::sandbox_calls::ServerCalls;
+
+/// What one execution gave: its outcome, the limits it ran under, and the upstream tool calls
+/// its code made.
+#[derive(Debug)]
+pub struct Executed {
+    pub outcome: Outcome,
+    pub limits: ExecLimits,
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// Images, resource links and the files the code created or changed.
+    pub produced: crate::produced::Produced,
+}
+
+impl App {
+    /// Checks and clamps the request, then runs it in a fresh container. With a tap, each
+    /// output chunk is also offered to it as it arrives (for progress reports; see
+    /// `progress`).
+    pub async fn execute(
+        &self,
+        request: ExecuteRequest,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<Executed, ExecuteError> {
+        let call_started = std::time::Instant::now();
+        let executed = self.execute_timed(request, cancel).await;
+        self.stats
+            .phase(crate::sandbox::stats::Phase::Call, call_started.elapsed());
+        executed
+    }
+
+    async fn execute_timed(
+        &self,
+        request: ExecuteRequest,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<Executed, ExecuteError> {
+        let ExecuteRequest {
+            code,
+            context_vars,
+            timeout_seconds,
+            memory_mb,
+            tap,
+            confirm,
+        } = request;
+        execute_request::check_code(&code, self.config.limits.max_code_bytes)?;
+        execute_request::check_context_vars(context_vars.as_ref())?;
+        let context_vars = context_vars.unwrap_or(serde_json::Value::Null);
+        execute_request::check_job_size(&code, &context_vars)?;
+        let limits = execute_request::clamp(
+            timeout_seconds,
+            memory_mb,
+            &self.config.limits.execute_bounds(),
+        )?;
+        // One trip to a blocking thread: the soft quota, then what the workspace holds (to
+        // tell what the code produced).
+        let before = self
+            .with_workspace(|ws| ws.check_quota().map(|()| ws.snapshot().ok()))
+            .await
+            .map_err(ExecuteError::Workspace)?;
+        let session = match &self.gateway {
+            None => None,
+            Some(view) => {
+                view.first_connections().await;
+                let view = view.clone();
+                let limits = self.config.gateway.call_limits();
+                let pii = self.config.pii.tokenizes().then(|| self.pii.clone());
+                let session = tokio::task::spawn_blocking(move || {
+                    ToolSession::new(view, limits, confirm, pii)
+                })
+                .await
+                .expect("package generation does not panic")
+                .map_err(ExecuteError::ToolsPackage)?;
+                Some(Arc::new(session))
+            }
+        };
+        let job = Job {
+            code,
+            context_vars,
+            timeout: limits.timeout,
+            memory_bytes: limits.memory_bytes,
+            tap,
+            servers: session
+                .as_ref()
+                .and_then(|s| s.tree_version().map(str::to_string)),
+            calls: session.as_ref().map(|s| {
+                Arc::new(
+                    ServerCalls::new(self.skills.clone(), self.pii.clone()).with_tools(s.clone()),
+                ) as Arc<dyn crate::sandbox::CallHandler>
+            }),
+        };
+        let ran = self.sandbox.run(job, cancel).await;
+        let tool_calls = session.as_ref().map(|s| s.records()).unwrap_or_default();
+        if let Some(view) = &self.gateway {
+            drop(session);
+            view.collect_unused();
+        }
+        let mut outcome = ran?;
+        if let Some(error) = outcome.error.as_mut()
+            && mentions_no_space(error)
+        {
+            error.push_str(&format!(". {}", self.no_space_hint()));
+        }
+        // One trip to a blocking thread: redaction, then the images and files produced.
+        let pii = self.config.pii.tokenizes().then(|| self.pii.clone());
+        let (workspace, bounds) = (self.workspace.clone(), self.config.limits.image_bounds());
+        let (outcome, produced) = tokio::task::spawn_blocking(move || {
+            if let Some(pii) = pii {
+                crate::privacy::redact_outcome(&pii, &mut outcome);
+            }
+            let returned = std::mem::take(&mut outcome.returned);
+            let produced = crate::produced::prepare(returned, bounds, &workspace, before.as_ref());
+            (outcome, produced)
+        })
+        .await
+        .expect("redaction and preparing images and files do not panic");
+        Ok(Executed {
+            outcome,
+            limits,
+            tool_calls,
+            produced,
+        })
+    }
+
+    /// What to do when code ran out of space: which limits apply and how to free space.
+    fn no_space_hint(&self) -> String {
+        let workspace = if self.config.storage.workspace_quota_mb > 0 {
+            format!(
+                "/workspace holds at most {} MiB (the workspace quota)",
+                self.config.storage.workspace_quota_mb
+            )
+        } else {
+            "/workspace is on the host's disk (no quota), which is full".to_string()
+        };
+        format!(
+            "No space left: {workspace} and /tmp at most {} MiB. Delete files you no longer need (delete_file in code, or the delete_workspace_file tool) or write less",
+            self.config.sandbox.tmpfs_mb
+        )
+    }
+}
+
+/// Whether an execution's error is Python's "no space left" (ENOSPC) or "disk quota exceeded"
+/// (EDQUOT), as `OSError` puts it.
+fn mentions_no_space(error: &str) -> bool {
+    error.contains("[Errno 28]") || error.contains("[Errno 122]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_space_errors_are_recognised() {
+        assert!(mentions_no_space("[Errno 28] No space left on device"));
+        assert!(mentions_no_space(
+            "[Errno 122] Disk quota exceeded: '/workspace/x'"
+        ));
+        assert!(!mentions_no_space("[Errno 2] No such file or directory"));
+        assert!(!mentions_no_space("division by zero"));
+    }
+}

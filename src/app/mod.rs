@@ -1,0 +1,295 @@
+//! The assembled server: one [`App`] per tenant (the only one over stdio) over the [`Shared`]
+//! state every tenant uses. [`App::open`] assembles a tenant in named steps, each in its own
+//! room: its directories ([`crate::tenancy`]), the workspace and its quota ([`workspace`]),
+//! the skills store, the PII vault ([`vault`]), the gateway's view of the upstreams, and the
+//! sandbox from the configuration's groups ([`sandbox`]). Both transports and the tests share
+//! it; the MCP layer holds an `Arc<App>` and reaches it through the methods below only.
+
+mod errors;
+mod execute;
+mod sandbox;
+mod shared;
+mod vault;
+mod workspace;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use errors::{ExecuteError, StartError};
+pub use execute::Executed;
+pub use shared::Shared;
+
+use crate::config::{Config, PiiOutput};
+use crate::discovery::Discovery;
+use crate::gateway::GatewayView;
+use crate::pii::PiiEngine;
+use crate::sandbox::EngineInfo;
+use crate::sandbox::Sandbox;
+use crate::sandbox::stats::{Stats, StatsSnapshot};
+use crate::sandbox_calls::ServerCalls;
+use crate::skills::{SkillLimits, SkillStore};
+use crate::tenancy::TenantDirs;
+use crate::workspace::Workspace;
+use crate::workspace::quota::QuotaMode;
+
+/// One tenant's server: its own workspace, skills, PII vault, stats and sandbox, over the
+/// state every tenant shares.
+pub struct App {
+    config: Config,
+    shared: Arc<Shared>,
+    workspace: Arc<Workspace>,
+    workspace_path: PathBuf,
+    quota: QuotaMode,
+    skills_dir: PathBuf,
+    skills: Arc<SkillStore>,
+    pii: Arc<PiiEngine>,
+    sandbox: Arc<Sandbox>,
+    stats: Arc<Stats>,
+    /// This tenant's upstream MCP servers (`--upstreams`), their tools and package.
+    gateway: Option<Arc<GatewayView>>,
+}
+
+impl App {
+    /// A single-tenant server: [`Shared::start`], then [`App::open`] on `--workspace` and
+    /// `--skills-dir`.
+    pub async fn start(config: Config) -> Result<Self, StartError> {
+        let shared = Shared::start(config).await?;
+        let dirs = TenantDirs::single(&shared.config);
+        Self::open(shared, dirs, None).await
+    }
+
+    /// One tenant of a started server: prepares its workspace (with its quota) and skills, and
+    /// starts its PII engine, stats and sandbox (whose pool starts filling now). `tenant` names
+    /// it in logs, and limits it to `--tenant-max-concurrency` executions at once.
+    pub async fn open(
+        shared: Arc<Shared>,
+        dirs: TenantDirs,
+        tenant: Option<&str>,
+    ) -> Result<Self, StartError> {
+        if let Some(name) = tenant {
+            tracing::info!("opening tenant {name}: {}", dirs.workspace.display());
+            create_tenant_root(&dirs.workspace).await?;
+        }
+        let opened = workspace::open(&shared, &dirs.workspace).await?;
+        let skills = Arc::new(open_skills(&dirs.skills)?);
+        let pii = Arc::new(vault::open(&shared, tenant, dirs.pii_vault.clone()).await?);
+        let gateway =
+            match &shared.gateway {
+                None => None,
+                Some(g) => Some(g.view(tenant, &dirs.servers).map_err(|source| {
+                    StartError::ToolsPackage {
+                        path: dirs.servers.clone(),
+                        source,
+                    }
+                })?),
+            };
+        let stats = Arc::new(Stats::new());
+        let sandbox = sandbox::start(
+            &shared,
+            sandbox::Mounts {
+                workspace: &dirs.workspace,
+                skills: &dirs.skills,
+                gateway: gateway.as_deref(),
+                user: opened.user,
+            },
+            tenant.is_some(),
+            Arc::new(ServerCalls::new(skills.clone(), pii.clone())),
+            stats.clone(),
+        )?;
+        Ok(Self {
+            config: shared.config.clone(),
+            shared,
+            workspace: opened.workspace,
+            workspace_path: dirs.workspace,
+            quota: opened.quota,
+            skills_dir: dirs.skills,
+            skills,
+            pii,
+            sandbox,
+            stats,
+            gateway,
+        })
+    }
+
+    /// The configuration this server runs with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// What every tenant of the server shares (the engine, the image, the upstreams).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The tool catalog (the shipped one and `--registry-dir`'s files).
+    pub fn discovery(&self) -> &Arc<Discovery> {
+        &self.shared.discovery
+    }
+
+    /// This tenant's view of the upstream MCP servers, with `--upstreams`.
+    pub fn gateway(&self) -> Option<&Arc<GatewayView>> {
+        self.gateway.as_ref()
+    }
+
+    pub fn skills(&self) -> &Arc<SkillStore> {
+        &self.skills
+    }
+
+    pub fn skills_dir(&self) -> &Path {
+        &self.skills_dir
+    }
+
+    pub fn workspace_path(&self) -> &Path {
+        &self.workspace_path
+    }
+
+    /// How the workspace quota is enforced.
+    pub fn quota(&self) -> &QuotaMode {
+        &self.quota
+    }
+
+    /// This tenant's PII engine (its tokens and vault).
+    pub fn pii(&self) -> &Arc<PiiEngine> {
+        &self.pii
+    }
+
+    pub fn sandbox(&self) -> &Arc<Sandbox> {
+        &self.sandbox
+    }
+
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
+    /// This tenant's executions so far, with its pool now and the server's removal backlog.
+    pub fn execution_stats(&self) -> StatsSnapshot {
+        let mut snapshot = self.stats.snapshot();
+        snapshot.pool = self.sandbox.pool_snapshot();
+        snapshot.pool_ready = snapshot.pool.ready;
+        snapshot.removal_backlog = self.shared.removals.backlog();
+        snapshot
+    }
+
+    /// The engine the sandboxes run on.
+    pub fn engine_info(&self) -> &EngineInfo {
+        &self.shared.engine_info
+    }
+
+    /// The node this server runs on (`--node-name`, else the engine's host name).
+    pub fn node_name(&self) -> &str {
+        self.shared.node_name()
+    }
+
+    /// The sandbox image: its tag and the id the tag resolved to at start.
+    pub fn image(&self) -> (&str, &str) {
+        (&self.shared.image, &self.shared.image_id)
+    }
+
+    /// The directory whose registry files add to the shipped catalog.
+    pub fn registry_dir(&self) -> &Path {
+        &self.shared.registry_dir
+    }
+
+    /// Text on its way to the model: tokenized when `--pii-output tokenize` is in force.
+    pub fn for_model(&self, text: String) -> String {
+        match self.config.pii.pii_output {
+            PiiOutput::Tokenize => blocking_here(|| self.pii.sanitize(&text).text),
+            PiiOutput::Off => text,
+        }
+    }
+
+    /// [`App::for_model`] of `text` cut to `max_chars` characters, with `…` where it was cut.
+    /// The PII engine reads past the cut, so a value the cut splits becomes its token whole
+    /// (which may end past `max_chars`) rather than leave its first part in clear.
+    pub fn for_model_cut(&self, text: String, max_chars: usize) -> String {
+        let Some((cut, _)) = text.char_indices().nth(max_chars) else {
+            return self.for_model(text);
+        };
+        let shown = match self.config.pii.pii_output {
+            PiiOutput::Tokenize => blocking_here(|| self.pii.sanitize_cut(&text, cut)),
+            PiiOutput::Off => text[..cut].to_string(),
+        };
+        format!("{shown}…")
+    }
+
+    /// Text coming from the model into a tool call: tokens this server minted become their
+    /// values again when `--pii-output tokenize` is in force (so a file listed as
+    /// `[EMAIL_ab12cd34].json` can be read under that name).
+    pub fn from_model(&self, text: String) -> String {
+        match self.config.pii.pii_output {
+            PiiOutput::Tokenize
+                if text.contains('[') && crate::privacy::check_restore_budget(&text).is_ok() =>
+            {
+                blocking_here(|| self.pii.restore(&text).text)
+            }
+            _ => text,
+        }
+    }
+
+    /// Runs blocking workspace I/O off the async threads.
+    pub async fn with_workspace<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Workspace) -> T + Send + 'static,
+    ) -> T {
+        let ws = self.workspace.clone();
+        tokio::task::spawn_blocking(move || f(&ws))
+            .await
+            .expect("workspace operations do not panic")
+    }
+
+    pub async fn shutdown(&self) {
+        self.sandbox.shutdown().await;
+    }
+
+    /// Shuts this tenant's sandbox down, then what every tenant shares (for the single
+    /// tenant of stdio and of HTTP without tokens).
+    pub async fn shutdown_all(&self) {
+        self.shutdown().await;
+        self.shared.shutdown().await;
+    }
+}
+
+/// Creates the tenant's directory (the parent of its workspace), private to the server.
+async fn create_tenant_root(workspace: &Path) -> Result<(), StartError> {
+    let Some(parent) = workspace.parent() else {
+        return Ok(());
+    };
+    crate::tenancy::create_private_dir(parent)
+        .await
+        .map_err(|source| StartError::Workspace {
+            path: workspace.to_path_buf(),
+            error: crate::workspace::WorkspaceError::Io {
+                context: format!("cannot create {}", parent.display()),
+                source,
+            },
+        })
+}
+
+/// Opens the skills store and adds the starter skills it lacks.
+fn open_skills(dir: &Path) -> Result<SkillStore, StartError> {
+    let skills =
+        SkillStore::open(dir, SkillLimits::default()).map_err(|source| StartError::Skills {
+            path: dir.to_path_buf(),
+            error: source,
+        })?;
+    match skills.seed_from(crate::shipped::STARTER_SKILLS) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!("added {n} starter skills to {}", dir.display()),
+        Err(e) => tracing::warn!("could not add the starter skills: {e}"),
+    }
+    Ok(skills)
+}
+
+/// Runs `f`, which may block on storage (the PII vault file's append and sync, a directory on a
+/// shared volume), from an async context without stalling the runtime: on a multi-threaded
+/// runtime the worker hands its other tasks to a new worker first. Why: a shared volume stalls
+/// every read and write for seconds when one of its servers goes (GlusterFS's ping-timeout);
+/// two workers blocked there would leave `/health` unanswered and the proxy would take a healthy
+/// node out. On a current-thread runtime (tests) `f` simply runs.
+pub(crate) fn blocking_here<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}

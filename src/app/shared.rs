@@ -1,0 +1,177 @@
+//! What every tenant of a server shares, started once: the engine (orphans reaped, features
+//! checked), the sandbox image (built on first start), the tool catalog, the server-wide
+//! execution slots and pool budget, the upstream connections and the PII key.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+
+use super::StartError;
+use crate::config::Config;
+use crate::discovery::Discovery;
+use crate::gateway::Gateway;
+use crate::host_paths::HostPaths;
+use crate::pii::PiiKey;
+use crate::sandbox::image;
+use crate::sandbox::seccomp_file;
+use crate::sandbox::spec::Seccomp;
+use crate::sandbox::{Engine, EngineError, EngineInfo, reaper};
+
+/// What every tenant of a server shares: the engine, the sandbox image, the tool catalog, the
+/// server-wide execution slots and the translation of paths for the engine.
+pub struct Shared {
+    pub config: Config,
+    pub engine: Engine,
+    pub engine_info: EngineInfo,
+    pub image: String,
+    pub image_id: String,
+    pub registry_dir: PathBuf,
+    pub discovery: Arc<Discovery>,
+    /// Executions running at once in the whole server (`--max-concurrency`).
+    pub slots: Arc<Semaphore>,
+    pub host_paths: HostPaths,
+    /// How the seccomp profile reaches the engine (a file's path as this process sees it).
+    pub seccomp: Seccomp,
+    /// The upstream MCP servers of `--upstreams`, connecting in the background.
+    pub gateway: Option<Arc<Gateway>>,
+    /// The budget every tenant's pool grows within (`--pool-max`).
+    pub pool_budget: Arc<crate::sandbox::PoolBudget>,
+    /// Used containers waiting for an idle engine to be removed (`--removal-backlog`).
+    pub removals: Arc<crate::sandbox::Removals>,
+    /// The key of `--pii-key-file`, which every tenant's PII secret and vault file derive from.
+    pub pii_key: Option<PiiKey>,
+}
+
+impl Shared {
+    /// The node this server runs on, for `get_execution_stats`: `--node-name`, else the
+    /// engine's host name.
+    pub fn node_name(&self) -> &str {
+        self.config
+            .storage
+            .node_name
+            .as_deref()
+            .unwrap_or(&self.engine_info.host_name)
+    }
+}
+
+impl Shared {
+    /// Connects to the engine, removes containers a crashed server left, makes sure the image
+    /// exists (building it on first start) and loads the tool registry.
+    pub async fn start(config: Config) -> Result<Arc<Self>, StartError> {
+        config.validate()?;
+        if config.storage.shared_data {
+            let storage = crate::storage::require_shared(&config.storage.data_dir())?;
+            tracing::info!("tenant data on shared storage: {storage}");
+        }
+        let pii_key = match &config.pii.pii_key_file {
+            Some(path) => Some(PiiKey::from_file(path)?),
+            None => None,
+        };
+        let engine = Engine::connect().await?;
+        let engine_info = engine.info().await?;
+        match engine.features().await {
+            Ok(features) => {
+                for (feature, what_to_do) in features.problems() {
+                    tracing::warn!(
+                        "the engine lacks {feature}: {what_to_do}; `code-execution-mcp doctor` checks it"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!("the engine did not report its features: {e}"),
+        }
+        if !engine_info.reports_oom_kills() {
+            tracing::warn!(
+                "{} {} does not report OOM kills: an execution that reaches its memory limit ends as a SIGKILL (exit 137) reported as a likely memory-limit kill. Podman 5 reports them",
+                engine_info.kind,
+                engine_info.version
+            );
+        }
+        reaper::reap_orphans(&engine).await?;
+        if let Some(runtime) = &config.sandbox.runtime {
+            let registered = engine.runtimes().await?;
+            if !registered.contains(runtime) {
+                return Err(crate::config::ConfigError::RuntimeNotRegistered {
+                    runtime: runtime.clone(),
+                    registered: registered.join(", "),
+                }
+                .into());
+            }
+        }
+        let host_paths = HostPaths::detect(&engine)
+            .await
+            .map_err(StartError::HostPath)?;
+        let seccomp_dir = config.storage.data_dir().join(seccomp_file::DIR_NAME);
+        let seccomp =
+            seccomp_file::for_engine(&engine_info.kind, &seccomp_dir).map_err(|source| {
+                StartError::SeccompFile {
+                    path: seccomp_dir.clone(),
+                    source,
+                }
+            })?;
+
+        let image = config.sandbox.image_tag();
+        let image_id = if config.sandbox.image.is_some() {
+            image::image_id(&engine, &image)
+                .await?
+                .ok_or_else(|| EngineError::ImageMissing(image.clone()))?
+        } else {
+            image::ensure(
+                &engine,
+                &image,
+                config.sandbox.base_image.as_deref(),
+                config.sandbox.image_profile,
+            )
+            .await?
+        };
+        let registry_dir = config.storage.registry_dir();
+        let discovery =
+            Arc::new(
+                Discovery::shipped_and(&registry_dir).map_err(|e| StartError::Registry {
+                    path: registry_dir.clone(),
+                    message: e.to_string(),
+                })?,
+            );
+        let gateway = match &config.gateway.upstreams {
+            None => None,
+            Some(path) => {
+                let upstreams = crate::gateway::config::read(path)?;
+                crate::tenancy::check_upstream_tenants(&upstreams)?;
+                tracing::info!(
+                    upstreams = upstreams.len(),
+                    file = %path.display(),
+                    "connecting to upstream MCP servers"
+                );
+                Some(Gateway::start(upstreams, config.gateway.upstream_limits()))
+            }
+        };
+        Ok(Arc::new(Self {
+            gateway,
+            pool_budget: crate::sandbox::PoolBudget::new(config.pool.pool_max),
+            pii_key,
+            removals: crate::sandbox::Removals::new(
+                Arc::new(engine.clone()),
+                config.pool.removal_backlog,
+            ),
+            slots: Arc::new(Semaphore::new(config.pool.max_concurrency)),
+            config,
+            engine,
+            engine_info,
+            image,
+            image_id,
+            registry_dir,
+            discovery,
+            host_paths,
+            seccomp,
+        }))
+    }
+}
+
+impl Shared {
+    /// Stops what every tenant shares: the upstream connections (stdio upstreams are killed).
+    pub async fn shutdown(&self) {
+        if let Some(gateway) = &self.gateway {
+            gateway.shutdown().await;
+        }
+    }
+}

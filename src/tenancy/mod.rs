@@ -1,0 +1,140 @@
+//! Tenants: who they are and where their data lives. A tenant is named by the tokens file
+//! ([`tokens`]); its name becomes a directory name, so it is checked by allowlist before any
+//! path is built from it, and its directories ([`TenantDirs`]) are made private to the server.
+//! Per-tenant limits are the configuration's tenants group (`config::TenantsConfig`); the
+//! HTTP transport opens each tenant's `App` at its first request (`transport::tenants`).
+
+pub mod tokens;
+
+use std::path::PathBuf;
+
+use crate::config::Config;
+
+/// Longest tenant name.
+pub const MAX_TENANT_CHARS: usize = 32;
+
+/// Whether `name` may name a tenant (it becomes a directory name): 1 to 32 of lowercase ASCII
+/// letters, digits, `_` and `-`, starting with a letter or digit.
+pub fn valid_tenant_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_TENANT_CHARS
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        && name.as_bytes()[0].is_ascii_alphanumeric()
+}
+
+/// Every tenant an upstream names must be a valid tenant name (it is matched against the
+/// tokens file's tenants, which are checked by the same rule).
+pub(crate) fn check_upstream_tenants(
+    upstreams: &[crate::gateway::UpstreamConfig],
+) -> Result<(), crate::config::ConfigError> {
+    for u in upstreams {
+        for t in u.tenants.iter().flatten() {
+            if !valid_tenant_name(t) {
+                return Err(crate::config::ConfigError::Invalid {
+                    flag: "--upstreams",
+                    problem: format!(
+                        "file: upstream `{}` names {t:?} as a tenant, which is not a tenant name (1 to {MAX_TENANT_CHARS} lowercase letters, digits, '_' or '-')",
+                        u.name
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One tenant's directories.
+#[derive(Debug, Clone)]
+pub struct TenantDirs {
+    pub workspace: PathBuf,
+    pub skills: PathBuf,
+    /// Where the generated `servers` package is written (mounted read-only in sandboxes).
+    pub servers: PathBuf,
+    /// The encrypted PII vault file (used with `--pii-key-file`).
+    pub pii_vault: PathBuf,
+}
+
+impl TenantDirs {
+    /// The single tenant of stdio, and of HTTP without tokens: `--workspace`, `--skills-dir`.
+    pub fn single(config: &Config) -> Self {
+        Self {
+            workspace: config.storage.workspace_dir(),
+            skills: config.storage.skills_dir(),
+            servers: config.storage.data_dir().join("servers"),
+            pii_vault: config.storage.data_dir().join("pii").join("vault"),
+        }
+    }
+
+    /// Tenant `name`'s directories under `--data-dir` (the name is allowlisted by
+    /// [`valid_tenant_name`]).
+    pub fn tenant(config: &Config, name: &str) -> Self {
+        assert!(valid_tenant_name(name), "tenant names are checked");
+        let root = config.storage.data_dir().join("tenants").join(name);
+        Self {
+            workspace: root.join("workspace"),
+            skills: root.join("skills"),
+            servers: root.join("servers"),
+            pii_vault: root.join("pii").join("vault"),
+        }
+    }
+}
+
+/// Creates `dir` and its missing parents with mode 0700, and makes `dir` and its parent (the
+/// tenants directory) 0700: other users of the host have no business in tenants' data. The
+/// engine binds the workspaces as root, so sandboxes are unaffected.
+///
+/// On a volume several nodes share (GlusterFS), a `mkdir` that another node makes at the same
+/// moment can fail with EIO, or with EEXIST before the directory shows here (servers opening
+/// their first tenants at once all create `tenants/`): such failures are retried for about a
+/// couple of seconds.
+pub(crate) async fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut attempt = 0;
+    loop {
+        match crate::app::blocking_here(|| create_private_dir_once(dir)) {
+            Err(e) if attempt < 6 && matches!(e.raw_os_error(), Some(libc::EIO | libc::EEXIST)) => {
+                attempt += 1;
+                tracing::debug!("creating {} failed ({e}); retrying", dir.display());
+                tokio::time::sleep(std::time::Duration::from_millis(15 << attempt)).await;
+            }
+            done => return done,
+        }
+    }
+}
+
+fn create_private_dir_once(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    for d in [Some(dir), dir.parent()].into_iter().flatten() {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_tenants_follow_the_tenant_name_rule() {
+        let file = |tenants: &str| {
+            crate::gateway::config::parse(
+                &format!(r#"{{"mcpServers": {{"a": {{"command": "x", "tenants": {tenants}}}}}}}"#),
+                &|_| None,
+            )
+            .unwrap()
+        };
+        assert!(check_upstream_tenants(&file(r#"["sales", "ops-2"]"#)).is_ok());
+        let e = check_upstream_tenants(&file(r#"["../x"]"#))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("upstream `a`") && e.contains("not a tenant name"),
+            "{e}"
+        );
+    }
+}
