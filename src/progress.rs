@@ -117,7 +117,7 @@ pub fn message(elapsed: Duration, latest: &str) -> String {
 
 /// Runs `execution` to completion, calling `report` every [`INTERVAL`] meanwhile with the
 /// elapsed time and the newest output line passed through `redact`, which cuts it to
-/// [`MAX_LINE_CHARS`] and tokenizes it (`App::for_model_cut`: the text goes to the
+/// [`MAX_LINE_CHARS`] and tokenizes it (`Privacy::text_cut`: the text goes to the
 /// model). Returns the execution's own result; reports stop before it is returned.
 pub async fn with_progress<T, R: Future<Output = ()>>(
     execution: impl Future<Output = T>,

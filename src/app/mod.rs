@@ -19,10 +19,11 @@ pub use errors::{ExecuteError, StartError};
 pub use execute::Executed;
 pub use shared::Shared;
 
-use crate::config::{Config, PiiOutput};
+use crate::config::Config;
 use crate::discovery::Discovery;
 use crate::gateway::GatewayView;
 use crate::pii::PiiEngine;
+use crate::privacy::Privacy;
 use crate::sandbox::EngineInfo;
 use crate::sandbox::Sandbox;
 use crate::sandbox::stats::{Stats, StatsSnapshot};
@@ -43,6 +44,8 @@ pub struct App {
     skills_dir: PathBuf,
     skills: Arc<SkillStore>,
     pii: Arc<PiiEngine>,
+    /// What the model is shown: through `pii` unless `--pii-output off`.
+    privacy: Privacy,
     sandbox: Arc<Sandbox>,
     stats: Arc<Stats>,
     /// This tenant's upstream MCP servers (`--upstreams`), their tools and package.
@@ -96,6 +99,7 @@ impl App {
             Arc::new(ServerCalls::new(skills.clone(), pii.clone())),
             stats.clone(),
         )?;
+        let privacy = Privacy::new(pii.clone(), shared.config.pii.tokenizes());
         Ok(Self {
             config: shared.config.clone(),
             shared,
@@ -104,6 +108,7 @@ impl App {
             quota: opened.quota,
             skills_dir: dirs.skills,
             skills,
+            privacy,
             pii,
             sandbox,
             stats,
@@ -153,6 +158,11 @@ impl App {
         &self.pii
     }
 
+    /// The one door to the model: every tool response is made by it.
+    pub fn privacy(&self) -> &Privacy {
+        &self.privacy
+    }
+
     pub fn sandbox(&self) -> &Arc<Sandbox> {
         &self.sandbox
     }
@@ -188,42 +198,6 @@ impl App {
     /// The directory whose registry files add to the shipped catalog.
     pub fn registry_dir(&self) -> &Path {
         &self.shared.registry_dir
-    }
-
-    /// Text on its way to the model: tokenized when `--pii-output tokenize` is in force.
-    pub fn for_model(&self, text: String) -> String {
-        match self.config.pii.pii_output {
-            PiiOutput::Tokenize => blocking_here(|| self.pii.sanitize(&text).text),
-            PiiOutput::Off => text,
-        }
-    }
-
-    /// [`App::for_model`] of `text` cut to `max_chars` characters, with `…` where it was cut.
-    /// The PII engine reads past the cut, so a value the cut splits becomes its token whole
-    /// (which may end past `max_chars`) rather than leave its first part in clear.
-    pub fn for_model_cut(&self, text: String, max_chars: usize) -> String {
-        let Some((cut, _)) = text.char_indices().nth(max_chars) else {
-            return self.for_model(text);
-        };
-        let shown = match self.config.pii.pii_output {
-            PiiOutput::Tokenize => blocking_here(|| self.pii.sanitize_cut(&text, cut)),
-            PiiOutput::Off => text[..cut].to_string(),
-        };
-        format!("{shown}…")
-    }
-
-    /// Text coming from the model into a tool call: tokens this server minted become their
-    /// values again when `--pii-output tokenize` is in force (so a file listed as
-    /// `[EMAIL_ab12cd34].json` can be read under that name).
-    pub fn from_model(&self, text: String) -> String {
-        match self.config.pii.pii_output {
-            PiiOutput::Tokenize
-                if text.contains('[') && crate::privacy::check_restore_budget(&text).is_ok() =>
-            {
-                blocking_here(|| self.pii.restore(&text).text)
-            }
-            _ => text,
-        }
     }
 
     /// Runs blocking workspace I/O off the async threads.

@@ -11,14 +11,14 @@
 use std::collections::BTreeMap;
 
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
-use rmcp::{Json, tool, tool_router};
+use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{CodeExecutionServer, text_error};
+use super::CodeExecutionServer;
 use crate::discovery::{Hit, ToolEntry};
+use crate::privacy::{Json, Reply};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -131,7 +131,7 @@ impl CodeExecutionServer {
     /// `None` without upstreams.
     async fn live_registry(
         &self,
-    ) -> Result<Option<std::sync::Arc<crate::discovery::Registry>>, CallToolResult> {
+    ) -> Result<Option<std::sync::Arc<crate::discovery::Registry>>, Reply> {
         if let Some(view) = &self.app.gateway() {
             view.first_connections().await;
         }
@@ -141,15 +141,15 @@ impl CodeExecutionServer {
     /// [`Self::live_registry`] without waiting for first connections.
     async fn live_registry_now(
         &self,
-    ) -> Result<Option<std::sync::Arc<crate::discovery::Registry>>, CallToolResult> {
+    ) -> Result<Option<std::sync::Arc<crate::discovery::Registry>>, Reply> {
         let Some(view) = self.app.gateway().cloned() else {
             return Ok(None);
         };
         tokio::task::spawn_blocking(move || view.registry())
             .await
-            .map_err(|e| text_error(format!("internal error: {e}")))?
+            .map_err(|e| self.error(format!("internal error: {e}")))?
             .map(Some)
-            .map_err(|e| text_error(format!("cannot prepare the upstream tools: {e}")))
+            .map_err(|e| self.error(format!("cannot prepare the upstream tools: {e}")))
     }
 
     /// The current registry; a reload after a file change (tens of ms) runs off the async
@@ -172,7 +172,7 @@ impl CodeExecutionServer {
     async fn search_tools(
         &self,
         Parameters(args): Parameters<SearchArgs>,
-    ) -> Result<Json<SearchResponse>, CallToolResult> {
+    ) -> Result<Json<SearchResponse>, Reply> {
         let limit = args.limit.clamp(1, crate::discovery::MAX_LIMIT);
         let live = self.live_registry().await?;
         let category = args.category.as_deref();
@@ -186,7 +186,7 @@ impl CodeExecutionServer {
         let live_results = match &live {
             Some(r) if live_knows(r) => Some(
                 r.search(&args.query, category, limit)
-                    .map_err(|e| text_error(e.to_string()))?,
+                    .map_err(|e| self.error(e.to_string()))?,
             ),
             _ => None,
         };
@@ -198,7 +198,7 @@ impl CodeExecutionServer {
                 Some(
                     registry
                         .search(&args.query, category, limit)
-                        .map_err(|e| text_error(e.to_string()))?,
+                        .map_err(|e| self.error(e.to_string()))?,
                 )
             };
         let mut tools: Vec<Value> = Vec::new();
@@ -226,7 +226,7 @@ impl CodeExecutionServer {
             DetailLevel::Summary => "summary",
             DetailLevel::Full => "full",
         };
-        Ok(Json(SearchResponse {
+        Ok(self.app.privacy().json(SearchResponse {
             query: args.query,
             category: args.category,
             detail_level: detail_level.into(),
@@ -247,7 +247,7 @@ impl CodeExecutionServer {
     async fn get_tool_definition(
         &self,
         Parameters(args): Parameters<DefinitionArgs>,
-    ) -> Result<Json<ToolDefinition>, CallToolResult> {
+    ) -> Result<Json<ToolDefinition>, Reply> {
         if let Some(live) = self.live_registry().await?
             && let Ok(entry) = live.get(&args.tool_name, args.category.as_deref())
         {
@@ -255,7 +255,7 @@ impl CodeExecutionServer {
                 .app
                 .gateway()
                 .and_then(|view| view.tool(&entry.mcp_server, &entry.name));
-            return Ok(Json(ToolDefinition {
+            return Ok(self.app.privacy().json(ToolDefinition {
                 tool: entry.clone(),
                 callable: callable.is_some(),
                 output_schema: callable.as_ref().and_then(|c| c.tool.output_schema.clone()),
@@ -265,8 +265,8 @@ impl CodeExecutionServer {
         let registry = self.registry().await;
         let tool = registry
             .get(&args.tool_name, args.category.as_deref())
-            .map_err(|e| text_error(e.to_string()))?;
-        Ok(Json(ToolDefinition {
+            .map_err(|e| self.error(e.to_string()))?;
+        Ok(self.app.privacy().json(ToolDefinition {
             tool: tool.clone(),
             callable: false,
             python: None,
@@ -282,7 +282,7 @@ impl CodeExecutionServer {
             open_world_hint = false
         )
     )]
-    async fn list_tool_categories(&self) -> Result<Json<CategoriesResponse>, CallToolResult> {
+    async fn list_tool_categories(&self) -> Result<Json<CategoriesResponse>, Reply> {
         // Brings the upstreams' package and index up to date off the async threads, so the
         // module names below come from that cache; no wait: this is where `connecting` shows.
         self.live_registry_now().await?;
@@ -307,14 +307,14 @@ impl CodeExecutionServer {
                         let mut summary = upstream_summary(view, u);
                         // An upstream's error may quote what it was given or logged.
                         if let Some(error) = summary.get("error").and_then(Value::as_str) {
-                            summary["error"] = json!(self.app.for_model(error.to_string()));
+                            summary["error"] = json!(error.to_string());
                         }
                         (u.name().to_string(), summary)
                     })
                     .collect()
             })
             .unwrap_or_default();
-        Ok(Json(CategoriesResponse {
+        Ok(self.app.privacy().json(CategoriesResponse {
             categories,
             total_tools: registry.total_tools(),
             core_mcps: Vec::new(),

@@ -1,18 +1,18 @@
 //! `execute_code`: the original's arguments and response fields, plus a machine-readable
 //! `status`, stderr, truncation flags and the limits actually applied.
 
-use base64::Engine as _;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, Resource};
+use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{CodeExecutionServer, structured_error, text_error};
+use super::CodeExecutionServer;
 use crate::execute_request::ExecuteRequest;
 use crate::gateway::{Confirm, ToolCallRecord};
+use crate::privacy::{Attachment, Reply};
 use crate::produced::ProducedFile;
 use crate::progress::{self, LatestLine, Progress};
 use crate::sandbox::Status;
@@ -143,7 +143,7 @@ impl CodeExecutionServer {
     /// A produced file as the model sees it: its path (and so its URI) with personal data
     /// tokenized like every listed path.
     fn file_info(&self, file: &ProducedFile) -> FileInfo {
-        let path = self.app.for_model(file.path.clone());
+        let path = self.app.privacy().text(file.path.clone());
         FileInfo {
             uri: crate::resources::uri_for(&path),
             path,
@@ -170,7 +170,7 @@ impl CodeExecutionServer {
         &self,
         Parameters(args): Parameters<ExecuteCodeArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, CallToolResult> {
+    ) -> Result<Reply, Reply> {
         let context = args.context_vars.map(Value::Object);
         let token = ctx.meta.get_progress_token();
         let (tap, latest) = LatestLine::new();
@@ -199,12 +199,12 @@ impl CodeExecutionServer {
                         let _ = peer.notify_progress(note).await;
                     }
                 };
-                let shown = |line| self.app.for_model_cut(line, progress::MAX_LINE_CHARS);
+                let shown = |line| self.app.privacy().text_cut(line, progress::MAX_LINE_CHARS);
                 progress::with_progress(run, latest, shown, report).await
             }
         };
         // Bad input, busy, a full workspace or an engine failure: a message saying what to do.
-        let ran = ran.map_err(|e| text_error(e.to_string()))?;
+        let ran = ran.map_err(|e| self.error(e.to_string()))?;
         let (outcome, limits, produced) = (ran.outcome, ran.limits, ran.produced);
         let changed: Vec<String> = produced.files.iter().map(|f| f.path.clone()).collect();
         self.announce_changes(&ctx.peer, &changed, produced.listing_changed)
@@ -216,7 +216,8 @@ impl CodeExecutionServer {
                 // An upstream's error text may quote the data it was given.
                 call.error = call.error.map(|e| {
                     self.app
-                        .for_model_cut(e, crate::gateway::session::MAX_RECORD_ERROR_CHARS)
+                        .privacy()
+                        .text_cut(e, crate::gateway::session::MAX_RECORD_ERROR_CHARS)
                 });
                 call
             })
@@ -244,7 +245,7 @@ impl CodeExecutionServer {
                 .images
                 .iter()
                 .map(|i| ImageInfo {
-                    source: self.app.for_model(i.source.clone()),
+                    source: i.source.clone(),
                     width: i.png.width,
                     height: i.png.height,
                     bytes: i.png.bytes.len(),
@@ -264,39 +265,25 @@ impl CodeExecutionServer {
                 .map(|f| self.file_info(f))
                 .collect(),
             files_truncated: produced.files_truncated,
-            notes: produced
-                .notes
-                .into_iter()
-                .map(|n| self.app.for_model(n))
-                .collect(),
-        };
-        let mut result = if outcome.status == Status::Ok {
-            CallToolResult::structured(
-                serde_json::to_value(&response).expect("responses serialize"),
-            )
-        } else {
-            structured_error(&response)
+            notes: produced.notes,
         };
         // Images and links follow the JSON, in the order `images` and `files` list them.
-        result.content.extend(produced.images.into_iter().map(|i| {
-            ContentBlock::image(
-                base64::engine::general_purpose::STANDARD.encode(&i.png.bytes),
-                "image/png",
-            )
-        }));
-        result.content.extend(produced.links.iter().map(|link| {
-            let info = self.file_info(link);
-            let mut resource = Resource::new(info.uri, info.path);
-            resource.mime_type = Some(info.mime_type);
-            resource.size = Some(info.size);
-            resource.description = link.description.clone().map(|d| self.app.for_model(d));
-            ContentBlock::resource_link(resource)
-        }));
-        if outcome.status == Status::Ok {
-            Ok(result)
-        } else {
-            Err(result)
-        }
+        let attachments = (produced.images.into_iter())
+            .map(|i| Attachment::Png(i.png.bytes))
+            .chain(produced.links.iter().map(|link| {
+                let info = self.file_info(link);
+                Attachment::Link {
+                    uri: info.uri,
+                    name: info.path,
+                    mime_type: info.mime_type,
+                    size: info.size,
+                    description: link.description.clone(),
+                }
+            }))
+            .collect();
+        let ok = outcome.status == Status::Ok;
+        let reply = self.app.privacy().structured(&response, !ok, attachments);
+        if ok { Ok(reply) } else { Err(reply) }
     }
 }
 

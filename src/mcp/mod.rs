@@ -1,6 +1,9 @@
 //! The MCP tool surface: an rmcp `ServerHandler` whose tools are thin adapters over [`App`].
 //! One file per tool group; a tool parses its arguments, calls the library, and shapes the
 //! response in the original project's field names. Logic lives in the library modules.
+//!
+//! A tool returns `privacy::Json<T>` or `privacy::Reply`, which only [`crate::privacy::Privacy`]
+//! makes: what a tool answers has been through the PII engine, whatever fields it has.
 
 mod discovery_tools;
 mod execute;
@@ -14,15 +17,16 @@ use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
-    CallToolResult, ContentBlock, ErrorData, Implementation, ListResourceTemplatesResult,
-    ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+    ErrorData, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer, ServerHandler, tool_handler};
 use serde::Serialize;
 
 use crate::app::App;
+use crate::privacy::Reply;
 
 pub use execute::{ExecuteCodeArgs, ExecuteCodeResponse};
 
@@ -74,6 +78,16 @@ impl CodeExecutionServer {
         &self.app
     }
 
+    /// A workspace error (or another failure) as the original's `{success: false, error}`.
+    pub(crate) fn failure(&self, error: impl std::fmt::Display) -> Reply {
+        self.app.privacy().failure(error)
+    }
+
+    /// A plain tool error the model can act on.
+    pub(crate) fn error(&self, message: impl std::fmt::Display) -> Reply {
+        self.app.privacy().error(message)
+    }
+
     /// Tells this session's client about workspace files a tool of the session changed.
     async fn announce_changes(
         &self,
@@ -83,7 +97,7 @@ impl CodeExecutionServer {
     ) {
         let uris: Vec<String> = paths
             .iter()
-            .map(|p| crate::resources::uri_for(&self.app.for_model(p.clone())))
+            .map(|p| crate::resources::uri_for(&self.app.privacy().text(p.clone())))
             .collect();
         self.subscriptions
             .announce(peer, &uris, listing_changed)
@@ -170,23 +184,4 @@ impl MessageResponse {
             error: None,
         }
     }
-}
-
-/// `{success: false, error}` as an `isError` result.
-pub(crate) fn failure(error: impl ToString) -> CallToolResult {
-    structured_error(&MessageResponse {
-        success: false,
-        message: None,
-        error: Some(error.to_string()),
-    })
-}
-
-/// A structured tool error: `isError: true`, the JSON in both structured and text content.
-pub(crate) fn structured_error<T: Serialize>(value: &T) -> CallToolResult {
-    CallToolResult::structured_error(serde_json::to_value(value).expect("responses serialize"))
-}
-
-/// A plain tool error the model can act on.
-pub(crate) fn text_error(message: impl Into<String>) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(message.into())])
 }

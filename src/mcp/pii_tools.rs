@@ -3,13 +3,13 @@
 //! per-server secret and restores only tokens it minted.
 
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
-use rmcp::{Json, tool, tool_router};
+use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{CodeExecutionServer, text_error};
+use super::CodeExecutionServer;
 use crate::privacy::check_restore_budget;
+use crate::privacy::{Json, Privacy, Reply};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TextArgs {
@@ -45,11 +45,11 @@ impl CodeExecutionServer {
     async fn sanitize_pii(
         &self,
         Parameters(args): Parameters<TextArgs>,
-    ) -> Result<Json<SanitizeResponse>, CallToolResult> {
+    ) -> Result<Json<SanitizeResponse>, Reply> {
         let pii = self.app.pii().clone();
         let s = tokio::task::spawn_blocking(move || pii.sanitize(&args.text))
             .await
-            .map_err(|e| text_error(e.to_string()))?;
+            .map_err(|e| self.error(e.to_string()))?;
         let mut pii_types: Vec<String> = s
             .tokens
             .keys()
@@ -61,7 +61,7 @@ impl CodeExecutionServer {
             .collect();
         pii_types.sort();
         pii_types.dedup();
-        Ok(Json(SanitizeResponse {
+        Ok(self.app.privacy().json(SanitizeResponse {
             pii_found: s.tokens.len(),
             pii_types,
             sanitized_text: s.text,
@@ -75,13 +75,14 @@ impl CodeExecutionServer {
     async fn restore_pii(
         &self,
         Parameters(args): Parameters<TextArgs>,
-    ) -> Result<Json<RestoreResponse>, CallToolResult> {
-        check_restore_budget(&args.text).map_err(text_error)?;
+    ) -> Result<Json<RestoreResponse>, Reply> {
+        check_restore_budget(&args.text).map_err(|e| self.error(e))?;
         let pii = self.app.pii().clone();
         let r = tokio::task::spawn_blocking(move || pii.restore(&args.text))
             .await
-            .map_err(|e| text_error(e.to_string()))?;
-        Ok(Json(RestoreResponse {
+            .map_err(|e| self.error(e.to_string()))?;
+        // The values the model asked to have back: the one answer shown as it is.
+        Ok(Privacy::revealed(RestoreResponse {
             restored_text: r.text,
             restored: r.restored,
             unknown: r.unknown,

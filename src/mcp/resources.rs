@@ -73,7 +73,7 @@ fn invalid(e: ResourceError) -> ErrorData {
 /// The workspace path of a URI from the client (tokens turned back into values).
 fn path_from_client(app: &App, uri: &str) -> Result<String, ErrorData> {
     resources::path_of(uri)
-        .map(|path| app.from_model(path))
+        .map(|path| app.privacy().from_model(path))
         .map_err(invalid)
 }
 
@@ -81,12 +81,12 @@ pub async fn list(app: &App, cursor: Option<String>) -> Result<ListResourcesResu
     let listing = app
         .with_workspace(|ws| ws.list_files(""))
         .await
-        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        .map_err(|e| ErrorData::internal_error(app.privacy().text(e.to_string()), None))?;
     let (files, next) = resources::page(&listing, cursor.as_deref()).map_err(invalid)?;
     let resources = files
         .iter()
         .map(|path| {
-            let shown = app.for_model(path.clone());
+            let shown = app.privacy().text(path.clone());
             let mut resource = Resource::new(resources::uri_for(&shown), shown);
             resource.mime_type = Some(resources::mime_for(path));
             resource
@@ -111,11 +111,12 @@ pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, ErrorDat
     let file = app
         .with_workspace(move |ws| ws.read_file(&path))
         .await
-        // Not found, not a regular file, a symlink, too large, a refused path: the tools' words.
-        .map_err(|e| ErrorData::resource_not_found(e.to_string(), None))?;
+        // Not found, not a regular file, a symlink, too large, a refused path: the tools' words,
+        // which may quote the path with the values its tokens stand for.
+        .map_err(|e| ErrorData::resource_not_found(app.privacy().text(e.to_string()), None))?;
     let contents = if resources::is_text(&mime, &file.bytes) {
         let text = String::from_utf8(file.bytes).expect("checked as UTF-8");
-        ResourceContents::text(app.for_model(text), uri).with_mime_type(mime)
+        ResourceContents::text(app.privacy().text(text), uri).with_mime_type(mime)
     } else {
         let blob = base64::engine::general_purpose::STANDARD.encode(&file.bytes);
         ResourceContents::blob(blob, uri).with_mime_type(mime)

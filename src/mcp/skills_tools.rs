@@ -3,13 +3,13 @@
 //! Names, sizes and storage rules live in `crate::skills`.
 
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
-use rmcp::{Json, tool, tool_router};
+use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{CodeExecutionServer, MessageResponse, failure};
+use super::{CodeExecutionServer, MessageResponse};
+use crate::privacy::{Json, Reply};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SaveSkillArgs {
@@ -56,14 +56,14 @@ impl CodeExecutionServer {
     async fn save_skill(
         &self,
         Parameters(args): Parameters<SaveSkillArgs>,
-    ) -> Result<Json<MessageResponse>, CallToolResult> {
+    ) -> Result<Json<MessageResponse>, Reply> {
         let skills = self.app.skills().clone();
         let name = args.name.clone();
         tokio::task::spawn_blocking(move || skills.save(&args.name, &args.code, &args.description))
             .await
-            .map_err(failure)?
-            .map_err(failure)?;
-        Ok(Json(MessageResponse::ok(format!(
+            .map_err(|e| self.failure(e))?
+            .map_err(|e| self.failure(e))?;
+        Ok(self.app.privacy().json(MessageResponse::ok(format!(
             "Skill '{name}' saved successfully"
         ))))
     }
@@ -75,18 +75,17 @@ impl CodeExecutionServer {
     async fn load_skill(
         &self,
         Parameters(args): Parameters<SkillNameArgs>,
-    ) -> Result<Json<LoadSkillResponse>, CallToolResult> {
+    ) -> Result<Json<LoadSkillResponse>, Reply> {
         let skills = self.app.skills().clone();
         let skill = tokio::task::spawn_blocking(move || skills.load(&args.name))
             .await
-            .map_err(failure)?
-            .map_err(failure)?;
-        let mut metadata = serde_json::to_value(&skill.meta).map_err(failure)?;
-        metadata["description"] = self.app.for_model(skill.meta.description.clone()).into();
-        Ok(Json(LoadSkillResponse {
+            .map_err(|e| self.failure(e))?
+            .map_err(|e| self.failure(e))?;
+        let metadata = serde_json::to_value(&skill.meta).map_err(|e| self.failure(e))?;
+        Ok(self.app.privacy().json(LoadSkillResponse {
             name: skill.meta.name.clone(),
             metadata,
-            code: self.app.for_model(skill.code),
+            code: skill.code,
         }))
     }
 
@@ -94,21 +93,18 @@ impl CodeExecutionServer {
         description = "List the saved skills with their descriptions.",
         annotations(title = "List skills", read_only_hint = true, open_world_hint = false)
     )]
-    async fn list_skills(&self) -> Result<Json<ListSkillsResponse>, CallToolResult> {
+    async fn list_skills(&self) -> Result<Json<ListSkillsResponse>, Reply> {
         let skills = self.app.skills().clone();
         let list = tokio::task::spawn_blocking(move || skills.list())
             .await
-            .map_err(failure)?
-            .map_err(failure)?;
+            .map_err(|e| self.failure(e))?
+            .map_err(|e| self.failure(e))?;
         let skills: Vec<Value> = list
             .into_iter()
-            .map(|mut meta| {
-                meta.description = self.app.for_model(meta.description);
-                serde_json::to_value(meta)
-            })
+            .map(serde_json::to_value)
             .collect::<Result<_, _>>()
-            .map_err(failure)?;
-        Ok(Json(ListSkillsResponse {
+            .map_err(|e| self.failure(e))?;
+        Ok(self.app.privacy().json(ListSkillsResponse {
             count: skills.len(),
             skills,
         }))
@@ -125,13 +121,16 @@ impl CodeExecutionServer {
     async fn delete_skill(
         &self,
         Parameters(args): Parameters<SkillNameArgs>,
-    ) -> Result<Json<MessageResponse>, CallToolResult> {
+    ) -> Result<Json<MessageResponse>, Reply> {
         let skills = self.app.skills().clone();
         let name = args.name.clone();
         tokio::task::spawn_blocking(move || skills.delete(&args.name))
             .await
-            .map_err(failure)?
-            .map_err(failure)?;
-        Ok(Json(MessageResponse::ok(format!("Skill '{name}' deleted"))))
+            .map_err(|e| self.failure(e))?
+            .map_err(|e| self.failure(e))?;
+        Ok(self
+            .app
+            .privacy()
+            .json(MessageResponse::ok(format!("Skill '{name}' deleted"))))
     }
 }

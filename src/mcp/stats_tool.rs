@@ -2,12 +2,12 @@
 //! limits) plus the engine, the image, executions by status with latency percentiles, and the
 //! containers running now, and with upstreams the tool calls made from code per upstream.
 
-use rmcp::model::CallToolResult;
-use rmcp::{Json, tool, tool_router};
+use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{CodeExecutionServer, text_error};
+use super::CodeExecutionServer;
+use crate::privacy::{Json, Reply};
 use std::collections::BTreeMap;
 
 use crate::gateway::stats::UpstreamCallStats;
@@ -118,21 +118,21 @@ impl CodeExecutionServer {
             open_world_hint = false
         )
     )]
-    async fn get_execution_stats(&self) -> Result<Json<ExecutionStatsResponse>, CallToolResult> {
+    async fn get_execution_stats(&self) -> Result<Json<ExecutionStatsResponse>, Reply> {
         let app = self.app.clone();
         let usage = app
             .with_workspace(|ws| ws.usage())
             .await
-            .map_err(|e| text_error(format!("cannot measure the workspace: {e}")))?;
+            .map_err(|e| self.error(format!("cannot measure the workspace: {e}")))?;
         let skills = app.skills().clone();
         let skill_count = tokio::task::spawn_blocking(move || skills.list().map(|l| l.len()))
             .await
-            .map_err(|e| text_error(e.to_string()))?
-            .map_err(|e| text_error(e.to_string()))?;
+            .map_err(|e| self.error(e.to_string()))?
+            .map_err(|e| self.error(e.to_string()))?;
         let registry = self.registry().await;
         let categories = registry.categories().into_iter().map(|c| c.name).collect();
         let c = &app.config();
-        Ok(Json(ExecutionStatsResponse {
+        Ok(self.app.privacy().json(ExecutionStatsResponse {
             workspace: WorkspaceStats {
                 path: app.workspace_path().display().to_string(),
                 file_count: usage.files,

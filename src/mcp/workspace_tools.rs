@@ -4,13 +4,13 @@
 
 use base64::Engine as _;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
-use rmcp::{Json, RoleServer, tool, tool_router};
+use rmcp::{RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{CodeExecutionServer, MessageResponse, failure};
+use super::{CodeExecutionServer, MessageResponse};
+use crate::privacy::{Json, Reply};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct WriteArgs {
@@ -77,11 +77,11 @@ impl CodeExecutionServer {
         &self,
         Parameters(args): Parameters<WriteArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<MessageResponse>, CallToolResult> {
+    ) -> Result<Json<MessageResponse>, Reply> {
         let filename = args.filename.clone();
         let (path, content) = (
-            self.app.from_model(args.filename),
-            self.app.from_model(args.content),
+            self.app.privacy().from_model(args.filename),
+            self.app.privacy().from_model(args.content),
         );
         let len = content.len();
         let written = path.clone();
@@ -92,9 +92,9 @@ impl CodeExecutionServer {
                 ws.write_file(&path, content.as_bytes()).map(|_| existed)
             })
             .await
-            .map_err(failure)?;
+            .map_err(|e| self.failure(e))?;
         self.announce_changes(&ctx.peer, &[written], !existed).await;
-        Ok(Json(MessageResponse::ok(format!(
+        Ok(self.app.privacy().json(MessageResponse::ok(format!(
             "Written {len} bytes to {filename}"
         ))))
     }
@@ -110,28 +110,33 @@ impl CodeExecutionServer {
     async fn read_workspace_file(
         &self,
         Parameters(args): Parameters<FileArgs>,
-    ) -> Result<Json<ReadResponse>, CallToolResult> {
+    ) -> Result<Json<ReadResponse>, Reply> {
         let filename = args.filename.clone();
-        let path = self.app.from_model(args.filename);
+        let path = self.app.privacy().from_model(args.filename);
         let file = self
             .app
             .with_workspace(move |ws| ws.read_file(&path))
             .await
-            .map_err(failure)?;
+            .map_err(|e| self.failure(e))?;
         let (content, encoding) = match String::from_utf8(file.bytes) {
-            Ok(text) => (self.app.for_model(text), "utf-8"),
+            Ok(text) => (text, "utf-8"),
             Err(e) => (
                 base64::engine::general_purpose::STANDARD.encode(e.into_bytes()),
                 "base64",
             ),
         };
-        Ok(Json(ReadResponse {
+        let response = ReadResponse {
             success: true,
             filename,
             content,
             encoding: encoding.into(),
             size: file.size,
-        }))
+        };
+        Ok(match encoding {
+            // A file that is not text: its base64 is bytes, not something to tokenize.
+            "base64" => self.app.privacy().json_keeping(response, &["content"]),
+            _ => self.app.privacy().json(response),
+        })
     }
 
     #[tool(
@@ -145,23 +150,19 @@ impl CodeExecutionServer {
     async fn list_workspace_files(
         &self,
         Parameters(args): Parameters<ListArgs>,
-    ) -> Result<Json<ListResponse>, CallToolResult> {
+    ) -> Result<Json<ListResponse>, Reply> {
         let path = args.subpath.clone();
-        let subpath = self.app.from_model(args.subpath);
+        let subpath = self.app.privacy().from_model(args.subpath);
         let listing = self
             .app
             .with_workspace(move |ws| ws.list_files(&subpath))
             .await
-            .map_err(failure)?;
-        Ok(Json(ListResponse {
+            .map_err(|e| self.failure(e))?;
+        Ok(self.app.privacy().json(ListResponse {
             success: true,
             path,
             count: listing.files.len(),
-            files: listing
-                .files
-                .into_iter()
-                .map(|f| self.app.for_model(f))
-                .collect(),
+            files: listing.files.into_iter().collect(),
             truncated: listing.truncated,
             skipped: listing.skipped,
         }))
@@ -179,15 +180,18 @@ impl CodeExecutionServer {
         &self,
         Parameters(args): Parameters<FileArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<MessageResponse>, CallToolResult> {
+    ) -> Result<Json<MessageResponse>, Reply> {
         let filename = args.filename.clone();
-        let path = self.app.from_model(args.filename);
+        let path = self.app.privacy().from_model(args.filename);
         let deleted = path.clone();
         self.app
             .with_workspace(move |ws| ws.delete_file(&path))
             .await
-            .map_err(failure)?;
+            .map_err(|e| self.failure(e))?;
         self.announce_changes(&ctx.peer, &[deleted], true).await;
-        Ok(Json(MessageResponse::ok(format!("Deleted {filename}"))))
+        Ok(self
+            .app
+            .privacy()
+            .json(MessageResponse::ok(format!("Deleted {filename}"))))
     }
 }

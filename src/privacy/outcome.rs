@@ -1,16 +1,5 @@
-//! Privacy by default: with `--pii-output tokenize`, what the tools show the model passes
-//! through the PII engine, so values become tokens like `[EMAIL_ab12cd34]`: everything
-//! `execute_code` returns (printed lines, stderr, the result, error type and text, traceback),
-//! and the contents and names the workspace and skill tools read back. Workspace files and code
-//! keep the real values; `restore_pii` (or `detokenize_pii` in the sandbox) turns tokens back
-//! into values where a tool call needs them.
-//!
-//! Where a text was cut to a limit, the bytes after the cut come along unseen (the sandbox's
-//! `EDGE_BYTES`), so the engine sees a value the cut splits whole and the model gets its token,
-//! never its first part.
-//!
-//! This stops accidental exposure, not a determined program: code the model writes can reshape
-//! a restored value (spell it out, reverse it) before printing it.
+//! Tokenizing an execution's outcome, cut texts with the bytes past their cut, and the bound
+//! on how many tokens one restore may carry.
 
 use std::sync::LazyLock;
 

@@ -1,0 +1,183 @@
+//! Privacy by default, and by type: with `--pii-output tokenize`, what the server shows the
+//! model passes through the PII engine, so values become tokens like `[EMAIL_ab12cd34]`.
+//! Workspace files and code keep the real values; `restore_pii` (or `detokenize_pii` in the
+//! sandbox) turns tokens back into values where a tool call needs them.
+//!
+//! The guarantee is a type. A tool handler returns [`Json`] or [`Reply`], and only
+//! [`Privacy`] makes them: [`Privacy::json`] sends every string of the response through the
+//! engine, [`Privacy::error`] and [`Privacy::failure`] every error text, and
+//! [`Privacy::structured`] the JSON and every attachment's text (an image's bytes are not
+//! text). So a new response field, or an error that quotes a path, cannot reach the model
+//! untokenized: there is no other way to build a response. The exceptions are named:
+//! [`Privacy::revealed`] (`restore_pii`, whose answer is the values the model asked for) and
+//! [`Privacy::json_keeping`] (fields that are binary as base64).
+//!
+//! `execute_code`'s outcome is tokenized earlier, in the application, where the bytes past
+//! each cut are still at hand ([`redact_outcome`]): a value the cut splits becomes its token
+//! whole, never its first part. Passing a tokenized text through the engine again leaves it
+//! as it is.
+//!
+//! This stops accidental exposure, not a determined program: code the model writes can reshape
+//! a restored value (spell it out, reverse it) before printing it.
+
+mod outcome;
+mod reply;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use outcome::{MAX_TOKENS_PER_RESTORE, check_restore_budget, redact_outcome};
+pub use reply::{Attachment, Json, Reply};
+
+use crate::app::blocking_here;
+use crate::pii::{Batch, PiiEngine};
+
+/// The one door from the server to the model: every response and notification text passes
+/// here.
+#[derive(Clone)]
+pub struct Privacy {
+    pii: Arc<PiiEngine>,
+    tokenize: bool,
+}
+
+impl Privacy {
+    /// With `tokenize` false (`--pii-output off`), texts pass as they are.
+    pub fn new(pii: Arc<PiiEngine>, tokenize: bool) -> Self {
+        Self { pii, tokenize }
+    }
+
+    /// Whether personal data is tokenized on its way to the model.
+    pub fn tokenizes(&self) -> bool {
+        self.tokenize
+    }
+
+    /// A text on its way to the model by another road than a tool's response: a progress
+    /// message, a resource's name, URI or contents, a notification.
+    pub fn text(&self, text: String) -> String {
+        if !self.tokenize {
+            return text;
+        }
+        blocking_here(|| self.pii.sanitize(&text).text)
+    }
+
+    /// [`Privacy::text`] of `text` cut to `max_chars` characters, with `…` where it was cut.
+    /// The PII engine reads past the cut, so a value the cut splits becomes its token whole
+    /// (which may end past `max_chars`) rather than leave its first part in clear.
+    pub fn text_cut(&self, text: String, max_chars: usize) -> String {
+        let cut = crate::text::prefix_chars(&text, max_chars).len();
+        if cut == text.len() {
+            return self.text(text);
+        }
+        let shown = if self.tokenize {
+            blocking_here(|| self.pii.sanitize_cut(&text, cut))
+        } else {
+            text[..cut].to_string()
+        };
+        format!("{shown}…")
+    }
+
+    /// Text coming from the model into a tool call: tokens this server minted become their
+    /// values again (so a file listed as `[EMAIL_ab12cd34].json` can be read under that name).
+    pub fn from_model(&self, text: String) -> String {
+        if self.tokenize && text.contains('[') && check_restore_budget(&text).is_ok() {
+            blocking_here(|| self.pii.restore(&text).text)
+        } else {
+            text
+        }
+    }
+
+    /// A tool's structured answer, every string of it (at any depth) through the engine.
+    pub fn json<T: Serialize>(&self, value: T) -> Json<T> {
+        Json::new(self.value(to_value(&value), &[]))
+    }
+
+    /// [`Privacy::json`], except the top-level string fields named in `binary`, which carry
+    /// bytes as base64 (a file that is not text): not text, so nothing the engine should read.
+    pub fn json_keeping<T: Serialize>(&self, value: T, binary: &[&str]) -> Json<T> {
+        Json::new(self.value(to_value(&value), binary))
+    }
+
+    /// `restore_pii`'s answer: the values the model asked to have back, shown as they are.
+    /// The one response the engine does not read.
+    pub fn revealed<T: Serialize>(value: T) -> Json<T> {
+        Json::new(to_value(&value))
+    }
+
+    /// A tool error the model can act on, its text through the engine (an error may quote a
+    /// path or a value the model only knows as a token).
+    pub fn error(&self, message: impl std::fmt::Display) -> Reply {
+        Reply::error_text(self.text(message.to_string()))
+    }
+
+    /// The original's `{success: false, error}` as an error result.
+    pub fn failure(&self, error: impl std::fmt::Display) -> Reply {
+        let value = serde_json::json!({"success": false, "error": error.to_string()});
+        Reply::structured(self.value(value, &[]), true, Vec::new())
+    }
+
+    /// A structured result (or, with `is_error`, a structured error), followed by
+    /// attachments: images pass as they are, the text of a link (URI, name, description)
+    /// through the engine.
+    pub fn structured(
+        &self,
+        value: &impl Serialize,
+        is_error: bool,
+        attachments: Vec<Attachment>,
+    ) -> Reply {
+        let value = self.value(to_value(value), &[]);
+        let attachments = attachments
+            .into_iter()
+            .map(|a| a.map_text(|t| self.text(t)))
+            .collect();
+        Reply::structured(value, is_error, attachments)
+    }
+
+    /// `value` with every string through the engine in one batch (one vault write), except the
+    /// top-level fields named in `keep`.
+    fn value(&self, value: Value, keep: &[&str]) -> Value {
+        if !self.tokenize {
+            return value;
+        }
+        blocking_here(|| {
+            self.pii.together(|batch| match value {
+                Value::Object(map) => Value::Object(
+                    map.into_iter()
+                        .map(|(k, v)| {
+                            let v = if keep.contains(&k.as_str()) {
+                                v
+                            } else {
+                                strings(batch, v)
+                            };
+                            (k, v)
+                        })
+                        .collect(),
+                ),
+                other => strings(batch, other),
+            })
+        })
+    }
+}
+
+/// Every string of `value` through `batch`; numbers, keys and the shape stay (the response's
+/// schema holds). Keys are the response's own field names, or were tokenized with the
+/// outcome they came from.
+fn strings(batch: &mut Batch<'_>, value: Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(batch.text(&s)),
+        Value::Array(items) => Value::Array(items.into_iter().map(|v| strings(batch, v)).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, strings(batch, v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+fn to_value(value: &impl Serialize) -> Value {
+    serde_json::to_value(value).expect("responses serialize")
+}
