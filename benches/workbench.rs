@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use code_execution_mcp::app::App;
 use code_execution_mcp::config::{Config, ImageProfile};
-use code_execution_mcp::execute_request::ExecuteRequest;
+use code_execution_mcp::execute::request::ExecuteRequest;
 use code_execution_mcp::sandbox::spec::LABEL_INSTANCE;
 use code_execution_mcp::sandbox::stats::percentile;
 

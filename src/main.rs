@@ -7,10 +7,11 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use code_execution_mcp::app::App;
+use code_execution_mcp::cli::{self, doctor};
 use code_execution_mcp::config::ImageProfile;
 use code_execution_mcp::config::{Config, Transport};
-use code_execution_mcp::sandbox::{Engine, derived, image};
-use code_execution_mcp::{doctor, transport as serve};
+use code_execution_mcp::sandbox::image;
+use code_execution_mcp::transport as serve;
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -142,36 +143,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     from,
                 },
         } => {
-            // Checked before anything is built: a bad line fails at once.
-            let packages = requirements
-                .map(|file| derived::Packages::read(&file, wheels.as_deref()))
-                .transpose()?;
-            let engine = Engine::connect().await?;
-            let tag = match from {
-                Some(from) => from,
-                None => {
-                    let tag = image::default_tag(profile);
-                    let id = match image::image_id(&engine, &tag).await? {
-                        Some(id) if !force => {
-                            eprintln!("{tag} is already built");
-                            id
-                        }
-                        _ => image::build(&engine, &tag, base.as_deref(), profile).await?,
-                    };
-                    eprintln!("built {tag} ({id})");
-                    tag
-                }
-            };
-            let tag = match packages {
-                None => tag,
-                Some(packages) => {
-                    let user = derived::build(&engine, &tag, &packages).await?;
-                    eprintln!(
-                        "built {user}: run it with `code-execution-mcp serve --image {user}`"
-                    );
-                    user
-                }
-            };
+            let tag = cli::image::build(cli::image::Build {
+                profile,
+                base,
+                force,
+                requirements,
+                wheels,
+                from,
+            })
+            .await?;
             println!("{tag}");
             Ok(ExitCode::SUCCESS)
         }

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use code_execution_mcp::execute_request::ExecuteRequest;
+use code_execution_mcp::execute::request::ExecuteRequest;
 use code_execution_mcp::sandbox::{Engine, Status};
 use common::{TestApp, assert_ok, stdout, wait_for_full_pool};
 use serde_json::json;

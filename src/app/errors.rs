@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
-use crate::execute_request::InputError;
+use crate::execute::request::InputError;
 use crate::gateway::UpstreamsError;
-use crate::host_paths::HostPathError;
+use crate::host::engine_paths::HostPathError;
 use crate::pii::KeyFileError;
 use crate::sandbox::image::ImageError;
 use crate::sandbox::{EngineError, SandboxError};
@@ -64,7 +64,7 @@ pub enum StartError {
     )]
     SeccompInMount { profile: PathBuf, mount: PathBuf },
     #[error(transparent)]
-    Storage(#[from] crate::storage::StorageError),
+    Storage(#[from] crate::host::storage::StorageError),
 }
 
 /// Why an execution request did not run.

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use super::{App, ExecuteError};
-use crate::execute_request::{self, ExecLimits, ExecuteRequest};
+use crate::execute::calls::ServerCalls;
+use crate::execute::request::{self, ExecLimits, ExecuteRequest};
 use crate::gateway::{ToolCallRecord, ToolSession};
 use crate::sandbox::{Job, Outcome};
-use crate::sandbox_calls::ServerCalls;
 
 /// What one execution gave: its outcome, the limits it ran under, and the upstream tool calls
 /// its code made.
@@ -18,7 +18,7 @@ pub struct Executed {
     pub limits: ExecLimits,
     pub tool_calls: Vec<ToolCallRecord>,
     /// Images, resource links and the files the code created or changed.
-    pub produced: crate::produced::Produced,
+    pub produced: crate::execute::produced::Produced,
 }
 
 impl App {
@@ -50,11 +50,11 @@ impl App {
             tap,
             confirm,
         } = request;
-        execute_request::check_code(&code, self.config.limits.max_code_bytes)?;
-        execute_request::check_context_vars(context_vars.as_ref())?;
+        request::check_code(&code, self.config.limits.max_code_bytes)?;
+        request::check_context_vars(context_vars.as_ref())?;
         let context_vars = context_vars.unwrap_or(serde_json::Value::Null);
-        execute_request::check_job_size(&code, &context_vars)?;
-        let limits = execute_request::clamp(
+        request::check_job_size(&code, &context_vars)?;
+        let limits = request::clamp(
             timeout_seconds,
             memory_mb,
             &self.config.limits.execute_bounds(),
@@ -116,7 +116,8 @@ impl App {
                 crate::privacy::redact_outcome(&pii, &mut outcome);
             }
             let returned = std::mem::take(&mut outcome.returned);
-            let produced = crate::produced::prepare(returned, bounds, &workspace, before.as_ref());
+            let produced =
+                crate::execute::produced::prepare(returned, bounds, &workspace, before.as_ref());
             (outcome, produced)
         })
         .await

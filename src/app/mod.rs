@@ -21,13 +21,13 @@ pub use shared::Shared;
 
 use crate::config::Config;
 use crate::discovery::Discovery;
+use crate::execute::calls::ServerCalls;
 use crate::gateway::GatewayView;
 use crate::pii::PiiEngine;
 use crate::privacy::Privacy;
 use crate::sandbox::EngineInfo;
 use crate::sandbox::Sandbox;
 use crate::sandbox::stats::{Stats, StatsSnapshot};
-use crate::sandbox_calls::ServerCalls;
 use crate::skills::{SkillLimits, SkillStore};
 use crate::tenancy::TenantDirs;
 use crate::workspace::Workspace;
@@ -252,18 +252,4 @@ fn open_skills(dir: &Path) -> Result<SkillStore, StartError> {
         Err(e) => tracing::warn!("could not add the starter skills: {e}"),
     }
     Ok(skills)
-}
-
-/// Runs `f`, which may block on storage (the PII vault file's append and sync, a directory on a
-/// shared volume), from an async context without stalling the runtime: on a multi-threaded
-/// runtime the worker hands its other tasks to a new worker first. Why: a shared volume stalls
-/// every read and write for seconds when one of its servers goes (GlusterFS's ping-timeout);
-/// two workers blocked there would leave `/health` unanswered and the proxy would take a healthy
-/// node out. On a current-thread runtime (tests) `f` simply runs.
-pub(crate) fn blocking_here<T>(f: impl FnOnce() -> T) -> T {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
-        _ => f(),
-    }
 }

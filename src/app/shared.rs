@@ -11,7 +11,7 @@ use super::StartError;
 use crate::config::Config;
 use crate::discovery::Discovery;
 use crate::gateway::Gateway;
-use crate::host_paths::HostPaths;
+use crate::host::engine_paths::HostPaths;
 use crate::pii::PiiKey;
 use crate::sandbox::image;
 use crate::sandbox::seccomp_file;
@@ -61,7 +61,7 @@ impl Shared {
     pub async fn start(config: Config) -> Result<Arc<Self>, StartError> {
         config.validate()?;
         if config.storage.shared_data {
-            let storage = crate::storage::require_shared(&config.storage.data_dir())?;
+            let storage = crate::host::storage::require_shared(&config.storage.data_dir())?;
             tracing::info!("tenant data on shared storage: {storage}");
         }
         let pii_key = match &config.pii.pii_key_file {
@@ -135,7 +135,7 @@ impl Shared {
         let gateway = match &config.gateway.upstreams {
             None => None,
             Some(path) => {
-                let upstreams = crate::gateway::config::read(path)?;
+                let upstreams = crate::gateway::upstreams_file::read(path)?;
                 crate::tenancy::check_upstream_tenants(&upstreams)?;
                 tracing::info!(
                     upstreams = upstreams.len(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{Shared, StartError};
 use crate::config::SANDBOX_UID;
-use crate::host_paths::HostPaths;
+use crate::host::engine_paths::HostPaths;
 use crate::workspace::quota::{self, QuotaMode};
 use crate::workspace::{SandboxUser, Workspace, WorkspaceError, WorkspaceLimits};
 

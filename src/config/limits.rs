@@ -59,8 +59,8 @@ pub struct LimitsConfig {
 
 impl LimitsConfig {
     /// The bounds `execute_code` requests are clamped to.
-    pub fn execute_bounds(&self) -> crate::execute_request::Bounds {
-        crate::execute_request::Bounds {
+    pub fn execute_bounds(&self) -> crate::execute::request::RequestBounds {
+        crate::execute::request::RequestBounds {
             default_timeout_secs: self.default_timeout_secs,
             max_timeout_secs: self.max_timeout_secs,
             default_memory_mb: self.default_memory_mb,
@@ -69,8 +69,8 @@ impl LimitsConfig {
     }
 
     /// The bounds of returned images.
-    pub fn image_bounds(&self) -> crate::images::Bounds {
-        crate::images::Bounds {
+    pub fn image_bounds(&self) -> crate::execute::pictures::PictureBounds {
+        crate::execute::pictures::PictureBounds {
             max_side: self.image_max_side,
             max_bytes: self.image_max_kb as usize * 1024,
         }
@@ -92,7 +92,7 @@ impl LimitsConfig {
                 self.default_timeout_secs, self.max_timeout_secs
             )));
         }
-        let min_memory = crate::execute_request::MIN_MEMORY_MB;
+        let min_memory = crate::execute::request::MIN_MEMORY_MB;
         if self.default_memory_mb < min_memory || self.default_memory_mb > self.max_memory_mb {
             return Err(ConfigError::Conflict(format!(
                 "--default-memory-mb {} must be between {min_memory} and --max-memory-mb {}",

@@ -17,22 +17,22 @@
 //! stats.rs     calls, failures and latency per upstream, for get_execution_stats
 //! ```
 //!
-//! A call travels harness → channel `call` frame (`call_tool`) → `sandbox_calls::ServerCalls`
+//! A call travels harness → channel `call` frame (`call_tool`) → `execute::calls::ServerCalls`
 //! → [`ToolSession::call`] → the upstream's `tools/call`, and back the same way. Credentials
 //! (an entry's `env` and `headers`) stay in this process: the sandbox gets generated stubs
 //! that name servers and tools, nothing else.
 
-pub mod config;
+pub mod call_stats;
 pub mod names;
 pub mod policy;
 pub mod redact;
 pub mod results;
 pub mod session;
-pub mod stats;
 pub mod stubs;
 pub mod tools;
 pub mod tree;
 pub mod upstream;
+pub mod upstreams_file;
 pub mod view;
 
 use std::path::Path;
@@ -43,9 +43,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use config::{UpstreamConfig, UpstreamsError};
 pub use session::{CallLimits, Confirm, ToolCallRecord, ToolSession};
-pub use upstream::{Status, Upstream, UpstreamLimits};
+pub use upstream::{Upstream, UpstreamLimits, UpstreamStatus};
+pub use upstreams_file::{UpstreamConfig, UpstreamsError};
 pub use view::GatewayView;
 
 /// Every upstream of this server, each kept connected by its own task.
@@ -120,12 +120,12 @@ impl Gateway {
     pub async fn settled(&self, limit: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            let statuses: Vec<Status> = self.upstreams.iter().map(|u| u.status()).collect();
+            let statuses: Vec<UpstreamStatus> = self.upstreams.iter().map(|u| u.status()).collect();
             if statuses
                 .iter()
-                .all(|s| matches!(s, Status::Ready | Status::Failed { .. }))
+                .all(|s| matches!(s, UpstreamStatus::Ready | UpstreamStatus::Failed { .. }))
             {
-                return statuses.iter().all(|s| *s == Status::Ready);
+                return statuses.iter().all(|s| *s == UpstreamStatus::Ready);
             }
             if tokio::time::Instant::now() >= deadline {
                 return false;

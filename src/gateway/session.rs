@@ -15,7 +15,7 @@ use tokio::sync::Semaphore;
 use super::policy::Decision;
 use super::results;
 use super::tree::TreeVersion;
-use super::upstream::Status;
+use super::upstream::UpstreamStatus;
 use super::view::GatewayView;
 use crate::pii::PiiEngine;
 use crate::sandbox::output::EDGE_BYTES;
@@ -153,19 +153,21 @@ impl ToolSession {
         let Some(found) = tools.iter().find(|t| t.name == tool) else {
             let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).take(30).collect();
             names.sort_unstable();
-            return Err(if tools.is_empty() && upstream.status() != Status::Ready {
-                format!(
-                    "upstream `{server}` is not connected: {}",
-                    upstream.unavailable_reason()
-                )
-            } else if tools.is_empty() {
-                format!("upstream `{server}` is connected and lists no tools")
-            } else {
-                format!(
-                    "upstream `{server}` has no tool {tool:?}; its tools: {}",
-                    names.join(", ")
-                )
-            });
+            return Err(
+                if tools.is_empty() && upstream.status() != UpstreamStatus::Ready {
+                    format!(
+                        "upstream `{server}` is not connected: {}",
+                        upstream.unavailable_reason()
+                    )
+                } else if tools.is_empty() {
+                    format!("upstream `{server}` is connected and lists no tools")
+                } else {
+                    format!(
+                        "upstream `{server}` has no tool {tool:?}; its tools: {}",
+                        names.join(", ")
+                    )
+                },
+            );
         };
         let Value::Object(arguments) = arguments else {
             return Err(format!(

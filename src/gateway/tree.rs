@@ -47,7 +47,7 @@ impl Tree {
     /// removing the directories of server processes that are gone.
     pub fn open(dir: &Path) -> std::io::Result<Tree> {
         let pid = std::process::id();
-        let start = crate::process::process_start_time(pid).unwrap_or(0);
+        let start = crate::host::process::process_start_time(pid).unwrap_or(0);
         Self::open_as(dir, &format!("{pid}-{start}"))
     }
 
@@ -61,7 +61,7 @@ impl Tree {
             let name = entry.file_name().to_string_lossy().into_owned();
             let gone = match name.split_once('-').map(|(p, s)| (p.parse(), s.parse())) {
                 Some((Ok(pid), Ok(start))) => {
-                    name == own || crate::process::process_is_gone(pid, start)
+                    name == own || crate::host::process::process_is_gone(pid, start)
                 }
                 _ => false,
             };
@@ -294,7 +294,10 @@ mod tests {
     fn each_server_process_has_its_own_root_and_dead_ones_are_removed() {
         let dir = tempfile::tempdir().unwrap();
         let pid = std::process::id();
-        let own = format!("{pid}-{}", crate::process::process_start_time(pid).unwrap());
+        let own = format!(
+            "{pid}-{}",
+            crate::host::process::process_start_time(pid).unwrap()
+        );
         // pid 1 runs, but did not start at tick 0: a server that is gone.
         let dead = Tree::open_as(dir.path(), "1-0").unwrap();
         dead.publish(&files("theirs")).unwrap();

@@ -32,9 +32,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{Transport, UpstreamConfig};
 use super::redact::Redactor;
 use super::tools::LiveTool;
+use super::upstreams_file::{UpstreamConfig, UpstreamTransport};
 
 /// Restarts in a row after which a failing upstream is given up (until the server restarts):
 /// with the first attempt, six connections in a row that failed or did not last.
@@ -67,7 +67,7 @@ pub struct UpstreamLimits {
 
 /// Where an upstream is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Status {
+pub enum UpstreamStatus {
     Connecting,
     Ready,
     /// Down, connecting again after a backoff.
@@ -91,7 +91,7 @@ pub struct Upstream {
     /// The entry's credentials, replaced in everything the upstream sends back.
     redactor: Redactor,
     limits: UpstreamLimits,
-    status: RwLock<Status>,
+    status: RwLock<UpstreamStatus>,
     live: RwLock<Option<Live>>,
     stderr_tail: Mutex<VecDeque<String>>,
     /// Why the last connection failed or ended, while a new one is being made.
@@ -125,7 +125,7 @@ impl Upstream {
             redactor: config.redactor(),
             config,
             limits,
-            status: RwLock::new(Status::Connecting),
+            status: RwLock::new(UpstreamStatus::Connecting),
             live: RwLock::new(None),
             stderr_tail: Mutex::new(VecDeque::new()),
             last_failure: Mutex::new(None),
@@ -136,7 +136,7 @@ impl Upstream {
         &self.config.name
     }
 
-    pub fn status(&self) -> Status {
+    pub fn status(&self) -> UpstreamStatus {
         self.status.read().expect("status lock").clone()
     }
 
@@ -163,7 +163,7 @@ impl Upstream {
     /// Whether the first connection is still being made: the upstream has neither listed its
     /// tools nor failed yet.
     pub fn first_connection_pending(&self) -> bool {
-        self.status() == Status::Connecting
+        self.status() == UpstreamStatus::Connecting
             && self.last_failure.lock().expect("failure lock").is_none()
     }
 
@@ -177,7 +177,7 @@ impl Upstream {
         self.limits.connect_timeout
     }
 
-    fn set_status(&self, status: Status) {
+    fn set_status(&self, status: UpstreamStatus) {
         *self.status.write().expect("status lock") = status;
     }
 
@@ -231,16 +231,21 @@ impl Upstream {
     /// Why the upstream cannot take a call now, and what happens next.
     pub fn unavailable_reason(&self) -> String {
         match self.status() {
-            Status::Connecting => match self.last_failure.lock().expect("failure lock").clone() {
+            UpstreamStatus::Connecting => match self
+                .last_failure
+                .lock()
+                .expect("failure lock")
+                .clone()
+            {
                 Some(reason) => format!("connecting again after: {reason}"),
                 None => {
                     "it is still connecting (`initialize` not answered yet); try again in a moment"
                         .into()
                 }
             },
-            Status::Ready => "its connection just ended; it is reconnecting".into(),
-            Status::Down { reason } => format!("{reason}; reconnecting"),
-            Status::Failed { reason } => {
+            UpstreamStatus::Ready => "its connection just ended; it is reconnecting".into(),
+            UpstreamStatus::Down { reason } => format!("{reason}; reconnecting"),
+            UpstreamStatus::Failed { reason } => {
                 format!("{reason}; fix the upstream and restart code-execution-mcp")
             }
         }
@@ -275,7 +280,7 @@ impl Upstream {
     ) {
         let mut failures: u32 = 0;
         loop {
-            self.set_status(Status::Connecting);
+            self.set_status(UpstreamStatus::Connecting);
             let started = Instant::now();
             let ended = self.connect_and_serve(&cancel, &changed).await;
             let was_live = self.live.write().expect("live lock").take().is_some();
@@ -292,7 +297,7 @@ impl Upstream {
             let reason = self.scrub(&self.with_stderr(ended));
             if failures > MAX_RESTARTS {
                 tracing::error!(upstream = %self.name(), %reason, "upstream given up: {MAX_RESTARTS} restarts in a row failed");
-                self.set_status(Status::Failed {
+                self.set_status(UpstreamStatus::Failed {
                     reason: format!("{reason} (given up: {MAX_RESTARTS} restarts in a row failed)"),
                 });
                 return;
@@ -300,7 +305,7 @@ impl Upstream {
             let backoff = Duration::from_secs(1 << (failures - 1).min(4));
             tracing::warn!(upstream = %self.name(), %reason, retry_in_secs = backoff.as_secs(), "upstream down");
             *self.last_failure.lock().expect("failure lock") = Some(reason.clone());
-            self.set_status(Status::Down { reason });
+            self.set_status(UpstreamStatus::Down { reason });
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = tokio::time::sleep(backoff) => {}
@@ -330,11 +335,11 @@ impl Upstream {
         };
         let connect = async {
             match &self.config.transport {
-                Transport::Stdio { .. } => self
+                UpstreamTransport::Stdio { .. } => self
                     .connect_stdio(handler)
                     .await
                     .map(|(service, child)| (service, Some(child))),
-                Transport::Http { url, headers } => {
+                UpstreamTransport::Http { url, headers } => {
                     connect_http(handler, url, headers, self.limits)
                         .await
                         .map(|service| (service, None))
@@ -411,7 +416,7 @@ impl Upstream {
                         peer: peer.clone(),
                         tools: Arc::new(tools),
                     });
-                    self.set_status(Status::Ready);
+                    self.set_status(UpstreamStatus::Ready);
                     changed();
                     listed = true;
                 }
@@ -439,7 +444,7 @@ impl Upstream {
         self: &Arc<Self>,
         handler: UpstreamClient,
     ) -> Result<(RunningService<RoleClient, UpstreamClient>, ChildGuard), String> {
-        let Transport::Stdio {
+        let UpstreamTransport::Stdio {
             command,
             args,
             env,
@@ -645,7 +650,7 @@ async fn connect_http(
     config.custom_headers = custom;
     config.max_sse_event_size = limits.max_message_bytes;
     let transport = StreamableHttpClientTransport::from_config(config);
-    let shown = super::config::shown_url(url);
+    let shown = super::upstreams_file::shown_url(url);
     handler
         .serve(transport)
         .await

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use super::Gateway;
-use super::stats::CallStats;
+use super::call_stats::CallStats;
 use super::stubs::{self, PythonNames, ServerStubs};
 use super::tools::LiveTool;
 use super::tree::{Tree, TreeVersion};

@@ -325,13 +325,13 @@ impl CodeExecutionServer {
 
 /// An upstream's state for `list_tool_categories`.
 fn upstream_summary(view: &crate::gateway::GatewayView, u: &crate::gateway::Upstream) -> Value {
-    use crate::gateway::Status;
+    use crate::gateway::UpstreamStatus;
     let (status, error) = match u.status() {
         // Connecting again: why the last connection failed or ended.
-        Status::Connecting => ("connecting", u.last_failure()),
-        Status::Ready => ("ready", None),
-        Status::Down { reason } => ("down", Some(reason)),
-        Status::Failed { reason } => ("failed", Some(reason)),
+        UpstreamStatus::Connecting => ("connecting", u.last_failure()),
+        UpstreamStatus::Ready => ("ready", None),
+        UpstreamStatus::Down { reason } => ("down", Some(reason)),
+        UpstreamStatus::Failed { reason } => ("failed", Some(reason)),
     };
     let mut v = json!({
         "status": status,

@@ -10,11 +10,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::CodeExecutionServer;
-use crate::execute_request::ExecuteRequest;
+use crate::execute::produced::ProducedFile;
+use crate::execute::progress::{self, LatestLine, Progress};
+use crate::execute::request::ExecuteRequest;
 use crate::gateway::{Confirm, ToolCallRecord};
 use crate::privacy::{Attachment, Reply};
-use crate::produced::ProducedFile;
-use crate::progress::{self, LatestLine, Progress};
 use crate::sandbox::Status;
 use std::sync::Arc;
 
@@ -145,7 +145,7 @@ impl CodeExecutionServer {
     fn file_info(&self, file: &ProducedFile) -> FileInfo {
         let path = self.app.privacy().text(file.path.clone());
         FileInfo {
-            uri: crate::resources::uri_for(&path),
+            uri: crate::workspace::uri::uri_for(&path),
             path,
             size: file.size,
             mime_type: file.mime_type.clone(),

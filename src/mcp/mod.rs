@@ -97,7 +97,7 @@ impl CodeExecutionServer {
     ) {
         let uris: Vec<String> = paths
             .iter()
-            .map(|p| crate::resources::uri_for(&self.app.privacy().text(p.clone())))
+            .map(|p| crate::workspace::uri::uri_for(&self.app.privacy().text(p.clone())))
             .collect();
         self.subscriptions
             .announce(peer, &uris, listing_changed)

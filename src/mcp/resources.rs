@@ -1,5 +1,5 @@
 //! The workspace as MCP resources: `resources/list` (paged), `resources/templates/list`,
-//! `resources/read`, and subscriptions. URI mapping and paging are [`crate::resources`]; file
+//! `resources/read`, and subscriptions. URI mapping and paging are [`crate::workspace::uri`]; file
 //! access is [`crate::workspace`], the same calls the workspace tools make, with the same PII
 //! rule (paths and text reach the client tokenized; tokens in a URI are turned back).
 //!
@@ -19,7 +19,7 @@ use rmcp::model::{
 use rmcp::{Peer, RoleServer};
 
 use crate::app::App;
-use crate::resources::{self, ResourceError};
+use crate::workspace::uri::{self, ResourceError};
 
 /// URIs one session may subscribe to at once.
 pub const MAX_SUBSCRIPTIONS: usize = 1000;
@@ -30,7 +30,7 @@ pub struct Subscriptions(Arc<Mutex<BTreeSet<String>>>);
 
 impl Subscriptions {
     pub fn subscribe(&self, uri: String) -> Result<(), ErrorData> {
-        resources::path_of(&uri).map_err(invalid)?;
+        uri::path_of(&uri).map_err(invalid)?;
         let mut set = self.0.lock().expect("subscriptions lock");
         if set.len() >= MAX_SUBSCRIPTIONS && !set.contains(&uri) {
             return Err(ErrorData::invalid_params(
@@ -72,7 +72,7 @@ fn invalid(e: ResourceError) -> ErrorData {
 
 /// The workspace path of a URI from the client (tokens turned back into values).
 fn path_from_client(app: &App, uri: &str) -> Result<String, ErrorData> {
-    resources::path_of(uri)
+    uri::path_of(uri)
         .map(|path| app.privacy().from_model(path))
         .map_err(invalid)
 }
@@ -82,13 +82,13 @@ pub async fn list(app: &App, cursor: Option<String>) -> Result<ListResourcesResu
         .with_workspace(|ws| ws.list_files(""))
         .await
         .map_err(|e| ErrorData::internal_error(app.privacy().text(e.to_string()), None))?;
-    let (files, next) = resources::page(&listing, cursor.as_deref()).map_err(invalid)?;
+    let (files, next) = uri::page(&listing, cursor.as_deref()).map_err(invalid)?;
     let resources = files
         .iter()
         .map(|path| {
             let shown = app.privacy().text(path.clone());
-            let mut resource = Resource::new(resources::uri_for(&shown), shown);
-            resource.mime_type = Some(resources::mime_for(path));
+            let mut resource = Resource::new(uri::uri_for(&shown), shown);
+            resource.mime_type = Some(uri::mime_for(path));
             resource
         })
         .collect();
@@ -98,7 +98,7 @@ pub async fn list(app: &App, cursor: Option<String>) -> Result<ListResourcesResu
 }
 
 pub fn templates() -> ListResourceTemplatesResult {
-    let mut template = ResourceTemplate::new(resources::URI_TEMPLATE, "workspace file");
+    let mut template = ResourceTemplate::new(uri::URI_TEMPLATE, "workspace file");
     template.description = Some(
         "A file of the sandbox workspace (/workspace/<path> inside code), by its path relative to the workspace".into(),
     );
@@ -107,14 +107,14 @@ pub fn templates() -> ListResourceTemplatesResult {
 
 pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, ErrorData> {
     let path = path_from_client(app, &uri)?;
-    let mime = resources::mime_for(&path);
+    let mime = uri::mime_for(&path);
     let file = app
         .with_workspace(move |ws| ws.read_file(&path))
         .await
         // Not found, not a regular file, a symlink, too large, a refused path: the tools' words,
         // which may quote the path with the values its tokens stand for.
         .map_err(|e| ErrorData::resource_not_found(app.privacy().text(e.to_string()), None))?;
-    let contents = if resources::is_text(&mime, &file.bytes) {
+    let contents = if uri::is_text(&mime, &file.bytes) {
         let text = String::from_utf8(file.bytes).expect("checked as UTF-8");
         ResourceContents::text(app.privacy().text(text), uri).with_mime_type(mime)
     } else {

@@ -10,7 +10,7 @@ use super::CodeExecutionServer;
 use crate::privacy::{Json, Reply};
 use std::collections::BTreeMap;
 
-use crate::gateway::stats::UpstreamCallStats;
+use crate::gateway::call_stats::UpstreamCallStats;
 use crate::sandbox::stats::StatsSnapshot;
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -196,7 +196,7 @@ impl CodeExecutionServer {
                 .map(|view| view.stats.snapshot())
                 .unwrap_or_default(),
             // The vault's lock is held across file I/O: off the async worker.
-            pii_vault: crate::app::blocking_here(|| app.pii().persistence()).map(|p| {
+            pii_vault: crate::host::blocking_here(|| app.pii().persistence()).map(|p| {
                 PiiVaultStats {
                     path: p.path.display().to_string(),
                     tokens: app.pii().vault_len(),

@@ -33,7 +33,7 @@ use serde_json::Value;
 pub use outcome::{MAX_TOKENS_PER_RESTORE, check_restore_budget, redact_outcome};
 pub use reply::{Attachment, Json, Reply};
 
-use crate::app::blocking_here;
+use crate::host::blocking_here;
 use crate::pii::{Batch, PiiEngine};
 
 /// The one door from the server to the model: every response and notification text passes

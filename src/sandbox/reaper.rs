@@ -6,7 +6,7 @@
 use super::backend::{Backend, Labelled};
 use super::docker::EngineError;
 use super::spec::{LABEL_MANAGED, LABEL_OWNER};
-use crate::process::{hostname, process_is_gone, process_start_time};
+use crate::host::process::{hostname, process_is_gone, process_start_time};
 
 /// This process as an owner label: `hostname:pid:starttime` (starttime from /proc guards
 /// against pid reuse).

@@ -1,7 +1,7 @@
 //! What an execution returns besides text: images (`show_image`, matplotlib figures) and links
 //! to workspace files (`resource_link`), as the harness sent them. Like every frame, these are
 //! untrusted: the count, the size of each image and the number of links are bounded here, and
-//! images are decoded and re-encoded later ([`crate::images`]), never passed on as sent.
+//! images are decoded and re-encoded later ([`crate::execute::pictures`]), never passed on as sent.
 
 use base64::Engine as _;
 

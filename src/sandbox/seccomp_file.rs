@@ -14,7 +14,7 @@ use rustix::fs::{self as rfs, Mode, OFlags};
 use sha2::{Digest, Sha256};
 
 use super::spec::{SECCOMP_PROFILE, Seccomp};
-use crate::safe_fs::{AtomicWriteError, temp_name, write_atomic};
+use crate::host::safe_fs::{AtomicWriteError, temp_name, write_atomic};
 
 /// The directory under the data directory that holds the profile. No sandbox mounts it.
 pub const DIR_NAME: &str = "engine";

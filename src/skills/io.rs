@@ -15,9 +15,9 @@ use rustix::io::Errno;
 use super::error::{Result, SkillError};
 use super::store::SkillStore;
 use super::{DIR_MODE, FILE_MODE, STALE_TEMP_SECS, TEMP_PREFIX};
-use crate::safe_fs::{self, AtomicWriteError};
+use crate::host::safe_fs::{self, AtomicWriteError};
 
-pub(super) use crate::safe_fs::kind_phrase as kind_name;
+pub(super) use crate::host::safe_fs::kind_phrase as kind_name;
 
 pub(super) fn mtime_of(st: &rfs::Stat) -> DateTime<Utc> {
     #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]

@@ -92,7 +92,7 @@ impl TenantDirs {
 pub(crate) async fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     let mut attempt = 0;
     loop {
-        match crate::app::blocking_here(|| create_private_dir_once(dir)) {
+        match crate::host::blocking_here(|| create_private_dir_once(dir)) {
             Err(e) if attempt < 6 && matches!(e.raw_os_error(), Some(libc::EIO | libc::EEXIST)) => {
                 attempt += 1;
                 tracing::debug!("creating {} failed ({e}); retrying", dir.display());
@@ -122,7 +122,7 @@ mod tests {
     #[test]
     fn upstream_tenants_follow_the_tenant_name_rule() {
         let file = |tenants: &str| {
-            crate::gateway::config::parse(
+            crate::gateway::upstreams_file::parse(
                 &format!(r#"{{"mcpServers": {{"a": {{"command": "x", "tenants": {tenants}}}}}}}"#),
                 &|_| None,
             )

@@ -161,7 +161,7 @@ pub async fn serve_http(
         storage: config
             .storage
             .shared_data
-            .then(|| crate::storage::StorageWatch::start(config.storage.data_dir())),
+            .then(|| crate::host::storage::StorageWatch::start(config.storage.data_dir())),
     });
     let hosts = access.config().transport.allowed_hosts.join(",");
     let router = axum::Router::new()
@@ -209,7 +209,7 @@ struct HttpState {
     endpoint: Endpoint,
     engine: Engine,
     /// With `--shared-data`, the watch of the data directory `/health` also consults.
-    storage: Option<Arc<crate::storage::StorageWatch>>,
+    storage: Option<Arc<crate::host::storage::StorageWatch>>,
 }
 
 /// The MCP service a request is for, found by [`authenticate`].

@@ -72,6 +72,7 @@
 //! `error` (errors and their wording) and [`quota`].
 
 pub mod quota;
+pub mod uri;
 
 mod changes;
 mod error;

@@ -9,7 +9,7 @@ use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 use super::error::{Result, WorkspaceError};
 use super::path::{ctx, show};
 use super::{FileContent, Workspace, validate_relative_path};
-use crate::safe_fs::{self, kind_name};
+use crate::host::safe_fs::{self, kind_name};
 
 impl Workspace {
     /// Reads a regular file of at most `max_file_bytes`.

@@ -11,7 +11,7 @@ use rustix::io::Errno;
 use super::Workspace;
 use super::error::{Result, WorkspaceError, is_no_space};
 use super::path::{ctx, show};
-use crate::safe_fs::kind_name;
+use crate::host::safe_fs::kind_name;
 
 /// How paths are resolved beneath the root fd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

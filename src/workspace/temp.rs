@@ -7,7 +7,7 @@ use rustix::fs::{self as rfs, AtFlags, FileType};
 use super::error::{Result, WorkspaceError};
 use super::walk::{Flow, walk};
 use super::{TEMP_PREFIX, USAGE_MAX_DEPTH, USAGE_MAX_ENTRIES, Workspace};
-use crate::safe_fs;
+use crate::host::safe_fs;
 
 /// Temp files whose writer cannot be told from their name (an older naming) are removed once
 /// they are this old.
@@ -45,7 +45,7 @@ impl Workspace {
                 return Flow::Next;
             };
             let stale = match parse_temp_writer(rest) {
-                Some((pid, started)) => crate::process::process_is_gone(pid, started),
+                Some((pid, started)) => crate::host::process::process_is_gone(pid, started),
                 None => rfs::statat(e.dir, e.name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
                     let mtime = std::time::UNIX_EPOCH
                         + std::time::Duration::from_secs(st.st_mtime.max(0) as u64);
@@ -68,7 +68,7 @@ pub(super) fn temp_name() -> String {
     static WRITER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let prefix = WRITER.get_or_init(|| {
         let pid = std::process::id();
-        let started = crate::process::process_start_time(pid).unwrap_or(0);
+        let started = crate::host::process::process_start_time(pid).unwrap_or(0);
         format!("{TEMP_PREFIX}{pid}-{started}-")
     });
     safe_fs::temp_name(prefix)

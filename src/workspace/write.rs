@@ -14,7 +14,7 @@ use super::owner::chown_fd;
 use super::path::{ctx, show};
 use super::temp::temp_name;
 use super::{DIR_MODE, FILE_MODE, SandboxUser, Workspace, validate_relative_path};
-use crate::safe_fs::{self, AtomicWriteError};
+use crate::host::safe_fs::{self, AtomicWriteError};
 
 impl Workspace {
     /// Writes `content` to `rel` atomically (temp file + `renameat`), creating missing parent

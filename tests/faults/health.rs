@@ -208,7 +208,7 @@ async fn health_answers_503_while_the_shared_data_volume_hangs_or_fails() {
     // The volume hangs (its daemon stopped): /health still answers at once, 503 once a read
     // has hung past the stall limit.
     volume.signal(rustix::process::Signal::STOP);
-    let limit = code_execution_mcp::storage::STALL_LIMIT + Duration::from_secs(30);
+    let limit = code_execution_mcp::host::storage::STALL_LIMIT + Duration::from_secs(30);
     let (status, body) = health_becomes(port, 503, limit).await;
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("has not answered for"), "{body}");

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use code_execution_mcp::app::Executed;
 use code_execution_mcp::config::Config;
-use code_execution_mcp::execute_request::ExecuteRequest;
+use code_execution_mcp::execute::request::ExecuteRequest;
 use code_execution_mcp::sandbox::Status;
 use common::TestApp;
 use serde_json::Value;
@@ -51,7 +51,7 @@ pub async fn app_with_ready(
             .iter()
             .filter(|u| {
                 names.contains(&u.name())
-                    && u.status() == code_execution_mcp::gateway::Status::Ready
+                    && u.status() == code_execution_mcp::gateway::UpstreamStatus::Ready
             })
             .count()
             == names.len()

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use code_execution_mcp::execute_request::ExecuteRequest;
+use code_execution_mcp::execute::request::ExecuteRequest;
 use code_execution_mcp::sandbox::Backend;
 use serde_json::{Value, json};
 
@@ -36,7 +36,7 @@ async fn case_40_a_100_mb_code_string_is_refused_before_the_engine() {
                 matches!(
                     err,
                     code_execution_mcp::app::ExecuteError::Input(
-                        code_execution_mcp::execute_request::InputError::CodeTooLarge { .. }
+                        code_execution_mcp::execute::request::InputError::CodeTooLarge { .. }
                     )
                 ),
                 "{err}"

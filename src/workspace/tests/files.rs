@@ -2,7 +2,7 @@
 //! their temp files, ownership of what the server writes.
 
 use super::*;
-use crate::safe_fs::FAIL_BEFORE_RENAME;
+use crate::host::safe_fs::FAIL_BEFORE_RENAME;
 use crate::workspace::temp::{parse_temp_writer, temp_name};
 use rustix::fs::FileType;
 
@@ -239,7 +239,7 @@ fn temp_names_carry_the_writer() {
     let name = temp_name();
     let (pid, started) = parse_temp_writer(name.strip_prefix(TEMP_PREFIX).unwrap()).unwrap();
     assert_eq!(pid, std::process::id());
-    assert!(!crate::process::process_is_gone(pid, started));
+    assert!(!crate::host::process::process_is_gone(pid, started));
     for junk in [
         "",
         "1-2",

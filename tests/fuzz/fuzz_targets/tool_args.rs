@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use code_execution_mcp::config::Config;
 use code_execution_mcp::discovery::{MAX_LIMIT, Registry};
-use code_execution_mcp::execute_request::{self, InputError, MIN_MEMORY_MB, MIN_TIMEOUT_SECS};
+use code_execution_mcp::execute::request::{self, InputError, MIN_MEMORY_MB, MIN_TIMEOUT_SECS};
 use code_execution_mcp::mcp::args::{
     DefinitionArgs, ExecuteCodeArgs, FileArgs, ListArgs, SaveSkillArgs, SearchArgs, SkillNameArgs,
     TextArgs, WriteArgs,
@@ -101,7 +101,7 @@ fuzz_target!(|data: &[u8]| {
 
 fn check_execute(a: &ExecuteCodeArgs) {
     let c = &*CONFIG;
-    match execute_request::check_code(&a.code, c.limits.max_code_bytes) {
+    match request::check_code(&a.code, c.limits.max_code_bytes) {
         Ok(()) => {
             assert!(!a.code.trim().is_empty() && a.code.len() <= c.limits.max_code_bytes);
             assert!(!a.code.contains('\0'));
@@ -110,7 +110,7 @@ fn check_execute(a: &ExecuteCodeArgs) {
         Err(_) => {}
     }
     let context = a.context_vars.clone().map(Value::Object);
-    let named = execute_request::check_context_vars(context.as_ref());
+    let named = request::check_context_vars(context.as_ref());
     let identifiers = a.context_vars.iter().flat_map(|m| m.keys()).all(|k| {
         let mut cs = k.chars();
         k.len() <= 128
@@ -118,9 +118,9 @@ fn check_execute(a: &ExecuteCodeArgs) {
             && cs.all(|c| c == '_' || c.is_alphanumeric())
     });
     assert_eq!(named.is_ok(), identifiers, "{named:?}");
-    let _ = execute_request::check_job_size(&a.code, context.as_ref().unwrap_or(&Value::Null));
+    let _ = request::check_job_size(&a.code, context.as_ref().unwrap_or(&Value::Null));
 
-    let l = execute_request::clamp(a.timeout_seconds, a.memory_mb, &c.limits.execute_bounds()).expect("JSON numbers are finite");
+    let l = request::clamp(a.timeout_seconds, a.memory_mb, &c.limits.execute_bounds()).expect("JSON numbers are finite");
     let (min_t, max_t) = (
         Duration::from_secs_f64(MIN_TIMEOUT_SECS),
         Duration::from_secs(c.limits.max_timeout_secs),

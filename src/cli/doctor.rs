@@ -160,7 +160,7 @@ fn storage_check(config: &Config, swarm: Option<&SwarmNode>) -> Check {
             ),
         );
     }
-    let storage = match crate::storage::inspect(&dir) {
+    let storage = match crate::host::storage::inspect(&dir) {
         Ok(s) => s,
         Err(e) => {
             return Check::fail(
@@ -225,7 +225,7 @@ async fn memory_enforced(
         }
     };
     // Both paths as the engine sees them (a doctor in the server's container translates them).
-    let on_engine = crate::host_paths::HostPaths::detect(&engine)
+    let on_engine = crate::host::engine_paths::HostPaths::detect(&engine)
         .await
         .and_then(|paths| {
             let translate =

@@ -61,7 +61,7 @@ pub enum UpstreamsError {
 
 /// How the server reaches one upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Transport {
+pub enum UpstreamTransport {
     /// A child process speaking MCP on its stdin/stdout.
     Stdio {
         command: String,
@@ -80,7 +80,7 @@ pub enum Transport {
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamConfig {
     pub name: String,
-    pub transport: Transport,
+    pub transport: UpstreamTransport,
     pub policy: Policy,
     /// The tenants that may use it (HTTP with tokens); `None`: every tenant. The names are
     /// checked against the tenant-name rule when the server starts (`app`).
@@ -93,8 +93,8 @@ impl UpstreamConfig {
     /// headers.
     pub fn describe(&self) -> String {
         match &self.transport {
-            Transport::Stdio { command, .. } => format!("command `{command}`"),
-            Transport::Http { url, .. } => shown_url(url),
+            UpstreamTransport::Stdio { command, .. } => format!("command `{command}`"),
+            UpstreamTransport::Http { url, .. } => shown_url(url),
         }
     }
 
@@ -110,12 +110,12 @@ impl UpstreamConfig {
         let mut found: Vec<String> = Vec::new();
         let mut pairs = Vec::new();
         match &self.transport {
-            Transport::Stdio { env, .. } => found.extend(
+            UpstreamTransport::Stdio { env, .. } => found.extend(
                 env.iter()
                     .filter(|(name, _)| !is_not_secret_env(name))
                     .map(|(_, value)| value.clone()),
             ),
-            Transport::Http { url, headers } => {
+            UpstreamTransport::Http { url, headers } => {
                 pairs.push((url.clone(), shown_url(url)));
                 found.extend(headers.values().cloned());
                 found.extend(
@@ -321,7 +321,7 @@ pub fn parse(
 fn transport(
     raw: &RawServer,
     expand: &dyn Fn(&str) -> Result<String, UpstreamsError>,
-) -> Result<Transport, String> {
+) -> Result<UpstreamTransport, String> {
     let unwrap = |r: Result<String, UpstreamsError>| {
         r.map_err(|e| match e {
             UpstreamsError::Server { problem, .. } => problem,
@@ -337,7 +337,7 @@ fn transport(
             if command.trim().is_empty() {
                 return Err("\"command\" is empty".into());
             }
-            Ok(Transport::Stdio {
+            Ok(UpstreamTransport::Stdio {
                 command: unwrap(expand(command))?,
                 args: raw
                     .args
@@ -364,7 +364,7 @@ fn transport(
                     crate::text::prefix_chars(&url, 40)
                 ));
             }
-            Ok(Transport::Http {
+            Ok(UpstreamTransport::Http {
                 url,
                 headers: raw
                     .headers
@@ -475,14 +475,14 @@ mod tests {
         assert_eq!(names, ["crm", "git", "time"]);
         assert_eq!(
             servers[2].transport,
-            Transport::Stdio {
+            UpstreamTransport::Stdio {
                 command: "uvx".into(),
                 args: vec!["mcp-server-time".into(), "--local-timezone=UTC".into()],
                 env: BTreeMap::new(),
                 cwd: None
             }
         );
-        let Transport::Http { url, headers } = &servers[0].transport else {
+        let UpstreamTransport::Http { url, headers } = &servers[0].transport else {
             panic!("crm is HTTP")
         };
         assert_eq!(url, "https://crm.example/mcp?key=s3cret");
@@ -502,7 +502,7 @@ mod tests {
             servers[0].tenants.as_deref(),
             Some(&["sales".to_string()][..])
         );
-        let Transport::Stdio { env, cwd, .. } = &servers[1].transport else {
+        let UpstreamTransport::Stdio { env, cwd, .. } = &servers[1].transport else {
             panic!("git is stdio")
         };
         assert_eq!(env["GIT_TOKEN"], "s3cret");

@@ -1,12 +1,12 @@
 //! What an execution produced besides text, made ready for the client: the images it returned
-//! (bounded and re-encoded by [`crate::images`]), the workspace files it asked to return as
+//! (bounded and re-encoded by [`crate::execute::pictures`]), the workspace files it asked to return as
 //! resource links (checked against the workspace like any tool path), and the files it created
 //! or changed (from workspace snapshots taken before and after the job). Blocking: the caller
 //! runs it on the blocking pool.
 
-use crate::images::{self, Bounds, Png};
-use crate::resources;
+use crate::execute::pictures::{self, PictureBounds, Png};
 use crate::sandbox::returned::Returned;
+use crate::workspace::uri;
 use crate::workspace::{FileChange, Snapshot, Workspace};
 
 /// Files listed per execution; more are counted.
@@ -50,13 +50,13 @@ pub struct Produced {
 /// workspace as the execution found it (`None`: changed files are not listed).
 pub fn prepare(
     returned: Returned,
-    bounds: Bounds,
+    bounds: PictureBounds,
     workspace: &Workspace,
     before: Option<&Snapshot>,
 ) -> Produced {
     let mut produced = Produced::default();
     for sent in returned.images {
-        match images::prepare(&sent.data, bounds) {
+        match pictures::prepare(&sent.data, bounds) {
             Ok(png) => produced.images.push(ReadyImage {
                 source: sent.source,
                 png,
@@ -130,9 +130,9 @@ pub fn prepare(
 fn file(path: &str, size: u64, change: &'static str, description: Option<String>) -> ProducedFile {
     ProducedFile {
         path: path.to_string(),
-        uri: resources::uri_for(path),
+        uri: uri::uri_for(path),
         size,
-        mime_type: resources::mime_for(path),
+        mime_type: uri::mime_for(path),
         change,
         description,
     }

@@ -1,5 +1,5 @@
 //! An `execute_code` request ([`ExecuteRequest`]) and the checks that turn it into limits: code
-//! size and text checks, and timeout/memory requests clamped to the configured [`Bounds`].
+//! size and text checks, and timeout/memory requests clamped to the configured [`RequestBounds`].
 //! Clamping is reported back, so a model that asked for 10 000 seconds learns it got 300.
 //!
 //! Pure logic, no I/O: unit-tested here, used before anything reaches the engine.
@@ -49,7 +49,7 @@ impl ExecuteRequest {
 /// The configured bounds a request's timeout and memory are clamped to (from the
 /// `--default-*` and `--max-*` flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bounds {
+pub struct RequestBounds {
     pub default_timeout_secs: u64,
     pub max_timeout_secs: u64,
     pub default_memory_mb: u64,
@@ -172,7 +172,7 @@ pub fn check_job_size(code: &str, context_vars: &serde_json::Value) -> Result<()
 pub fn clamp(
     timeout_seconds: Option<f64>,
     memory_mb: Option<f64>,
-    bounds: &Bounds,
+    bounds: &RequestBounds,
 ) -> Result<ExecLimits, InputError> {
     let mut adjustments = Vec::new();
 

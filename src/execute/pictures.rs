@@ -17,7 +17,7 @@ const SHRINK_ATTEMPTS: usize = 8;
 
 /// The bounds of a returned image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bounds {
+pub struct PictureBounds {
     /// Longest side, in pixels.
     pub max_side: u32,
     /// Largest PNG, in bytes.
@@ -36,7 +36,7 @@ pub struct Png {
 
 /// Decodes `data`, bounds it and encodes it as PNG. The error says why the image cannot be
 /// returned, for the model to read.
-pub fn prepare(data: &[u8], bounds: Bounds) -> Result<Png, String> {
+pub fn prepare(data: &[u8], bounds: PictureBounds) -> Result<Png, String> {
     let mut reader = ImageReader::new(Cursor::new(data))
         .with_guessed_format()
         .map_err(|e| format!("cannot read the image: {e}"))?;
@@ -113,7 +113,7 @@ mod tests {
     use super::*;
     use image::{Rgb, RgbImage};
 
-    const BOUNDS: Bounds = Bounds {
+    const BOUNDS: PictureBounds = PictureBounds {
         max_side: 100,
         max_bytes: 1 << 20,
     };
@@ -146,7 +146,7 @@ mod tests {
 
     #[test]
     fn an_image_over_the_byte_bound_is_shrunk_until_it_fits() {
-        let bounds = Bounds {
+        let bounds = PictureBounds {
             max_side: 1000,
             max_bytes: 20_000,
         };
