@@ -23,10 +23,13 @@
 //! that name servers and tools, nothing else.
 
 pub mod call_stats;
+mod child;
+mod client;
 pub mod names;
 pub mod policy;
 pub mod redact;
 pub mod results;
+mod secrets;
 pub mod session;
 pub mod stubs;
 pub mod tools;

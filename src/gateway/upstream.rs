@@ -22,16 +22,15 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams,
-    PaginatedRequestParams,
-};
+use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncRead};
+use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::child::{ChildGuard, read_bounded_line};
+use super::client::{UpstreamClient, connect_http};
 use super::redact::Redactor;
 use super::tools::LiveTool;
 use super::upstreams_file::{UpstreamConfig, UpstreamTransport};
@@ -561,131 +560,4 @@ async fn list_tools(
     }
     tracing::warn!(%upstream, "the upstream lists over {MAX_PAGES} pages of tools: the first {MAX_PAGES} are kept");
     Ok(tools)
-}
-
-/// A stdio upstream's process, killed with its whole process group when the connection that
-/// owns it ends (a wrapper such as `uvx` or `npx` would otherwise leave the real server
-/// running), and when the process itself exits: a child it left behind may hold its stdout
-/// open, and the connection would then never see its end (the upstream never restarted, its
-/// calls waiting out their timeout).
-struct ChildGuard {
-    group: Option<u32>,
-    /// Waits for the process and kills its group when it exits; owns the `Child`, which is
-    /// killed when the task is aborted.
-    watcher: tokio::task::JoinHandle<()>,
-}
-
-impl ChildGuard {
-    fn watch(mut child: tokio::process::Child, group: Option<u32>) -> Self {
-        let watcher = tokio::spawn(async move {
-            let _ = child.wait().await;
-            if let Some(pid) = group {
-                kill_group(pid);
-            }
-        });
-        Self { group, watcher }
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Some(pid) = self.group {
-            kill_group(pid);
-        }
-        // Dropping the task drops the `Child`, which kills it (`kill_on_drop`).
-        self.watcher.abort();
-    }
-}
-
-fn kill_group(pid: u32) {
-    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    }
-}
-
-/// Reads up to a newline, keeping at most `max` bytes of the line (the rest is skipped), so a
-/// stderr without newlines cannot grow a buffer without bound. Returns the bytes consumed.
-async fn read_bounded_line(
-    reader: &mut (impl tokio::io::AsyncBufRead + Unpin),
-    line: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<usize> {
-    let mut consumed = 0;
-    loop {
-        let buf = reader.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok(consumed);
-        }
-        let (take, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (buf.len(), false),
-        };
-        let room = max.saturating_sub(line.len());
-        line.extend_from_slice(&buf[..take.min(room)]);
-        reader.consume(take);
-        consumed += take;
-        if done {
-            return Ok(consumed);
-        }
-    }
-}
-
-async fn connect_http(
-    handler: UpstreamClient,
-    url: &str,
-    headers: &std::collections::BTreeMap<String, String>,
-    limits: UpstreamLimits,
-) -> Result<RunningService<RoleClient, UpstreamClient>, String> {
-    use rmcp::transport::StreamableHttpClientTransport;
-    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-    let mut custom = std::collections::HashMap::new();
-    for (k, v) in headers {
-        let name = http::HeaderName::try_from(k.as_str())
-            .map_err(|_| format!("header name {k:?} is not valid"))?;
-        let value = http::HeaderValue::try_from(v.as_str())
-            .map_err(|_| format!("the value of header {k} is not a valid header value"))?;
-        custom.insert(name, value);
-    }
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
-    config.custom_headers = custom;
-    config.max_sse_event_size = limits.max_message_bytes;
-    let transport = StreamableHttpClientTransport::from_config(config);
-    let shown = super::upstreams_file::shown_url(url);
-    handler
-        .serve(transport)
-        .await
-        .map_err(|e| format!("{shown} failed to initialize: {e}"))
-}
-
-/// The client side of one upstream connection: relists on `tools/list_changed`, and refuses
-/// the upstream's questions for the user (the gateway has no user of its own to ask).
-pub struct UpstreamClient {
-    name: String,
-    relist: mpsc::Sender<()>,
-}
-
-impl rmcp::ClientHandler for UpstreamClient {
-    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
-        tracing::info!(upstream = %self.name, "upstream says its tool list changed");
-        // A full channel already holds a relist request: one is enough.
-        let _ = self.relist.try_send(());
-    }
-
-    async fn create_elicitation(
-        &self,
-        _request: rmcp::model::ElicitRequestParams,
-        _context: rmcp::service::RequestContext<RoleClient>,
-    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-        Err(rmcp::ErrorData::invalid_request(
-            "code-execution-mcp does not relay an upstream's questions to its user: the tool must work without elicitation when called from code",
-            None,
-        ))
-    }
-
-    fn get_info(&self) -> InitializeRequestParams {
-        InitializeRequestParams::new(
-            ClientCapabilities::default(),
-            Implementation::new("code-execution-mcp", env!("CARGO_PKG_VERSION")),
-        )
-    }
 }
