@@ -12,7 +12,6 @@ use code_execution_mcp::config::ImageProfile;
 use code_execution_mcp::config::{Config, Transport};
 use code_execution_mcp::sandbox::image;
 use code_execution_mcp::transport as serve;
-use std::path::PathBuf;
 
 #[derive(Parser)]
 #[command(
@@ -54,29 +53,7 @@ enum ImageCommand {
     /// Build the sandbox image of a profile from the embedded images/python (pinned base, or
     /// the offline base when no registry is reachable); with --requirements, an image with your
     /// own packages on top of it. Prints the tag to run (`serve --image TAG`).
-    Build {
-        /// The profile: data (numpy, pandas, matplotlib, ...) or minimal (standard library).
-        #[arg(long, env = "CEM_IMAGE_PROFILE", value_enum, default_value_t = ImageProfile::Data)]
-        profile: ImageProfile,
-        /// Base image to build on instead of the pinned python:3.13-slim-trixie digest.
-        #[arg(long, env = "CEM_BASE_IMAGE")]
-        base: Option<String>,
-        /// Rebuild even when the image exists.
-        #[arg(long)]
-        force: bool,
-        /// A pip requirements file of pinned packages (NAME==VERSION) to install, binary wheels
-        /// only, into an image derived from the profile's (or --from) image.
-        #[arg(long)]
-        requirements: Option<PathBuf>,
-        /// With --requirements: install from the .whl files of this directory only, without
-        /// network.
-        #[arg(long, requires = "requirements")]
-        wheels: Option<PathBuf>,
-        /// With --requirements: the sandbox image to add the packages to [default: the
-        /// profile's image, built when missing].
-        #[arg(long, requires = "requirements")]
-        from: Option<String>,
-    },
+    Build(cli::image::Build),
     /// Print the tag the server uses by default for a profile.
     Tag {
         #[arg(long, env = "CEM_IMAGE_PROFILE", value_enum, default_value_t = ImageProfile::Data)]
@@ -133,25 +110,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Image {
-            command:
-                ImageCommand::Build {
-                    profile,
-                    base,
-                    force,
-                    requirements,
-                    wheels,
-                    from,
-                },
+            command: ImageCommand::Build(build),
         } => {
-            let tag = cli::image::build(cli::image::Build {
-                profile,
-                base,
-                force,
-                requirements,
-                wheels,
-                from,
-            })
-            .await?;
+            let tag = cli::image::build(build).await?;
             println!("{tag}");
             Ok(ExitCode::SUCCESS)
         }

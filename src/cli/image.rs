@@ -20,18 +20,29 @@ pub enum ImageCommandError {
     Image(#[from] ImageError),
 }
 
-/// What `image build` was asked for.
+/// What `image build` was asked for (its flags).
+#[derive(Debug, clap::Args)]
 pub struct Build {
+    /// The profile: data (numpy, pandas, matplotlib, ...) or minimal (standard library).
+    #[arg(long, env = "CEM_IMAGE_PROFILE", value_enum, default_value_t = ImageProfile::Data)]
     pub profile: ImageProfile,
-    /// Base image instead of the pinned python:3.13-slim-trixie digest.
+    /// Base image to build on instead of the pinned python:3.13-slim-trixie digest.
+    #[arg(long, env = "CEM_BASE_IMAGE")]
     pub base: Option<String>,
     /// Rebuild even when the image exists.
+    #[arg(long)]
     pub force: bool,
-    /// A pip requirements file of pinned packages to add.
+    /// A pip requirements file of pinned packages (NAME==VERSION) to install, binary wheels
+    /// only, into an image derived from the profile's (or --from) image.
+    #[arg(long)]
     pub requirements: Option<PathBuf>,
-    /// With `requirements`: install from this directory's wheels only.
+    /// With --requirements: install from the .whl files of this directory only, without
+    /// network.
+    #[arg(long, requires = "requirements")]
     pub wheels: Option<PathBuf>,
-    /// With `requirements`: the image to add the packages to.
+    /// With --requirements: the sandbox image to add the packages to [default: the
+    /// profile's image, built when missing].
+    #[arg(long, requires = "requirements")]
     pub from: Option<String>,
 }
 
