@@ -27,17 +27,16 @@ pub fn prefix_chars(s: &str, max_chars: usize) -> &str {
 
 /// `s` cut to at most `max_bytes` bytes, with `…` after the cut when there was one.
 pub fn cut(s: &str, max_bytes: usize) -> String {
-    let kept = prefix(s, max_bytes);
-    if kept.len() == s.len() {
-        s.to_owned()
-    } else {
-        format!("{kept}…")
-    }
+    marked(s, prefix(s, max_bytes))
 }
 
 /// `s` cut to at most `max_chars` characters, with `…` after the cut when there was one.
 pub fn cut_chars(s: &str, max_chars: usize) -> String {
-    let kept = prefix_chars(s, max_chars);
+    marked(s, prefix_chars(s, max_chars))
+}
+
+/// `kept`, a prefix of `s`, with `…` when it is shorter.
+fn marked(s: &str, kept: &str) -> String {
     if kept.len() == s.len() {
         s.to_owned()
     } else {
