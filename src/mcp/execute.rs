@@ -14,7 +14,7 @@ use crate::execute::produced::ProducedFile;
 use crate::execute::progress::{self, LatestLine, Progress};
 use crate::execute::request::ExecuteRequest;
 use crate::gateway::{Confirm, ToolCallRecord};
-use crate::privacy::{Attachment, Reply};
+use crate::privacy::{Attachment, Link, Reply};
 use crate::sandbox::Status;
 use std::sync::Arc;
 
@@ -272,13 +272,13 @@ impl CodeExecutionServer {
             .map(|i| Attachment::Png(i.png.bytes))
             .chain(produced.links.iter().map(|link| {
                 let info = self.file_info(link);
-                Attachment::Link {
+                Attachment::Link(Link {
                     uri: info.uri,
                     name: info.path,
                     mime_type: info.mime_type,
                     size: info.size,
                     description: link.description.clone(),
-                }
+                })
             }))
             .collect();
         let ok = outcome.status == Status::Ok;

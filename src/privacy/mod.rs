@@ -31,7 +31,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use outcome::{MAX_TOKENS_PER_RESTORE, check_restore_budget, redact_outcome};
-pub use reply::{Attachment, Json, Reply};
+pub use reply::{Attachment, Json, Link, Reply};
 
 use crate::host::blocking_here;
 use crate::pii::{Batch, PiiEngine};

@@ -73,13 +73,16 @@ pub enum Attachment {
     /// A PNG's bytes.
     Png(Vec<u8>),
     /// A workspace file by reference.
-    Link {
-        uri: String,
-        name: String,
-        mime_type: String,
-        size: u64,
-        description: Option<String>,
-    },
+    Link(Link),
+}
+
+/// A workspace file returned by reference (`resource_link`).
+pub struct Link {
+    pub uri: String,
+    pub name: String,
+    pub mime_type: String,
+    pub size: u64,
+    pub description: Option<String>,
 }
 
 impl Attachment {
@@ -87,19 +90,12 @@ impl Attachment {
     pub(super) fn map_text(self, mut f: impl FnMut(String) -> String) -> Self {
         match self {
             Attachment::Png(bytes) => Attachment::Png(bytes),
-            Attachment::Link {
-                uri,
-                name,
-                mime_type,
-                size,
-                description,
-            } => Attachment::Link {
-                uri: f(uri),
-                name: f(name),
-                mime_type,
-                size,
-                description: description.map(f),
-            },
+            Attachment::Link(link) => Attachment::Link(Link {
+                uri: f(link.uri),
+                name: f(link.name),
+                description: link.description.map(f),
+                ..link
+            }),
         }
     }
 
@@ -109,17 +105,11 @@ impl Attachment {
                 base64::engine::general_purpose::STANDARD.encode(bytes),
                 "image/png",
             ),
-            Attachment::Link {
-                uri,
-                name,
-                mime_type,
-                size,
-                description,
-            } => {
-                let mut resource = Resource::new(uri, name);
-                resource.mime_type = Some(mime_type);
-                resource.size = Some(size);
-                resource.description = description;
+            Attachment::Link(link) => {
+                let mut resource = Resource::new(link.uri, link.name);
+                resource.mime_type = Some(link.mime_type);
+                resource.size = Some(link.size);
+                resource.description = link.description;
                 ContentBlock::resource_link(resource)
             }
         }

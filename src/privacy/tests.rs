@@ -93,13 +93,13 @@ fn errors_and_attachments_are_tokenized_and_pictures_are_not() {
         false,
         vec![
             Attachment::Png(png.clone()),
-            Attachment::Link {
+            Attachment::Link(Link {
                 uri: "workspace:///dee@example.com.csv".into(),
                 name: "dee@example.com.csv".into(),
                 mime_type: "text/csv".into(),
                 size: 3,
                 description: Some("for eve@example.com".into()),
-            },
+            }),
         ],
     );
     let text = serde_json::to_string(reply.result()).unwrap();
