@@ -15,7 +15,7 @@ use crate::workspace::WorkspaceError;
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("invalid configuration: {0}")]
-    Config(#[from] crate::config::ConfigError),
+    Config(crate::config::ConfigError),
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error(transparent)]
@@ -80,4 +80,12 @@ pub enum ExecuteError {
         "cannot prepare the `servers` package for this execution: {0}. Check that the data directory is writable"
     )]
     ToolsPackage(std::io::Error),
+}
+
+// By hand rather than `#[from]`: the message already holds the cause, and a `source` would make
+// `main`'s error chain print it a second time.
+impl From<crate::config::ConfigError> for StartError {
+    fn from(error: crate::config::ConfigError) -> Self {
+        StartError::Config(error)
+    }
 }

@@ -4,7 +4,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::ConfigError;
+use super::range::Range;
 use clap::Args;
+
+const MAX_TOOL_CALLS: Range = Range::new("--max-tool-calls", 1, 1_000_000);
+const TOOL_CALL_TIMEOUT_SECS: Range = Range::new("--tool-call-timeout-secs", 1, 86_400);
+const MAX_TOOL_RESULT_MB: Range = Range::new("--max-tool-result-mb", 1, 6);
+const MAX_CONCURRENT_TOOL_CALLS: Range = Range::new("--max-concurrent-tool-calls", 1, 64);
+const UPSTREAM_CONNECT_TIMEOUT_SECS: Range = Range::new("--upstream-connect-timeout-secs", 1, 600);
 
 #[derive(Debug, Clone, Args)]
 pub struct GatewayConfig {
@@ -15,28 +23,38 @@ pub struct GatewayConfig {
     pub upstreams: Option<PathBuf>,
 
     /// Upstream tool calls one execution may make.
-    #[arg(long, env = "CEM_MAX_TOOL_CALLS", default_value_t = 5000, value_parser = clap::builder::RangedU64ValueParser::<u32>::new().range(1..=1_000_000))]
+    #[arg(long, env = "CEM_MAX_TOOL_CALLS", default_value_t = 5000, value_parser = MAX_TOOL_CALLS.parser::<u32>())]
     pub max_tool_calls: u32,
 
     /// Longest wait for one upstream tool call, in seconds.
-    #[arg(long, env = "CEM_TOOL_CALL_TIMEOUT_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, env = "CEM_TOOL_CALL_TIMEOUT_SECS", default_value_t = 60, value_parser = TOOL_CALL_TIMEOUT_SECS.parser::<u64>())]
     pub tool_call_timeout_secs: u64,
 
     /// Largest upstream tool result passed to sandbox code, in MiB (at most 6: a reply
     /// travels to the sandbox as one 8 MiB channel frame).
-    #[arg(long, env = "CEM_MAX_TOOL_RESULT_MB", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=6))]
+    #[arg(long, env = "CEM_MAX_TOOL_RESULT_MB", default_value_t = 4, value_parser = MAX_TOOL_RESULT_MB.parser::<u64>())]
     pub max_tool_result_mb: u64,
 
     /// Upstream tool calls one execution may have in flight at once (from threads).
-    #[arg(long, env = "CEM_MAX_CONCURRENT_TOOL_CALLS", default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
+    #[arg(long, env = "CEM_MAX_CONCURRENT_TOOL_CALLS", default_value_t = 8, value_parser = MAX_CONCURRENT_TOOL_CALLS.parser::<usize>())]
     pub max_concurrent_tool_calls: usize,
 
     /// Longest wait for an upstream to answer `initialize` and list its tools, in seconds.
-    #[arg(long, env = "CEM_UPSTREAM_CONNECT_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=600))]
+    #[arg(long, env = "CEM_UPSTREAM_CONNECT_TIMEOUT_SECS", default_value_t = 30, value_parser = UPSTREAM_CONNECT_TIMEOUT_SECS.parser::<u64>())]
     pub upstream_connect_timeout_secs: u64,
 }
 
 impl GatewayConfig {
+    /// The flags' ranges, for a configuration built in code.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        MAX_TOOL_CALLS.check(self.max_tool_calls)?;
+        TOOL_CALL_TIMEOUT_SECS.check(self.tool_call_timeout_secs)?;
+        MAX_TOOL_RESULT_MB.check(self.max_tool_result_mb)?;
+        MAX_CONCURRENT_TOOL_CALLS.check(self.max_concurrent_tool_calls)?;
+        UPSTREAM_CONNECT_TIMEOUT_SECS.check(self.upstream_connect_timeout_secs)?;
+        Ok(())
+    }
+
     /// How each execution's upstream tool calls are bounded.
     pub fn call_limits(&self) -> crate::gateway::CallLimits {
         crate::gateway::CallLimits {

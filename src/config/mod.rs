@@ -13,6 +13,7 @@ mod gateway;
 mod limits;
 mod pii;
 mod pool;
+mod range;
 mod sandbox;
 mod storage;
 mod tenants;
@@ -36,6 +37,13 @@ pub const SANDBOX_UID: u32 = 10001;
 /// Flags that do not fit: the message says which flag to change and how.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
+    /// One flag's value outside what it may take.
+    #[error("{flag} {value} must be {allowed}")]
+    OutOfRange {
+        flag: &'static str,
+        value: u64,
+        allowed: String,
+    },
     /// One flag's value has the wrong form.
     #[error("{flag} {problem}")]
     Invalid { flag: &'static str, problem: String },
@@ -99,9 +107,12 @@ impl Config {
     /// Checks each group's flags, then the flags of different groups against each other.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.transport.validate()?;
+        self.tenants.validate()?;
         self.sandbox.validate()?;
         self.limits.validate()?;
         self.pool.validate()?;
+        self.pii.validate()?;
+        self.gateway.validate()?;
         if self.tenants.has_tokens() {
             if self.transport.transport == Transport::Stdio {
                 return Err(ConfigError::Conflict("--tokens-file and CEM_TOKENS authenticate HTTP clients, and stdio has one client (the process that started the server): remove them, or serve with --transport http".into()));

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use super::ConfigError;
+use super::range::Range;
 use clap::{Args, ValueEnum};
 
 /// What happens to personal data in what `execute_code` returns to the model.
@@ -14,6 +16,8 @@ pub enum PiiOutput {
     Off,
 }
 
+const PII_VAULT_SIZE: Range = Range::at_least("--pii-vault-size", 1);
+
 #[derive(Debug, Clone, Args)]
 pub struct PiiConfig {
     /// Personal data in execute_code's output to the model: tokenized (default) or left as is.
@@ -21,7 +25,7 @@ pub struct PiiConfig {
     pub pii_output: PiiOutput,
 
     /// PII tokens the server remembers for restore_pii (oldest forgotten first).
-    #[arg(long, env = "CEM_PII_VAULT_SIZE", default_value_t = 100_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, env = "CEM_PII_VAULT_SIZE", default_value_t = 100_000, value_parser = PII_VAULT_SIZE.parser::<usize>())]
     pub pii_vault_size: usize,
 
     /// File holding the PII key: 32 bytes as 64 hex digits (`openssl rand -hex 32`; in a swarm,
@@ -34,6 +38,12 @@ pub struct PiiConfig {
 }
 
 impl PiiConfig {
+    /// The flags' ranges, for a configuration built in code.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        PII_VAULT_SIZE.check(self.pii_vault_size)?;
+        Ok(())
+    }
+
     /// Whether what the tools show the model is tokenized.
     pub fn tokenizes(&self) -> bool {
         self.pii_output == PiiOutput::Tokenize

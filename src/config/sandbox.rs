@@ -6,11 +6,17 @@
 
 use std::time::Duration;
 
+use super::range::Range;
 use clap::Args;
 
 use super::ConfigError;
 pub use crate::sandbox::image::ImageProfile;
 use crate::sandbox::spec::ContainerOptions;
+
+const TMPFS_MB: Range = Range::at_least("--tmpfs-mb", 1);
+const START_TIMEOUT_SECS: Range = Range::new("--start-timeout-secs", 1, 600);
+const PIDS_LIMIT_MIN: i64 = 16;
+const PIDS_LIMIT: Range = Range::at_least("--pids-limit", PIDS_LIMIT_MIN as u64);
 
 #[derive(Debug, Clone, Args)]
 pub struct SandboxConfig {
@@ -43,17 +49,17 @@ pub struct SandboxConfig {
     pub runtime: Option<String>,
 
     /// Processes and threads one sandbox may have at once.
-    #[arg(long, env = "CEM_PIDS_LIMIT", default_value_t = 128, value_parser = clap::value_parser!(i64).range(16..))]
+    #[arg(long, env = "CEM_PIDS_LIMIT", default_value_t = 128, value_parser = clap::value_parser!(i64).range(PIDS_LIMIT_MIN..))]
     pub pids_limit: i64,
 
     /// Size of the sandbox's writable /tmp (tmpfs), in MiB; counts against its memory limit.
-    #[arg(long, env = "CEM_TMPFS_MB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "CEM_TMPFS_MB", default_value_t = 64, value_parser = TMPFS_MB.parser::<u64>())]
     pub tmpfs_mb: u64,
 
     /// Longest wait for a sandbox container to be ready for an execution (taken from the pool,
     /// or created and started), in seconds; past it the call fails saying the engine is slow.
     /// The code's own timeout starts after this.
-    #[arg(long, env = "CEM_START_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=600))]
+    #[arg(long, env = "CEM_START_TIMEOUT_SECS", default_value_t = 30, value_parser = START_TIMEOUT_SECS.parser::<u64>())]
     pub start_timeout_secs: u64,
 }
 
@@ -102,6 +108,9 @@ impl SandboxConfig {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        TMPFS_MB.check(self.tmpfs_mb)?;
+        START_TIMEOUT_SECS.check(self.start_timeout_secs)?;
+        PIDS_LIMIT.check(self.pids_limit)?;
         if let Some(runtime) = &self.runtime {
             let allowed = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
             if runtime.is_empty() || runtime.len() > 64 || !runtime.chars().all(allowed) {

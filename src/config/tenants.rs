@@ -2,9 +2,13 @@
 
 use std::path::PathBuf;
 
+use super::ConfigError;
+use super::range::Range;
 use clap::Args;
 
 use super::Secret;
+
+const TENANT_MAX_CONCURRENCY: Range = Range::at_least("--tenant-max-concurrency", 1);
 
 #[derive(Debug, Clone, Args)]
 pub struct TenantsConfig {
@@ -21,11 +25,19 @@ pub struct TenantsConfig {
 
     /// Executions one tenant may run at once (HTTP with tokens), so that one tenant cannot take
     /// every slot [default: half of --max-concurrency, at least 1].
-    #[arg(long, env = "CEM_TENANT_MAX_CONCURRENCY", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, env = "CEM_TENANT_MAX_CONCURRENCY", value_parser = TENANT_MAX_CONCURRENCY.parser::<usize>())]
     pub tenant_max_concurrency: Option<usize>,
 }
 
 impl TenantsConfig {
+    /// The flags' ranges, for a configuration built in code.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(n) = self.tenant_max_concurrency {
+            TENANT_MAX_CONCURRENCY.check(n)?;
+        }
+        Ok(())
+    }
+
     /// Whether bearer tokens are configured (HTTP then serves tenants).
     pub fn has_tokens(&self) -> bool {
         self.tokens_file.is_some() || self.tokens.as_ref().is_some_and(|t| !t.0.trim().is_empty())

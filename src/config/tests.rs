@@ -170,6 +170,30 @@ fn out_of_range_values_are_refused_while_parsing_naming_the_flag() {
 }
 
 #[test]
+fn a_configuration_built_in_code_is_held_to_the_same_ranges() {
+    let mut c = Config::defaults();
+    c.pool.max_concurrency = 0;
+    let err = c.validate().unwrap_err().to_string();
+    assert_eq!(err, "--max-concurrency 0 must be at least 1");
+    let mut c = Config::defaults();
+    c.limits.max_images = 65;
+    let err = c.validate().unwrap_err().to_string();
+    assert_eq!(err, "--max-images 65 must be between 0 and 64");
+    for adjust in [
+        (|c: &mut Config| c.sandbox.pids_limit = 15) as fn(&mut Config),
+        |c| c.sandbox.tmpfs_mb = 0,
+        |c| c.pii.pii_vault_size = 0,
+        |c| c.gateway.max_tool_result_mb = 7,
+        |c| c.tenants.tenant_max_concurrency = Some(0),
+        |c| c.pool.pool_size = 65,
+    ] {
+        let mut c = Config::defaults();
+        adjust(&mut c);
+        assert!(matches!(c.validate(), Err(ConfigError::OutOfRange { .. })));
+    }
+}
+
+#[test]
 fn tokens_need_http_and_the_data_dir() {
     let tokens = Some(Secret("alice:".to_string() + &"a".repeat(40)));
     let mut c = Config::defaults();
