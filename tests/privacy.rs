@@ -8,6 +8,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
+use base64::Engine as _;
 use common::{TestApp, mcp_client};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Value, json};
@@ -91,6 +92,33 @@ async fn no_tool_answers_with_personal_data_in_clear() {
         }
         called.insert(name.to_string());
     }
+
+    // A file that is not text comes back as its base64, untouched, even where that base64
+    // looks like a secret (an AWS access key id here).
+    let looks_like_a_key = "AKIAIOSFODNN7EXAMPLE";
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(looks_like_a_key)
+        .unwrap();
+    assert!(
+        std::str::from_utf8(&bytes).is_err(),
+        "the file must not be text"
+    );
+    std::fs::write(t.workspace().join("blob.bin"), &bytes).unwrap();
+    let (err, read) = common::call_tool(
+        &client,
+        "read_workspace_file",
+        json!({"filename": "blob.bin"}),
+    )
+    .await;
+    assert!(!err, "{read}");
+    assert_eq!(read["encoding"], "base64");
+    assert_eq!(read["content"], looks_like_a_key, "{read}");
+    let (_, sanitized) =
+        common::call_tool(&client, "sanitize_pii", json!({"text": looks_like_a_key})).await;
+    assert_ne!(
+        sanitized["sanitized_text"], looks_like_a_key,
+        "as text it is a secret, so keeping it above is the exception working"
+    );
 
     // restore_pii is the one exception: it gives the model back the values it asks for.
     let (_, sanitized) = common::call_tool(&client, "sanitize_pii", json!({"text": EMAIL})).await;

@@ -154,7 +154,7 @@ impl App {
     }
 
     /// This tenant's PII engine (its tokens and vault).
-    pub fn pii(&self) -> &Arc<PiiEngine> {
+    pub(crate) fn pii(&self) -> &Arc<PiiEngine> {
         &self.pii
     }
 

@@ -14,7 +14,7 @@ pub mod storage;
 /// every read and write for seconds when one of its servers goes (GlusterFS's ping-timeout);
 /// two workers blocked there would leave `/health` unanswered and the proxy would take a healthy
 /// node out. On a current-thread runtime (tests) `f` simply runs.
-pub fn blocking_here<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn blocking_here<T>(f: impl FnOnce() -> T) -> T {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),

@@ -5,6 +5,8 @@
 //! A tool returns `privacy::Json<T>` or `privacy::Reply`, which only [`crate::privacy::Privacy`]
 //! makes: what a tool answers has been through the PII engine, whatever fields it has.
 
+#![deny(clippy::disallowed_types)]
+
 mod discovery_tools;
 mod execute;
 mod pii_tools;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::CodeExecutionServer;
 use crate::privacy::check_restore_budget;
-use crate::privacy::{Json, Privacy, Reply};
+use crate::privacy::{Json, Reply};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TextArgs {
@@ -82,7 +82,7 @@ impl CodeExecutionServer {
             .await
             .map_err(|e| self.error(e.to_string()))?;
         // The values the model asked to have back: the one answer shown as it is.
-        Ok(Privacy::revealed(RestoreResponse {
+        Ok(self.app.privacy().revealed(RestoreResponse {
             restored_text: r.text,
             restored: r.restored,
             unknown: r.unknown,

@@ -131,7 +131,7 @@ impl CodeExecutionServer {
             .map_err(|e| self.error(e.to_string()))?;
         let registry = self.registry().await;
         let categories = registry.categories().into_iter().map(|c| c.name).collect();
-        let c = &app.config();
+        let c = app.config();
         Ok(self.app.privacy().json(ExecutionStatsResponse {
             workspace: WorkspaceStats {
                 path: app.workspace_path().display().to_string(),

@@ -49,6 +49,14 @@ pub struct ReadResponse {
     pub size: u64,
 }
 
+impl ReadResponse {
+    /// The field that holds the file, as text or as base64.
+    const CONTENT: &str = "content";
+}
+
+/// `encoding` of a file that is not UTF-8 text.
+const BASE64: &str = "base64";
+
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ListResponse {
     pub success: bool,
@@ -122,7 +130,7 @@ impl CodeExecutionServer {
             Ok(text) => (text, "utf-8"),
             Err(e) => (
                 base64::engine::general_purpose::STANDARD.encode(e.into_bytes()),
-                "base64",
+                BASE64,
             ),
         };
         let response = ReadResponse {
@@ -132,10 +140,13 @@ impl CodeExecutionServer {
             encoding: encoding.into(),
             size: file.size,
         };
-        Ok(match encoding {
+        Ok(if encoding == BASE64 {
             // A file that is not text: its base64 is bytes, not something to tokenize.
-            "base64" => self.app.privacy().json_keeping(response, &["content"]),
-            _ => self.app.privacy().json(response),
+            self.app
+                .privacy()
+                .json_keeping(response, &[ReadResponse::CONTENT])
+        } else {
+            self.app.privacy().json(response)
         })
     }
 
@@ -162,7 +173,7 @@ impl CodeExecutionServer {
             success: true,
             path,
             count: listing.files.len(),
-            files: listing.files.into_iter().collect(),
+            files: listing.files,
             truncated: listing.truncated,
             skipped: listing.skipped,
         }))

@@ -8,7 +8,9 @@
 //! engine, [`Privacy::error`] and [`Privacy::failure`] every error text, and
 //! [`Privacy::structured`] the JSON and every attachment's text (an image's bytes are not
 //! text). So a new response field, or an error that quotes a path, cannot reach the model
-//! untokenized: there is no other way to build a response. The exceptions are named:
+//! untokenized: there is no other way to build a response (and `src/mcp/` denies clippy's
+//! `disallowed_types`, which names rmcp's own `Json` and `CallToolResult`). The exceptions are
+//! named:
 //! [`Privacy::revealed`] (`restore_pii`, whose answer is the values the model asked for) and
 //! [`Privacy::json_keeping`] (fields that are binary as base64).
 //!
@@ -103,7 +105,7 @@ impl Privacy {
 
     /// `restore_pii`'s answer: the values the model asked to have back, shown as they are.
     /// The one response the engine does not read.
-    pub fn revealed<T: Serialize>(value: T) -> Json<T> {
+    pub(crate) fn revealed<T: Serialize>(&self, value: T) -> Json<T> {
         Json::new(to_value(&value))
     }
 
