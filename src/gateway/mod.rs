@@ -3,8 +3,11 @@
 //! model's context.
 //!
 //! ```text
-//! config.rs    the upstreams file (Claude Desktop's mcpServers, ${VAR} expansion, policy)
+//! upstreams_file.rs  the upstreams file (Claude Desktop's mcpServers, ${VAR} expansion, policy)
+//! secrets.rs   what of an entry is secret, in every form it may come back in
 //! upstream.rs  one upstream kept connected: stdio child or streamable HTTP, relist, restart
+//! child.rs     a stdio upstream's process group and bounded stderr lines
+//! client.rs    the client side of a connection, and the HTTP connect
 //! tools.rs     an upstream tool as kept here (from the wire JSON, bounded)
 //! names.rs     Python identifiers for any server or tool name
 //! stubs.rs     the generated package: servers/<server>/<tool>.py
@@ -14,7 +17,7 @@
 //! results.rs   a tool result as a Python value
 //! policy.rs    allow, deny, confirm
 //! redact.rs    an upstream's credentials kept out of all it sends back
-//! stats.rs     calls, failures and latency per upstream, for get_execution_stats
+//! call_stats.rs  calls, failures and latency per upstream, for get_execution_stats
 //! ```
 //!
 //! A call travels harness → channel `call` frame (`call_tool`) → `execute::calls::ServerCalls`
@@ -29,7 +32,7 @@ pub mod names;
 pub mod policy;
 pub mod redact;
 pub mod results;
-mod secrets;
+pub mod secrets;
 pub mod session;
 pub mod stubs;
 pub mod tools;

@@ -119,7 +119,7 @@ impl ToolSession {
                 tool: crate::text::prefix_chars(tool, 200).to_owned(),
                 duration_ms: (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
                 ok: result.is_ok(),
-                // Cut for the model where the PII engine can see past the cut (`App`).
+                // Cut for the model where the PII engine can see past the cut (`Privacy::text_cut`).
                 error: result.as_ref().err().map(|e| {
                     e.chars()
                         .take(MAX_RECORD_ERROR_CHARS + EDGE_BYTES)
