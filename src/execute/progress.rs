@@ -62,7 +62,7 @@ impl LatestLine {
 
 /// The first [`KEPT_CHARS`] characters of `s`.
 fn kept(s: &str) -> &str {
-    s.char_indices().nth(KEPT_CHARS).map_or(s, |(i, _)| &s[..i])
+    crate::text::prefix_chars(s, KEPT_CHARS)
 }
 
 impl OutputTap for LatestLine {

@@ -121,9 +121,7 @@ impl ToolSession {
                 ok: result.is_ok(),
                 // Cut for the model where the PII engine can see past the cut (`Privacy::text_cut`).
                 error: result.as_ref().err().map(|e| {
-                    e.chars()
-                        .take(MAX_RECORD_ERROR_CHARS + EDGE_BYTES)
-                        .collect()
+                    crate::text::prefix_chars(e, MAX_RECORD_ERROR_CHARS + EDGE_BYTES).to_owned()
                 }),
             });
         }

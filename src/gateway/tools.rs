@@ -52,11 +52,11 @@ impl LiveTool {
                     .and_then(Value::as_str)
                     .map(str::to_string)
             }),
-            description: text("description")
-                .unwrap_or_default()
-                .chars()
-                .take(MAX_DESCRIPTION_CHARS)
-                .collect(),
+            description: crate::text::prefix_chars(
+                &text("description").unwrap_or_default(),
+                MAX_DESCRIPTION_CHARS,
+            )
+            .to_owned(),
             input_schema: schema("inputSchema")
                 .unwrap_or_else(|| serde_json::json!({"type": "object"})),
             output_schema: schema("outputSchema"),

@@ -108,10 +108,10 @@ fn invalid(s: &str, reason: &str, max_len: usize) -> WorkspaceError {
 fn escape_for_message(s: &str) -> String {
     const MAX_CHARS: usize = 120;
     let escaped: String = s.escape_debug().collect();
-    if escaped.chars().count() <= MAX_CHARS {
+    let head = crate::text::prefix_chars(&escaped, MAX_CHARS);
+    if head.len() == escaped.len() {
         escaped
     } else {
-        let head: String = escaped.chars().take(MAX_CHARS).collect();
         format!("{head}… ({} bytes)", s.len())
     }
 }
