@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::Args;
+
 use super::ConfigError;
 use super::range::Range;
-use clap::Args;
 
 const MAX_TOOL_CALLS: Range = Range::new("--max-tool-calls", 1, 1_000_000);
 const TOOL_CALL_TIMEOUT_SECS: Range = Range::new("--tool-call-timeout-secs", 1, 86_400);

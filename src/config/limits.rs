@@ -1,10 +1,10 @@
 //! What one execution may take and give back: its timeout and memory (the defaults, and the
 //! most a caller may ask for), the code it is sent, the output, result and images it returns.
 
-use super::range::Range;
 use clap::Args;
 
 use super::ConfigError;
+use super::range::Range;
 use crate::sandbox::HarnessLimits;
 
 /// Longest `--max-timeout-secs` (a day).

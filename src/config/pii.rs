@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
+use clap::{Args, ValueEnum};
+
 use super::ConfigError;
 use super::range::Range;
-use clap::{Args, ValueEnum};
 
 /// What happens to personal data in what `execute_code` returns to the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

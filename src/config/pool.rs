@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use super::range::Range;
 use clap::Args;
 
 use super::ConfigError;
+use super::range::Range;
 
 const MAX_CONCURRENCY: Range = Range::at_least("--max-concurrency", 1);
 const POOL_SIZE: Range = Range::new("--pool-size", 0, 64);

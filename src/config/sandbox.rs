@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use super::range::Range;
 use clap::Args;
 
 use super::ConfigError;
+use super::range::Range;
 pub use crate::sandbox::image::ImageProfile;
 use crate::sandbox::spec::ContainerOptions;
 

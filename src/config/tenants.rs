@@ -2,11 +2,12 @@
 
 use std::path::PathBuf;
 
-use super::ConfigError;
-use super::range::Range;
 use clap::Args;
 
+use super::ConfigError;
+
 use super::Secret;
+use super::range::Range;
 
 const TENANT_MAX_CONCURRENCY: Range = Range::at_least("--tenant-max-concurrency", 1);
 
