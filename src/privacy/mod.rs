@@ -52,11 +52,6 @@ impl Privacy {
         Self { pii, tokenize }
     }
 
-    /// Whether personal data is tokenized on its way to the model.
-    pub fn tokenizes(&self) -> bool {
-        self.tokenize
-    }
-
     /// A text on its way to the model by another road than a tool's response: a progress
     /// message, a resource's name, URI or contents, a notification.
     pub fn text(&self, text: String) -> String {
