@@ -162,11 +162,13 @@ fn p(sorted: &[f64], q: f64) -> f64 {
 }
 
 /// The phases whose means the bench prints, in the order of a container's life.
-const PHASES: [&str; 11] = [
+const PHASES: [&str; 13] = [
     "create",
     "attach",
     "start",
+    "ready",
     "pool_wait",
+    "state_sent",
     "job_written",
     "first_frame",
     "done",

@@ -41,6 +41,7 @@ pub mod mcp;
 pub mod pii;
 pub mod privacy;
 pub mod sandbox;
+pub mod sessions;
 pub mod shipped;
 pub mod skills;
 pub mod tenancy;

@@ -1,16 +1,20 @@
 """In-container harness: runs one job of agent-written Python and reports over stdio.
 
 Frames are JSON objects, one per line, at most 8 MiB each:
-  in:  {"type":"job","code","context_vars","limits":{"max_output_bytes","max_result_bytes"},
-       "edge_bytes","servers"?} first, then {"type":"reply","id","result"} or {"type":"reply","id","error"}
-       answering our calls, in any order (threads may have several calls out at once).
-  out: {"type":"output","stream","data"}, per stream that passes its limit {"type":"output","stream",
+  in:  a session's state first, when it has one: {"type":"state","data"} (base64 of the snapshot's
+       bytes, in order), then {"type":"state_end","bytes"}; then {"type":"job","code",
+       "context_vars","limits":{"max_output_bytes","max_result_bytes"},"edge_bytes","servers"?,
+       "session"?:{"max_bytes"}}, then {"type":"reply","id","result"} or {"type":"reply","id",
+       "error"} answering our calls, in any order (threads may have several calls out at once).
+  out: {"type":"ready"} once the interpreter and its preload are ready for work, {"type":"loaded"}
+       once a session's state is loaded, {"type":"output","stream","data"}, per stream that passes its limit {"type":"output","stream",
        "truncated":true,"dropped_bytes"} when it first drops and once more at the end for the rest,
        {"type":"call","id","method","params"}, {"type":"image","source","data"} (base64 of a PNG,
        JPEG, GIF or WebP; past limits.max_images {"type":"image","source","dropped":true}),
        {"type":"link","path","description"} (a workspace file to return as a resource link),
        and last {"type":"done","success","result","result_truncated","error","error_type",
-       "traceback"}; then exit 0 (1: bad job frame).
+       "traceback","imports","state"?}; for a session's job the snapshot follows it as state
+       frames and a state_end frame (the same shapes as above); then exit 0 (1: bad job frame).
 
 Why it is built this way:
 
@@ -44,18 +48,27 @@ Why it is built this way:
 - Images: show_image() and matplotlib (the image's MPLBACKEND is cem_matplotlib, whose show()
   sends the open figures; figures still open at the end are sent too) become image frames. The
   server decodes, bounds and re-encodes them: what the harness sends is as untrusted as the rest.
-- Stdlib only (the harness and cem_helpers), all imports at start-up: a pooled container has
-  paid for them before its job arrives. CEM_PRELOAD (set on pooled containers) names more modules
-  to import then, such as pandas, so code that uses them does not wait for the import.
+- Stdlib only (the harness, cem_helpers and cem_state), all imports at start-up: a pooled
+  container has paid for them before its job arrives. CEM_PRELOAD (set on pooled containers) names
+  more modules to import then, such as pandas, so code that uses them does not wait for the
+  import. The ready frame says all that is done: the pool offers a container only after it.
+- Sessions carry state as data (cem_state): a session's container loads the snapshot before its
+  job (a container prepared for the session's next call does so while the model thinks) and, after
+  the done frame, sends the new snapshot. The done frame reports what was carried; the client does
+  not wait for the bytes to travel. A snapshot that is not one fails the job with a clear error.
+- The done frame lists the top-level modules the code imported, so the server can preload what
+  this tenant's code actually uses.
 """
 
-import builtins, codecs, importlib, io, itertools, json, linecache, os, shutil, sys, threading
+import base64, builtins, codecs, importlib, io, itertools, json, linecache, os, shutil, sys
+import threading
 import fcntl, struct, termios, time, traceback, types, warnings
 
 LIB = "/opt/sandbox/lib"  # the helpers and the matplotlib backend (PYTHONPATH, for subprocesses)
 sys.dont_write_bytecode = True  # -I ignores PYTHONDONTWRITEBYTECODE
 sys.path.insert(0, LIB)  # -I leaves the script's directory off sys.path, and ignores PYTHONPATH
 import cem_helpers  # the globals user code gets (names of the original project)
+import cem_state  # a session's globals as bytes and back
 
 MAX_FRAME = 8 << 20  # longest frame line we accept (bytes, without the newline)
 READ_CHUNK = 16 << 10  # <= 16 KiB read => an output frame's data stays under 64 KiB of UTF-8
@@ -67,12 +80,14 @@ JOIN_PENDING_MAX = 5.0
 TEXT_CAP = 64 << 10  # error and traceback strings are cut past this many characters (+ the edge)
 SOURCE = "<sandbox>"
 HARNESS = __file__
-OURS = (HARNESS, cem_helpers.__file__)  # frames of these files are left out of tracebacks
+OURS = (HARNESS, cem_helpers.__file__, cem_state.__file__)  # frames of these files are left out of tracebacks
 SKILLS = "/skills"  # the saved skills, mounted read-only
 SERVERS_MOUNT = "/mnt/servers"  # generated tools packages, one directory per version, read-only
 SERVERS_LINK = "/tmp/.servers"  # the image's /servers points here; linked to the job's version
 PACKAGES = "/opt/sandbox/packages"  # the user's packages (image build --requirements)
 MPL_CACHE = "/opt/sandbox/matplotlib"  # matplotlib's font cache, built with the image
+STATE_CHUNK = 4 << 20  # snapshot bytes per state frame (base64 keeps the frame under 8 MiB)
+MAX_IMPORTS = 32  # top-level modules the done frame lists
 
 
 class Channel:
@@ -357,11 +372,12 @@ def _traceback(exc):
 
 def _done(success, result=None, result_truncated=False, error=None, error_type=None, tb=None):
     """The done frame, whichever way the job ended: every field present, the error and the
-    traceback cut at TEXT_CAP (plus the edge). The result comes already cut (_encode_result)."""
+    traceback cut at TEXT_CAP (plus the edge). The result comes already cut (_encode_result).
+    main() adds the imports and, for a session, the state report."""
     return {"type": "done", "success": success, "result": result,
             "result_truncated": result_truncated,
             "error": None if error is None else _cap(error), "error_type": error_type,
-            "traceback": None if tb is None else _cap(tb)}
+            "traceback": None if tb is None else _cap(tb), "imports": []}
 
 
 def _failure(exc, harness=False):
@@ -414,14 +430,18 @@ def _encode_result(value, limit):
     return json.loads(text), False
 
 
-def run_job(code, context_vars, max_result_bytes):
-    # User code is the program: a fresh module registered as __main__, so pickle, dataclasses
-    # and `import __main__` see the user's globals rather than the harness's.
+def new_main():
+    """User code is the program: a fresh module registered as __main__, so pickle, dataclasses
+    and `import __main__` see the user's globals rather than the harness's. Made before a
+    session's state loads, so the functions it carries run in these globals."""
     main = sys.modules["__main__"] = types.ModuleType("__main__")
-    g = main.__dict__
-    g.update(cem_helpers.GLOBALS)
-    g.update(context_vars or {})  # merged after the helpers: a context var may shadow one
-    g["__builtins__"] = builtins
+    main.__dict__.update(cem_helpers.GLOBALS)
+    main.__dict__["__builtins__"] = builtins
+    return main.__dict__
+
+
+def run_job(g, code, context_vars, max_result_bytes):
+    g.update(context_vars or {})  # merged after the helpers and the state: a context var wins
     linecache.cache[SOURCE] = (len(code), None, code.splitlines(True), SOURCE)  # lines in tracebacks
     try:
         try:
@@ -435,16 +455,10 @@ def run_job(code, context_vars, max_result_bytes):
     return _done(True, result, truncated)
 
 
-def read_job(chan):
-    """The first frame, checked; anything else ends the harness with a failed done frame."""
-    try:
-        job = json.loads(chan.read_line())
-    except EOFError:
-        raise ValueError("stdin closed before the job frame arrived") from None
-    except OverflowError:
-        raise ValueError("job frame longer than 8 MiB") from None
-    except (ValueError, RecursionError) as e:
-        raise ValueError(f"job frame is not valid JSON: {e}") from None
+def read_job(chan, job):
+    """The job frame, checked; anything else ends the harness with a failed done frame."""
+    if job is None:
+        job = first_frame(chan)
     if not isinstance(job, dict) or job.get("type") != "job":
         raise ValueError('first frame must be an object with "type": "job"')
     if not isinstance(job.get("code"), str):
@@ -467,7 +481,42 @@ def read_job(chan):
     servers = job.get("servers")
     if not isinstance(servers, (str, type(None))):
         raise ValueError('job frame: "servers" must be a string or absent')
-    return job["code"], job.get("context_vars"), limits, servers
+    session = job.get("session")
+    if session is not None and not (isinstance(session, dict)
+                                    and type(session.get("max_bytes")) is int):
+        raise ValueError('job frame: "session" must be an object with an integer "max_bytes"')
+    return job["code"], job.get("context_vars"), limits, servers, session
+
+
+def read_state(chan, first):
+    """A session's snapshot: the bytes of `first` (a state frame) and those that follow, up to
+    state_end."""
+    data, frame = bytearray(), first
+    while True:
+        kind = frame.get("type") if isinstance(frame, dict) else None
+        if kind == "state_end":
+            if frame.get("bytes") != len(data):
+                raise ValueError(f"state frames: {len(data)} bytes arrived, {frame.get('bytes')} were sent")
+            return data
+        if kind != "state" or not isinstance(frame.get("data"), str):
+            raise ValueError("state frames: expected state or state_end")
+        data += base64.b64decode(frame["data"])
+        try:
+            frame = json.loads(chan.read_line())
+        except EOFError:
+            raise ValueError("stdin closed in the middle of the session's state") from None
+
+
+def first_frame(chan):
+    """The first frame from the server, parsed (the job, or a session's first state frame)."""
+    try:
+        return json.loads(chan.read_line())
+    except EOFError:
+        raise ValueError("stdin closed before the job frame arrived") from None
+    except OverflowError:
+        raise ValueError("job frame longer than 8 MiB") from None
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"job frame is not valid JSON: {e}") from None
 
 
 def _prepare_matplotlib():
@@ -481,26 +530,70 @@ def _prepare_matplotlib():
             pass
 
 
+class _Quiet:
+    """Points fd 1 and 2 at /dev/null (and silences warnings) for work done before the job:
+    nothing a preload or a state load prints reaches the job's output."""
+
+    def __init__(self, chan):
+        self.chan = chan
+
+    def __enter__(self):
+        self.saved = [os.dup(1), os.dup(2)]
+        os.dup2(self.chan.devnull, 1)
+        os.dup2(self.chan.devnull, 2)
+        self.warnings = warnings.catch_warnings()
+        self.warnings.__enter__()
+        warnings.simplefilter("ignore")
+
+    def __exit__(self, *exc):
+        self.warnings.__exit__(*exc)
+        for fd, saved in zip((1, 2), self.saved):
+            os.dup2(saved, fd)
+            os.close(saved)
+
+
 def _preload(chan):
     """Imports the modules CEM_PRELOAD names (a pooled container does this before its job
-    arrives). A module that fails to import is skipped: the code's own import says why. Nothing
-    they print reaches the job's output."""
+    arrives). A module that fails to import is skipped: the code's own import says why."""
     names = [n.strip() for n in os.environ.get("CEM_PRELOAD", "").split(",") if n.strip()]
     if not names:
         return
-    saved = os.dup(2)
-    os.dup2(chan.devnull, 2)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for name in names[:32]:
-                try:
-                    importlib.import_module(name)
-                except BaseException:
-                    pass
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    with _Quiet(chan):
+        for name in names[:32]:
+            try:
+                importlib.import_module(name)
+            except BaseException:
+                pass
+
+
+def _imports_since(before):
+    """Top-level modules imported since `before` (a set of sys.modules keys), ours left out."""
+    ours = {"cem_helpers", "cem_state", "cem_matplotlib", "cem_runtime", "skills", "servers"}
+    found = sorted({name.partition(".")[0] for name in list(sys.modules) if name not in before}
+                   - ours)
+    return [n for n in found if not n.startswith("_")][:MAX_IMPORTS]
+
+
+def _send_state(chan, parts):
+    """Streams a snapshot's parts as state frames, then state_end (the channel's last frame)."""
+    pending, size, total = [], 0, 0
+    def flush():
+        nonlocal pending, size
+        if pending:
+            chan.send({"type": "state", "data": base64.b64encode(b"".join(pending)).decode()})
+            pending, size = [], 0
+    for part in parts:
+        view = memoryview(part).cast("B")
+        total += len(view)
+        while len(view):
+            room = STATE_CHUNK - size
+            pending.append(view[:room])
+            size += min(room, len(view))
+            view = view[room:]
+            if size >= STATE_CHUNK:
+                flush()
+    flush()
+    chan.send({"type": "state_end", "bytes": total}, final=True)
 
 
 def _warm_up():
@@ -522,22 +615,56 @@ def main():
     _preload(chan)
     _warm_up()
     pumps = start_capture(chan)
+    chan.send({"type": "ready"})
+    g, lost, corrupt = new_main(), [], None
     try:
-        code, context_vars, limits, servers = read_job(chan)
+        frame = first_frame(chan)
+        if isinstance(frame, dict) and frame.get("type") == "state":
+            data = read_state(chan, frame)
+            with _Quiet(chan):
+                try:
+                    lost = cem_state.load(data, g)
+                except cem_state.CorruptState as e:
+                    corrupt = str(e)
+            del data
+            chan.send({"type": "loaded"})
+            frame = None
+        code, context_vars, limits, servers, session = read_job(chan, frame)
         _install_servers_package(servers)
     except ValueError as e:
         chan.send(_done(False, error=str(e), error_type="HarnessError"), final=True)
         os._exit(1)
+    if corrupt is not None:
+        chan.send(_done(False, error_type="SessionStateError", error=(
+            f"the session's saved state could not be read ({corrupt}); the code did not run. "
+            'Start a new session with session="new"')), final=True)
+        os._exit(0)
+    before = set(sys.modules)
     try:
         for pump in pumps:
             pump.arm(limits["max_output_bytes"] + _edge["bytes"])
-        done = run_job(code, context_vars, limits["max_result_bytes"])
+        done = run_job(g, code, context_vars, limits["max_result_bytes"])
         _send_open_figures()
         stop_capture(chan, pumps)
     except BaseException as e:  # a harness bug: still end with a done frame
         done = _failure(e, harness=True)
-    chan.send(done, final=True)
-    os._exit(0)  # user threads may still run: do not wait for them
+    done["imports"] = _imports_since(before)
+    if session is None:
+        chan.send(done, final=True)
+        os._exit(0)  # user threads may still run: do not wait for them
+    try:
+        report, parts = cem_state.snapshot(g, cem_helpers.GLOBALS, session["max_bytes"])
+        report["not_carried"] = lost + report["not_carried"]
+    except BaseException as e:  # a harness bug: the session keeps its previous state
+        report, parts = {"carried": [], "not_carried": lost, "bytes": 0, "saved": False,
+                         "reason": f"the snapshot failed: {e!r}"}, []
+    done["state"] = report
+    chan.send(done)
+    if report["saved"]:
+        _send_state(chan, parts)
+    else:
+        chan.send({"type": "state_end", "bytes": -1}, final=True)
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,12 @@ pub enum ExecuteError {
         "cannot prepare the `servers` package for this execution: {0}. Check that the data directory is writable"
     )]
     ToolsPackage(std::io::Error),
+    #[error(transparent)]
+    Session(#[from] crate::sessions::SessionError),
+    #[error(
+        "sessions are off on this server (--session-max-count 0): call without `session`, or ask its operator to allow them"
+    )]
+    SessionsOff,
 }
 
 // By hand rather than `#[from]`: the message already holds the cause, and a `source` would make

@@ -19,6 +19,9 @@ pub struct Executed {
     pub tool_calls: Vec<ToolCallRecord>,
     /// Images, resource links and the files the code created or changed.
     pub produced: crate::execute::produced::Produced,
+    /// The session the call belonged to, and what became of its state.
+    pub session: Option<String>,
+    pub state: Option<crate::sandbox::carry::StateReport>,
 }
 
 impl App {
@@ -49,6 +52,7 @@ impl App {
             memory_mb,
             tap,
             confirm,
+            session: session_arg,
         } = request;
         request::check_code(&code, self.config.limits.max_code_bytes)?;
         request::check_context_vars(context_vars.as_ref())?;
@@ -81,8 +85,20 @@ impl App {
                 Some(Arc::new(session))
             }
         };
+        let mut turn = match session_arg {
+            None => None,
+            Some(_) if self.config.sessions.session_max_count == 0 => {
+                return Err(ExecuteError::SessionsOff);
+            }
+            Some(arg) => Some(self.sessions.begin(super::SessionArg::parse(&arg)).await?),
+        };
+        let (carry, saved) = match turn.as_mut().map(|t| t.carry()) {
+            Some((carry, saved)) => (Some(carry), Some(saved)),
+            None => (None, None),
+        };
         let job = Job {
             code,
+            carry,
             context_vars,
             timeout: limits.timeout,
             memory_bytes: limits.memory_bytes,
@@ -97,12 +113,22 @@ impl App {
             }),
         };
         let ran = self.sandbox.run(job, cancel).await;
+        let handle = turn.as_ref().map(|t| t.handle.clone());
+        if let (Some(turn), Some(saved)) = (turn, saved) {
+            turn.finish(saved, self.sandbox.clone());
+        }
         let tool_calls = session.as_ref().map(|s| s.records()).unwrap_or_default();
         if let Some(view) = &self.gateway {
             drop(session);
             view.collect_unused();
         }
         let mut outcome = ran?;
+        let state = handle.as_ref().map(|_| {
+            outcome
+                .state
+                .take()
+                .unwrap_or_else(|| super::sessions::unsaved(outcome.status.as_str()))
+        });
         if let Some(error) = outcome.error.as_mut()
             && mentions_no_space(error)
         {
@@ -127,6 +153,8 @@ impl App {
             limits,
             tool_calls,
             produced,
+            session: handle,
+            state,
         })
     }
 

@@ -8,6 +8,7 @@
 mod errors;
 mod execute;
 mod sandbox;
+mod sessions;
 mod shared;
 mod vault;
 mod workspace;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 
 pub use errors::{ExecuteError, StartError};
 pub use execute::Executed;
+pub use sessions::SessionArg;
 pub use shared::Shared;
 
 use crate::config::Config;
@@ -50,6 +52,8 @@ pub struct App {
     stats: Arc<Stats>,
     /// This tenant's upstream MCP servers (`--upstreams`), their tools and package.
     gateway: Option<Arc<GatewayView>>,
+    /// State carried across calls (`execute_code`'s `session`).
+    sessions: Arc<sessions::Sessions>,
 }
 
 impl App {
@@ -100,6 +104,11 @@ impl App {
             stats.clone(),
         )?;
         let privacy = Privacy::new(pii.clone(), shared.config.pii.tokenizes());
+        let sessions = Arc::new(sessions::Sessions::new(crate::sessions::SessionStore::new(
+            dirs.sessions.clone(),
+            shared.config.sessions.limits(),
+        )));
+        sweep_sessions(&sessions);
         Ok(Self {
             config: shared.config.clone(),
             shared,
@@ -113,7 +122,13 @@ impl App {
             sandbox,
             stats,
             gateway,
+            sessions,
         })
+    }
+
+    /// This tenant's sessions: how many, their size, the bounds.
+    pub fn session_counts(&self) -> crate::sessions::SessionCounts {
+        self.sessions.counts()
     }
 
     /// The configuration this server runs with.
@@ -252,4 +267,19 @@ fn open_skills(dir: &Path) -> Result<SkillStore, StartError> {
         Err(e) => tracing::warn!("could not add the starter skills: {e}"),
     }
     Ok(skills)
+}
+
+/// Removes expired sessions now and every minute while the tenant's `App` lives.
+fn sweep_sessions(sessions: &Arc<sessions::Sessions>) {
+    let weak = Arc::downgrade(sessions);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+        loop {
+            tick.tick().await;
+            let Some(sessions) = weak.upgrade() else {
+                return;
+            };
+            crate::host::blocking_here(|| sessions.sweep());
+        }
+    });
 }

@@ -294,6 +294,7 @@ async fn memory_enforced(
         tap: None,
         calls: None,
         servers: None,
+        carry: None,
     };
     let outcome = sandbox.run(job, Default::default()).await;
     sandbox.shutdown().await;

@@ -15,6 +15,7 @@ mod pii;
 mod pool;
 mod range;
 mod sandbox;
+mod sessions;
 mod storage;
 mod tenants;
 mod transport;
@@ -26,6 +27,7 @@ pub use limits::LimitsConfig;
 pub use pii::{PiiConfig, PiiOutput};
 pub use pool::PoolConfig;
 pub use sandbox::{ImageProfile, SandboxConfig};
+pub use sessions::SessionsConfig;
 pub use storage::{StorageConfig, data_home};
 pub use tenants::TenantsConfig;
 pub use transport::{Transport, TransportConfig};
@@ -72,6 +74,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     #[command(flatten, next_help_heading = "Concurrency and pool")]
     pub pool: PoolConfig,
+    #[command(flatten, next_help_heading = "Sessions")]
+    pub sessions: SessionsConfig,
     #[command(flatten, next_help_heading = "Personal data")]
     pub pii: PiiConfig,
     #[command(flatten, next_help_heading = "Upstream MCP servers")]
@@ -111,6 +115,7 @@ impl Config {
         self.sandbox.validate()?;
         self.limits.validate()?;
         self.pool.validate()?;
+        self.sessions.validate()?;
         self.pii.validate()?;
         self.gateway.validate()?;
         if self.tenants.has_tokens() {

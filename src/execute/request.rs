@@ -22,6 +22,9 @@ pub struct ExecuteRequest {
     /// Asks the user before an upstream call whose policy is `confirm` (MCP elicitation);
     /// `None`: such calls are refused.
     pub confirm: Option<Arc<dyn Confirm>>,
+    /// `"new"` or a session's handle: the code starts with the session's variables, and leaves
+    /// its own for the next call.
+    pub session: Option<String>,
 }
 
 impl std::fmt::Debug for ExecuteRequest {
@@ -32,6 +35,7 @@ impl std::fmt::Debug for ExecuteRequest {
             .field("memory_mb", &self.memory_mb)
             .field("tap", &self.tap.is_some())
             .field("confirm", &self.confirm.is_some())
+            .field("session", &self.session)
             .finish()
     }
 }
@@ -156,6 +160,9 @@ pub fn check_job_size(code: &str, context_vars: &serde_json::Value) -> Result<()
         },
         edge_bytes: crate::sandbox::output::EDGE_BYTES,
         servers: None,
+        session: Some(crate::sandbox::channel::SessionLimits {
+            max_bytes: u64::MAX,
+        }),
     }
     .to_line()
     .len();

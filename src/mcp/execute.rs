@@ -32,6 +32,12 @@ pub struct ExecuteCodeArgs {
     /// Memory limit in MB, swap included (default 500; clamped to the server's bounds).
     #[serde(default)]
     pub memory_mb: Option<f64>,
+    /// Keep variables across calls: "new" starts a session (the result's `session` is its
+    /// handle); pass the handle to continue it. Each call still runs in a fresh container;
+    /// variables, functions, classes and DataFrames carry over, modules are imported again,
+    /// and what cannot travel (open files, sockets, generators) is listed in `state`.
+    #[serde(default)]
+    pub session: Option<String>,
 }
 
 /// The limits an execution ran under, after clamping.
@@ -83,6 +89,12 @@ pub struct ExecuteCodeResponse {
     /// What was not returned, and why (images past the limit, links to missing files).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub notes: Vec<String>,
+    /// The session's handle (with `session`): pass it as `session` to continue.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub session: Option<String>,
+    /// What the session carries to its next call (with `session`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub state: Option<crate::sandbox::carry::StateReport>,
 }
 
 /// One returned image.
@@ -179,6 +191,7 @@ impl CodeExecutionServer {
             context_vars: context,
             timeout_seconds: args.timeout_seconds,
             memory_mb: args.memory_mb,
+            session: args.session,
             tap: token.is_some().then(|| Arc::new(tap) as _),
             confirm: (!ctx.peer.supported_elicitation_modes().is_empty()).then(|| {
                 Arc::new(ElicitConfirm {
@@ -266,6 +279,8 @@ impl CodeExecutionServer {
                 .collect(),
             files_truncated: produced.files_truncated,
             notes: produced.notes,
+            session: ran.session,
+            state: ran.state,
         };
         // Images and links follow the JSON, in the order `images` and `files` list them.
         let attachments = (produced.images.into_iter())

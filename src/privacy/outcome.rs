@@ -96,6 +96,8 @@ mod tests {
             elapsed: std::time::Duration::ZERO,
             returned: Default::default(),
             edges: Default::default(),
+            imports: Vec::new(),
+            state: None,
         };
         redact_outcome(&pii, &mut o);
         let all = format!(

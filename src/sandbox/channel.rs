@@ -21,6 +21,13 @@ pub struct HarnessLimits {
     pub max_images: usize,
 }
 
+/// What the harness needs to know of a session.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct SessionLimits {
+    /// The largest snapshot the server keeps (`--session-max-mb`).
+    pub max_bytes: u64,
+}
+
 /// Frames the server sends to the harness.
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -36,7 +43,15 @@ pub enum ToHarness<'a> {
         /// The tools package version to import `servers` from (absent: no upstreams).
         #[serde(skip_serializing_if = "Option::is_none")]
         servers: Option<&'a str>,
+        /// Present for a session's job: the harness snapshots the globals after `done`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        session: Option<SessionLimits>,
     },
+    /// A piece of a session's snapshot (base64), sent before the job.
+    State { data: String },
+    /// The end of a session's snapshot: how many bytes it had.
+    #[serde(rename = "state_end")]
+    StateEnd { bytes: u64 },
     Reply {
         id: u64,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -97,6 +112,46 @@ pub enum FromHarness {
         description: Option<String>,
     },
     Done(DoneFrame),
+    /// The interpreter and its preload are ready for a job (sent before the first frame in).
+    Ready,
+    /// A session's state has been loaded.
+    Loaded,
+    /// A piece of a session's new snapshot (base64), after `done`.
+    State {
+        data: String,
+    },
+    /// The end of the new snapshot: its length in bytes (negative: none follows).
+    #[serde(rename = "state_end")]
+    StateEnd {
+        bytes: i64,
+    },
+}
+
+/// What the harness reports of a session's state after the code ran.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, schemars::JsonSchema)]
+pub struct StateReport {
+    /// The names carried to the session's next call.
+    #[serde(default)]
+    pub carried: Vec<String>,
+    /// The names that could not be carried (or restored), each with the reason.
+    #[serde(default)]
+    pub not_carried: Vec<NotCarried>,
+    /// The snapshot's size in bytes.
+    #[serde(default)]
+    pub bytes: u64,
+    /// Whether the new snapshot replaces the previous one.
+    #[serde(default)]
+    pub saved: bool,
+    /// Why it does not, when it does not.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// A name a session could not carry, and why.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+pub struct NotCarried {
+    pub name: String,
+    pub reason: String,
 }
 
 /// The harness's report when the code has finished.
@@ -113,6 +168,12 @@ pub struct DoneFrame {
     pub error_type: Option<String>,
     #[serde(default)]
     pub traceback: Option<String>,
+    /// Top-level modules the code imported (for the pool's preload).
+    #[serde(default)]
+    pub imports: Vec<String>,
+    /// A session's state after the code ran.
+    #[serde(default)]
+    pub state: Option<StateReport>,
 }
 
 /// Parses one line; `None` means "not a frame": the caller treats the line as output.
@@ -310,6 +371,7 @@ mod tests {
             },
             edge_bytes: 4096,
             servers: None,
+            session: None,
         }
         .to_line();
         assert_eq!(job.iter().filter(|&&b| b == b'\n').count(), 1);

@@ -63,6 +63,10 @@ pub const CONTEXT: &[(&str, &[u8])] = &[
         include_bytes!("../../images/python/cem_matplotlib.py"),
     ),
     (
+        "cem_state.py",
+        include_bytes!("../../images/python/cem_state.py"),
+    ),
+    (
         "harness.py",
         include_bytes!("../../images/python/harness.py"),
     ),

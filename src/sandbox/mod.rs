@@ -11,6 +11,7 @@
 //! server therefore serves again once the engine is back, without a restart.
 
 pub mod backend;
+pub mod carry;
 pub mod channel;
 pub mod derived;
 pub mod docker;
@@ -19,6 +20,7 @@ mod execution;
 pub mod image;
 pub mod output;
 mod pool;
+pub mod prepared;
 pub(crate) mod reaper;
 pub mod removal;
 pub mod returned;
@@ -44,6 +46,7 @@ pub use docker::{Engine, EngineError, EngineInfo, SwarmNode};
 pub use execution::{DEFAULT_START_LIMIT, Edges, Job, Outcome, Status};
 pub use output::{BoundedText, OutputTap};
 pub use pool::{PoolBudget, PoolSnapshot};
+pub use prepared::Prepared;
 pub use removal::Removals;
 use spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, SandboxSpec};
 use stats::{Phase, Stats};
@@ -153,6 +156,9 @@ pub struct Sandbox {
     /// Set once the engine answered that it cannot update a container's memory limit: from
     /// then on a non-default limit runs cold without taking (and wasting) a pooled container.
     no_memory_update: std::sync::atomic::AtomicBool,
+    /// Cancelled (and replaced) when an execution finds the pool empty: prepared containers
+    /// give their place back.
+    pressure: std::sync::Mutex<CancellationToken>,
 }
 
 impl Sandbox {
@@ -187,6 +193,7 @@ impl Sandbox {
             oom: events::OomEvents::default(),
             breaks: events::EngineBreaks::default(),
             no_memory_update: Default::default(),
+            pressure: Default::default(),
         }
     }
 
@@ -250,8 +257,20 @@ impl Sandbox {
         let _busy = self.settings.removals.busy();
         // One limit for getting a container ready, whether from the pool or cold.
         let start_deadline = tokio::time::Instant::now() + self.settings.start_limit;
-        // Waiting here (for a replacement on its way) is waiting for a start, like a queue.
-        let warm = self.take_warm(job.memory_bytes, start_deadline);
+        // Waiting here (for a replacement on its way, or a session's container being
+        // prepared) is waiting for a start, like a queue.
+        let warm = async {
+            let prepared = job.carry.as_ref().and_then(|c| c.prepared.as_ref());
+            if let Some(prepared) = prepared
+                && let Some(ready) = prepared.take(start_deadline).await
+            {
+                self.stats.record_prepared();
+                return self
+                    .fit_memory(ready, job.memory_bytes, start_deadline)
+                    .await;
+            }
+            self.take_warm(job.memory_bytes, start_deadline).await
+        };
         let warm = match self.unless_stopped(&cancel, warm).await {
             Waited::Done(warm) => warm,
             Waited::ShuttingDown => return Err(SandboxError::ShuttingDown),
@@ -352,9 +371,27 @@ impl Sandbox {
         let asked = std::time::Instant::now();
         let ready = self.pool.take_or_wait(limit).await;
         self.stats.phase(Phase::PoolWait, asked.elapsed());
-        let ready = ready?;
-        if default_limit {
+        if ready.is_none() {
+            // Executions outpace the pool: containers prepared for sessions give way.
+            let relieved = std::mem::take(&mut *self.pressure.lock().expect("pressure lock"));
+            relieved.cancel();
+        }
+        self.fit_memory(ready?, memory_bytes, deadline).await
+    }
+
+    /// A started container with its memory limit set to `memory_bytes` (pooled and prepared
+    /// containers carry the default), or `None` when the engine did not set it by `deadline`.
+    async fn fit_memory(
+        &self,
+        ready: execution::Started,
+        memory_bytes: i64,
+        deadline: tokio::time::Instant,
+    ) -> Option<execution::Started> {
+        if memory_bytes == self.pool.memory_bytes() {
             return Some(ready);
+        }
+        if self.no_memory_update.load(Ordering::Relaxed) {
+            return None;
         }
         let update = self.backend.set_memory_limit(ready.name(), memory_bytes);
         match tokio::time::timeout_at(deadline, update).await {
@@ -447,7 +484,15 @@ impl Sandbox {
             let shutdown = self.shutdown.clone();
             let limit = self.settings.start_limit;
             self.cleanup.tracker.spawn(async move {
-                let start = execution::start(&backend, &spec, &name, &cleanup);
+                // Offered only once its interpreter and preload are ready: a call never waits
+                // on a preload in progress.
+                let start = async {
+                    let mut started = execution::start(&backend, &spec, &name, &cleanup).await?;
+                    let t = std::time::Instant::now();
+                    started.announced(execution::Announcement::Ready).await?;
+                    cleanup.stats.phase(Phase::Ready, t.elapsed());
+                    Ok(started)
+                };
                 let started = tokio::time::timeout(limit, start)
                     .await
                     .unwrap_or(Err(EngineError::Slow(limit.as_secs())));
@@ -463,6 +508,77 @@ impl Sandbox {
                 }
             });
         }
+    }
+
+    /// Prepares a container for a session's next call, in the background: one from the pool
+    /// (or started now), sent the snapshot `store` holds, its state loaded. `None` when the
+    /// server is shutting down or the pool is under pressure: the next call then loads the
+    /// state itself. See [`prepared`].
+    pub fn prepare(&self, store: Arc<dyn carry::SnapshotStore>) -> Option<Prepared> {
+        if self.shutdown.is_cancelled() || self.pool.under_pressure() {
+            return None;
+        }
+        let (prepared, mut slot) = Prepared::new();
+        let pressure = self.pressure.lock().expect("pressure lock").clone();
+        let pooled = self.pool.take();
+        if pooled.is_some() {
+            self.refill();
+        }
+        let spec = SandboxSpec {
+            image: self.pool.image(),
+            ..self.spec(self.pool.memory_bytes())
+        };
+        let name = self.next_name();
+        let (backend, cleanup) = (self.backend.clone(), self.cleanup.clone());
+        let (shutdown, limit) = (self.shutdown.clone(), self.settings.start_limit);
+        let (ends, handle) = (prepared.ends.clone(), prepared.clone());
+        self.cleanup.tracker.spawn(async move {
+            let work = async {
+                let mut started = match pooled {
+                    Some(started) => started,
+                    None => {
+                        let mut started = execution::start(&backend, &spec, &name, &cleanup).await?;
+                        started.announced(execution::Announcement::Ready).await?;
+                        started
+                    }
+                };
+                let t = std::time::Instant::now();
+                carry::send(store.as_ref(), &mut started.input)
+                    .await
+                    .map_err(|e| EngineError::Api {
+                        action: "deliver the session's state to the sandbox",
+                        message: e.to_string(),
+                    })?;
+                started.announced(execution::Announcement::Loaded).await?;
+                cleanup.stats.phase(Phase::StateSent, t.elapsed());
+                started.loaded = true;
+                Ok::<_, EngineError>(started)
+            };
+            let ended = async {
+                tokio::select! {
+                    _ = ends.cancelled() => {}
+                    _ = pressure.cancelled() => {}
+                    _ = shutdown.cancelled() => {}
+                }
+            };
+            tokio::select! {
+                _ = ended => return,
+                done = tokio::time::timeout(limit + carry::receive_limit(0), work) => match done {
+                    Ok(Ok(started)) => *slot = Some(started),
+                    Ok(Err(e)) => tracing::warn!("could not prepare a session's next container: {e}"),
+                    Err(_) => tracing::warn!("preparing a session's next container took too long"),
+                },
+            }
+            drop(slot);
+            tokio::select! {
+                _ = ends.cancelled() => {}
+                _ = pressure.cancelled() => {}
+                _ = shutdown.cancelled() => {}
+            }
+            // Still unclaimed: dropping it removes the container.
+            handle.slot.lock().await.take();
+        });
+        Some(prepared)
     }
 
     fn labels(&self) -> HashMap<String, String> {

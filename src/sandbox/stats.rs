@@ -26,8 +26,12 @@ pub enum Phase {
     Attach,
     /// The engine's start call.
     Start,
+    /// From a pooled or prepared container's start to its ready frame (its preload done).
+    Ready,
     /// An execution waiting for a pooled container on its way (only when it waited).
     PoolWait,
+    /// Sending a session's state to a container that did not have it loaded ahead.
+    StateSent,
     /// Writing the job to the container's stdin.
     JobWritten,
     /// From the job written to the container's first output.
@@ -46,11 +50,13 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub const ALL: [Phase; 11] = [
+    pub const ALL: [Phase; 13] = [
         Phase::Create,
         Phase::Attach,
         Phase::Start,
+        Phase::Ready,
         Phase::PoolWait,
+        Phase::StateSent,
         Phase::JobWritten,
         Phase::FirstFrame,
         Phase::Done,
@@ -65,7 +71,9 @@ impl Phase {
             Phase::Create => "create",
             Phase::Attach => "attach",
             Phase::Start => "start",
+            Phase::Ready => "ready",
             Phase::PoolWait => "pool_wait",
+            Phase::StateSent => "state_sent",
             Phase::JobWritten => "job_written",
             Phase::FirstFrame => "first_frame",
             Phase::Done => "done",
@@ -99,6 +107,7 @@ pub struct Stats {
     latencies_ms: Mutex<VecDeque<f64>>,
     containers_running: AtomicI64,
     pooled: AtomicU64,
+    prepared: AtomicU64,
     phases: [PhaseTotal; Phase::ALL.len()],
 }
 
@@ -125,6 +134,8 @@ pub struct StatsSnapshot {
     pub removal_backlog: usize,
     /// Executions served by a pre-started container (the rest started their own).
     pub executions_pooled: u64,
+    /// Executions that ran in a container prepared for their session (state loaded ahead).
+    pub executions_prepared: u64,
     /// Count and total time of each phase of a container's life since the server started
     /// (create, attach, start, pool_wait, job_written, first_frame, done, kill_wait, remove)
     /// and of the server's handling (run, call). The mean of a phase over a period is the
@@ -147,6 +158,7 @@ impl Stats {
             latencies_ms: Mutex::new(VecDeque::with_capacity(LATENCY_WINDOW)),
             containers_running: AtomicI64::new(0),
             pooled: AtomicU64::new(0),
+            prepared: AtomicU64::new(0),
             phases: Default::default(),
         }
     }
@@ -170,6 +182,10 @@ impl Stats {
     }
 
     /// Counts an execution that took a pre-started container.
+    pub fn record_prepared(&self) {
+        self.prepared.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn record_pooled(&self) {
         self.pooled.fetch_add(1, Ordering::Relaxed);
     }
@@ -210,6 +226,7 @@ impl Stats {
             pool: Default::default(),
             removal_backlog: 0,
             executions_pooled: self.pooled.load(Ordering::Relaxed),
+            executions_prepared: self.prepared.load(Ordering::Relaxed),
             phases: Phase::ALL
                 .iter()
                 .map(|&p| {

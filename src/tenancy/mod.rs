@@ -54,6 +54,8 @@ pub struct TenantDirs {
     pub servers: PathBuf,
     /// The encrypted PII vault file (used with `--pii-key-file`).
     pub pii_vault: PathBuf,
+    /// Sessions' snapshots (never mounted in a sandbox: they travel through the channel).
+    pub sessions: PathBuf,
 }
 
 impl TenantDirs {
@@ -64,6 +66,7 @@ impl TenantDirs {
             skills: config.storage.skills_dir(),
             servers: config.storage.data_dir().join("servers"),
             pii_vault: config.storage.data_dir().join("pii").join("vault"),
+            sessions: config.storage.data_dir().join("sessions"),
         }
     }
 
@@ -77,6 +80,7 @@ impl TenantDirs {
             skills: root.join("skills"),
             servers: root.join("servers"),
             pii_vault: root.join("pii").join("vault"),
+            sessions: root.join("sessions"),
         }
     }
 }

@@ -64,17 +64,25 @@ pub(super) struct Collector {
     received: u64,
     pub(super) done: Option<DoneFrame>,
     pub(super) returned: Returned,
+    /// Lines that arrived after `done` in the same chunk (a session's snapshot begins there).
+    pub(super) after_done: Vec<Line>,
 }
 
 impl Collector {
-    fn new(limits: HarnessLimits) -> Self {
+    fn new(limits: HarnessLimits, carries_state: bool) -> Self {
+        let limit = if carries_state {
+            frame_limit(limits).max(crate::sandbox::carry::splitter_limit())
+        } else {
+            frame_limit(limits)
+        };
         Self {
             stdout: BoundedText::new(limits.max_output_bytes),
             stderr: BoundedText::new(limits.max_output_bytes),
-            splitter: LineSplitter::new(frame_limit(limits)),
+            splitter: LineSplitter::new(limit),
             received: 0,
             done: None,
             returned: Returned::default(),
+            after_done: Vec::new(),
         }
     }
 
@@ -115,7 +123,7 @@ pub(super) async fn serve(
     deadline: TokioInstant,
     job_written: std::time::Instant,
 ) -> Result<(Stop, Collector), EngineError> {
-    let mut c = Collector::new(runner.limits);
+    let mut c = Collector::new(runner.limits, job.carry.is_some());
     let mut first = true;
     let cap = hard_cap(runner.limits);
     let mut pending: FuturesUnordered<PendingCall<'_>> = FuturesUnordered::new();
@@ -173,7 +181,8 @@ async fn handle_lines<'a>(
     input: &mut InputSink,
     deadline: TokioInstant,
 ) -> Option<Stop> {
-    for line in c.splitter.push(chunk) {
+    let mut lines = c.splitter.push(chunk).into_iter();
+    while let Some(line) = lines.next() {
         let line = match line {
             Line::Complete(line) => line,
             Line::Oversized(_) => return Some(Stop::Flood),
@@ -214,8 +223,17 @@ async fn handle_lines<'a>(
             Some(FromHarness::Link { path, description }) => c.returned.link(path, description),
             Some(FromHarness::Done(done)) => {
                 c.done = Some(done);
+                c.after_done = lines.collect();
                 return Some(Stop::Done);
             }
+            // Readiness, for the pool and a prepared container; and a snapshot's frames,
+            // which only follow `done`: nothing for the frame loop.
+            Some(
+                FromHarness::Ready
+                | FromHarness::Loaded
+                | FromHarness::State { .. }
+                | FromHarness::StateEnd { .. },
+            ) => {}
             None => {
                 // Not a frame: something wrote to the channel directly. Keep it as output.
                 c.stdout.push_bytes(&line);

@@ -16,7 +16,7 @@ mod outcome;
 mod start;
 
 pub use outcome::{Edges, Outcome, Status};
-pub(crate) use start::{Cleanup, Source, Started, start};
+pub(crate) use start::{Announcement, Cleanup, Source, Started, start};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,6 +47,8 @@ pub struct Job {
     /// The version of the generated tools package (a directory of the servers mount) the
     /// harness imports `servers` from.
     pub servers: Option<String>,
+    /// A session's state: loaded before the code runs, saved after it (see [`crate::sandbox::carry`]).
+    pub carry: Option<crate::sandbox::carry::Carry>,
 }
 
 impl std::fmt::Debug for Job {
@@ -58,6 +60,7 @@ impl std::fmt::Debug for Job {
             .field("tap", &self.tap.is_some())
             .field("calls", &self.calls.is_some())
             .field("servers", &self.servers)
+            .field("carry", &self.carry)
             .finish()
     }
 }
@@ -119,6 +122,7 @@ pub(crate) async fn execute(
         mut output,
         mut input,
         guard,
+        loaded: _,
     } = ready;
     let job_sent = started.elapsed();
     // The code's time starts now: starting its container is the engine's time.
@@ -140,11 +144,43 @@ pub(crate) async fn execute(
         .stats
         .phase(super::stats::Phase::Done, job_written.elapsed());
     drop(input);
+    // A session's snapshot follows `done`: its writer is taken now, so the caller knows a
+    // snapshot is on its way when this returns.
+    let mut collected = collected;
+    let snapshot = match (&job.carry, stop, collected.done.as_ref()) {
+        (Some(carry), frames::Stop::Done, Some(done))
+            if done.state.as_ref().is_some_and(|s| s.saved) =>
+        {
+            match carry.store.next() {
+                Ok(writer) => Some((
+                    writer,
+                    carry.max_bytes,
+                    std::mem::take(&mut collected.after_done),
+                    std::mem::replace(
+                        &mut collected.splitter,
+                        crate::sandbox::channel::LineSplitter::new(0),
+                    ),
+                )),
+                Err(e) => {
+                    tracing::warn!("a session's snapshot has nowhere to go: {e}");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     // Keep draining until the container is gone: the engine blocks a container (and a kill of
     // it) on an attached client that stops reading. The end of the output is the sign that
     // every process of the container has ended.
+    let grace = END_GRACE
+        + snapshot.as_ref().map_or(Duration::ZERO, |s| {
+            crate::sandbox::carry::receive_limit(s.1)
+        });
     let (ended_tx, ended) = tokio::sync::oneshot::channel::<()>();
     runner.cleanup.tracker.spawn(async move {
+        if let Some((writer, max_bytes, pending, splitter)) = snapshot {
+            crate::sandbox::carry::receive(writer, max_bytes, pending, splitter, &mut output).await;
+        }
         let drain = async { while output.next().await.is_some() {} };
         if tokio::time::timeout(DRAIN_LIMIT, drain).await.is_ok() {
             let _ = ended_tx.send(());
@@ -177,7 +213,7 @@ pub(crate) async fn execute(
     // The removal waits (briefly, in the background) for the container to end by itself, so
     // that it may go through the backlog; dropped at once, the guard removes it at once.
     runner.cleanup.tracker.spawn(async move {
-        match tokio::time::timeout(END_GRACE, ended).await {
+        match tokio::time::timeout(grace, ended).await {
             Ok(Ok(())) => guard.ended(),
             _ => drop(guard),
         }

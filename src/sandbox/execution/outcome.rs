@@ -12,6 +12,7 @@ use tokio::time::Instant as TokioInstant;
 use super::frames::{Collector, Stop, hard_cap};
 use super::{Job, Runner};
 use crate::sandbox::backend::{Backend, ExitState};
+use crate::sandbox::channel::StateReport;
 use crate::sandbox::docker::EngineError;
 use crate::sandbox::output::{BoundedText, EDGE_BYTES};
 use crate::sandbox::returned::Returned;
@@ -93,6 +94,10 @@ pub struct Outcome {
     /// What followed the cuts of `result`, `error` and `traceback` (those of stdout and stderr
     /// are in their [`BoundedText`]).
     pub edges: Edges,
+    /// Top-level modules the code imported, as the harness reported them (bounded, names only).
+    pub imports: Vec<String>,
+    /// A session's state after the code ran, as the harness reported it (bounded).
+    pub state: Option<StateReport>,
 }
 
 /// The bytes that followed a cut, up to [`EDGE_BYTES`], never shown: only a rewrite of the cut
@@ -125,8 +130,46 @@ impl Outcome {
             elapsed,
             returned: Returned::default(),
             edges: Edges::default(),
+            imports: Vec::new(),
+            state: None,
         }
     }
+}
+
+/// Most modules an outcome lists as imported.
+const MAX_IMPORTS: usize = 32;
+/// Most names a state report lists (carried and not carried, each).
+const MAX_STATE_NAMES: usize = 500;
+
+/// The imports a done frame claims, kept only where they look like module names: the frame
+/// may be forged by sandbox code, and these names become the pool's preload.
+fn bound_imports(imports: Vec<String>) -> Vec<String> {
+    imports
+        .into_iter()
+        .filter(|m| {
+            !m.is_empty()
+                && m.len() <= 64
+                && !m.starts_with(|c: char| c.is_ascii_digit())
+                && m.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+        .take(MAX_IMPORTS)
+        .collect()
+}
+
+/// A state report cut to [`MAX_STATE_NAMES`] names each, names and reasons to a few hundred
+/// characters.
+fn bound_state(mut report: StateReport) -> StateReport {
+    report.carried.truncate(MAX_STATE_NAMES);
+    for name in &mut report.carried {
+        *name = crate::text::cut(name, 256);
+    }
+    report.not_carried.truncate(MAX_STATE_NAMES);
+    for entry in &mut report.not_carried {
+        entry.name = crate::text::cut(&entry.name, 256);
+        entry.reason = crate::text::cut(&entry.reason, 512);
+    }
+    report.reason = report.reason.map(|r| crate::text::cut(&r, 1024));
+    report
 }
 
 /// What the frame loop left: why it stopped, what it collected, and when.
@@ -171,11 +214,15 @@ pub(super) async fn classify(
         elapsed,
         returned: std::mem::take(&mut c.returned),
         edges: Edges::default(),
+        imports: Vec::new(),
+        state: None,
     };
     let secs = job.timeout.as_secs_f64();
     match stop {
         Stop::Done => {
             let done = c.done.take().unwrap_or_default();
+            outcome.imports = bound_imports(done.imports);
+            outcome.state = done.state.map(bound_state);
             outcome.status = if done.success {
                 Status::Ok
             } else if done.error_type.as_deref() == Some("MemoryError") {

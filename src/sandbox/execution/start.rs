@@ -93,8 +93,19 @@ impl Drop for ContainerGuard {
 pub(crate) struct Started {
     pub(super) name: String,
     pub(super) output: OutputStream,
-    pub(super) input: InputSink,
+    pub(crate) input: InputSink,
     pub(super) guard: ContainerGuard,
+    /// A session's state is loaded in it already (a prepared container).
+    pub(crate) loaded: bool,
+}
+
+/// The frames a container announces itself with before its job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Announcement {
+    /// The interpreter and its preload are ready.
+    Ready,
+    /// A session's state is loaded.
+    Loaded,
 }
 
 impl Started {
@@ -106,6 +117,42 @@ impl Started {
     /// used (a pooled container is checked this way before it is handed out).
     pub(crate) fn is_waiting(&mut self) -> bool {
         self.output.next().now_or_never().is_none()
+    }
+
+    /// Waits for the harness to send `what` as its next frame (stderr before it is ignored).
+    /// Anything else, or more after it, means the container cannot be trusted with a job.
+    pub(crate) async fn announced(&mut self, what: Announcement) -> Result<(), EngineError> {
+        let broken = |message: String| EngineError::Api {
+            action: "prepare a sandbox container",
+            message,
+        };
+        let mut line = Vec::new();
+        while !line.ends_with(b"\n") {
+            match self.output.next().await {
+                None => return Err(broken("it ended before it was ready".into())),
+                Some(Err(e)) => return Err(e),
+                Some(Ok(crate::sandbox::backend::Output::Stderr(_))) => continue,
+                Some(Ok(crate::sandbox::backend::Output::Stdout(bytes))) => {
+                    line.extend_from_slice(&bytes);
+                    if line.len() > 4096 {
+                        return Err(broken("it wrote more than a ready frame".into()));
+                    }
+                }
+            }
+        }
+        let frame = crate::sandbox::channel::parse_frame(&line[..line.len() - 1]);
+        match (what, frame) {
+            (Announcement::Ready, Some(crate::sandbox::channel::FromHarness::Ready))
+            | (Announcement::Loaded, Some(crate::sandbox::channel::FromHarness::Loaded)) => Ok(()),
+            (_, Some(crate::sandbox::channel::FromHarness::Done(done))) => Err(broken(format!(
+                "it failed: {}",
+                done.error.unwrap_or_default()
+            ))),
+            _ => Err(broken(format!(
+                "it sent {} instead of its {what:?} frame",
+                String::from_utf8_lossy(&line[..line.len().min(200)])
+            ))),
+        }
     }
 }
 
@@ -135,6 +182,7 @@ pub(crate) async fn start(
         output: attached.output,
         input: attached.input,
         guard,
+        loaded: false,
     })
 }
 
@@ -166,12 +214,30 @@ pub(super) async fn ready_for_job(
             Source::Warm(ready) => ready,
             Source::Cold(spec, name) => start(runner.backend, spec, name, runner.cleanup).await?,
         };
+        if let Some(carry) = &job.carry
+            && !ready.loaded
+        {
+            let t = Instant::now();
+            crate::sandbox::carry::send(carry.store.as_ref(), &mut ready.input)
+                .await
+                .map_err(|e| EngineError::Api {
+                    action: "deliver the session's state to the sandbox",
+                    message: e.to_string(),
+                })?;
+            runner.cleanup.stats.phase(Phase::StateSent, t.elapsed());
+        }
         let job_line = ToHarness::Job {
             code: &job.code,
             context_vars: &job.context_vars,
             limits: runner.limits,
             edge_bytes: crate::sandbox::output::EDGE_BYTES,
             servers: job.servers.as_deref(),
+            session: job
+                .carry
+                .as_ref()
+                .map(|c| crate::sandbox::channel::SessionLimits {
+                    max_bytes: c.max_bytes,
+                }),
         }
         .to_line();
         // The harness reads its job before it runs anything, so this completes promptly.

@@ -72,6 +72,8 @@ struct State {
     removed: HashSet<String>,
     killed: Vec<String>,
     jobs: Vec<String>,
+    /// The state_end frames containers received (one per state load).
+    states: Vec<String>,
     replies: Vec<String>,
     events: Vec<(
         EventFilter,
@@ -150,6 +152,10 @@ impl FakeEngine {
     }
 
     /// The reply lines the harnesses received to their calls.
+    pub fn states(&self) -> Vec<String> {
+        self.state().states.clone()
+    }
+
     pub fn replies(&self) -> Vec<String> {
         self.state().replies.clone()
     }
@@ -210,8 +216,22 @@ async fn harness(
     out: mpsc::UnboundedSender<Result<Output, EngineError>>,
 ) {
     let mut lines = BufReader::new(input).lines();
-    let Ok(Some(job)) = lines.next_line().await else {
-        return;
+    // As the real harness: ready once started, then a session's state (answered with loaded),
+    // then the job.
+    let _ = out.unbounded_send(Ok(Output::Stdout(Bytes::from("{\"type\":\"ready\"}\n"))));
+    let job = loop {
+        let Ok(Some(line)) = lines.next_line().await else {
+            return;
+        };
+        if line.contains("\"type\":\"state_end\"") {
+            engine.state().states.push(line);
+            let _ = out.unbounded_send(Ok(Output::Stdout(Bytes::from("{\"type\":\"loaded\"}\n"))));
+            continue;
+        }
+        if line.contains("\"type\":\"state\"") {
+            continue;
+        }
+        break line;
     };
     engine.state().jobs.push(job);
     let script = engine.script.lock().unwrap().clone();

@@ -8,6 +8,7 @@ mod breathing;
 mod execution;
 mod fake;
 mod pool;
+mod prepared;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -138,6 +139,7 @@ fn job(timeout_secs: u64) -> Job {
         tap: None,
         calls: None,
         servers: None,
+        carry: None,
     }
 }
 

@@ -1,0 +1,124 @@
+//! A session's next container, prepared ahead: used by the next call, removed when its owner
+//! cancels it (the session expired or ended) or the pool comes under pressure.
+
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+
+use super::fake::ok;
+use serde_json::json;
+use super::*;
+use crate::sandbox::carry::{Carry, SnapshotStore, SnapshotWriter};
+
+/// A session store in memory.
+#[derive(Default)]
+struct Memory {
+    state: Mutex<Option<Vec<u8>>>,
+}
+
+impl SnapshotStore for Memory {
+    fn current(&self) -> std::io::Result<Option<Box<dyn Read + Send>>> {
+        Ok(self
+            .state
+            .lock()
+            .unwrap()
+            .clone()
+            .map(|s| Box::new(std::io::Cursor::new(s)) as _))
+    }
+
+    fn next(&self) -> std::io::Result<Box<dyn SnapshotWriter>> {
+        Err(std::io::Error::other("not in these tests"))
+    }
+}
+
+fn store() -> Arc<Memory> {
+    Arc::new(Memory {
+        state: Mutex::new(Some(b"snapshot".to_vec())),
+    })
+}
+
+fn session_job(store: Arc<Memory>, prepared: Option<crate::sandbox::Prepared>) -> Job {
+    Job {
+        carry: Some(Carry {
+            store,
+            max_bytes: 1 << 20,
+            prepared,
+        }),
+        ..job(10)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_next_call_runs_in_the_prepared_container() {
+    let rig = Rig::pooled(vec![ok(json!(1))], 1).await;
+    let store = store();
+    let prepared = rig.sandbox.prepare(store.clone()).expect("no pressure");
+    settle().await;
+    assert!(prepared.is_ready());
+    assert_eq!(rig.engine.states().len(), 1, "the state went in ahead");
+    let created = rig.engine.created().len();
+    let outcome = rig
+        .sandbox
+        .run(session_job(store, Some(prepared)), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, Status::Ok);
+    assert_eq!(rig.engine.created().len(), created, "no container started for it");
+    assert_eq!(rig.engine.states().len(), 1, "the state was not sent again");
+    assert_eq!(rig.stats.snapshot().executions_prepared, 1);
+    settle().await;
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_prepared_container_the_state_goes_in_before_the_job() {
+    let rig = Rig::pooled(vec![ok(json!(1))], 1).await;
+    let outcome = rig
+        .sandbox
+        .run(session_job(store(), None), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, Status::Ok);
+    assert_eq!(rig.engine.states().len(), 1);
+    assert!(rig.engine.jobs()[0].contains("\"session\":{\"max_bytes\":1048576}"));
+    settle().await;
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_preparation_removes_its_container() {
+    let rig = Rig::pooled(vec![ok(json!(1))], 1).await;
+    let prepared = rig.sandbox.prepare(store()).expect("no pressure");
+    settle().await;
+    assert!(prepared.is_ready());
+    let live = rig.engine.live().len();
+    // The session expired (or ended): its owner cancels the preparation.
+    prepared.cancel();
+    settle().await;
+    assert!(!prepared.is_ready());
+    assert_eq!(rig.engine.live().len(), live - 1, "{:?}", rig.engine.live());
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn pressure_on_the_pool_removes_prepared_containers() {
+    let rig = Rig::pooled(vec![ok(json!(1))], 1).await;
+    let prepared = rig.sandbox.prepare(store()).expect("no pressure");
+    settle().await;
+    assert!(prepared.is_ready());
+    // The preparation took the pooled container; its replacement is on its way. Two calls at
+    // once: one finds the pool empty.
+    rig.engine.stall_create.store(true, std::sync::atomic::Ordering::SeqCst);
+    let a = rig.spawn_run(job(10), CancellationToken::new());
+    let b = rig.spawn_run(job(10), CancellationToken::new());
+    settle().await;
+    assert!(!prepared.is_ready(), "it gave way");
+    assert!(
+        rig.sandbox.prepare(store()).is_none(),
+        "nothing is prepared under pressure"
+    );
+    rig.engine.stall_create.store(false, std::sync::atomic::Ordering::SeqCst);
+    let _ = a.await;
+    let _ = b.await;
+    settle().await;
+    rig.finish().await;
+}

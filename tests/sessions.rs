@@ -1,0 +1,340 @@
+//! Sessions against the real engine: `execute_code(session=…)` carries variables, functions,
+//! classes and DataFrames from call to call while every call runs in a fresh container; what
+//! cannot travel is listed; bounds, expiry, a restart, calls of one session at once, a snapshot
+//! that breaks half-way and one that hostile code forged.
+
+mod common;
+
+use code_execution_mcp::app::{ExecuteError, Executed};
+use code_execution_mcp::execute::request::ExecuteRequest;
+use code_execution_mcp::sandbox::Status;
+use common::{TestApp, assert_ok};
+use serde_json::json;
+
+async fn call(t: &TestApp, session: &str, code: &str) -> Result<Executed, ExecuteError> {
+    t.app
+        .execute(
+            ExecuteRequest {
+                code: code.into(),
+                session: Some(session.into()),
+                ..Default::default()
+            },
+            Default::default(),
+        )
+        .await
+}
+
+async fn ok(t: &TestApp, session: &str, code: &str) -> Executed {
+    let e = call(t, session, code)
+        .await
+        .unwrap_or_else(|e| panic!("execution could not run: {e}"));
+    assert_ok(&e.outcome);
+    e
+}
+
+/// The error a call of `session` gets.
+async fn refused(t: &TestApp, session: &str) -> ExecuteError {
+    match call(t, session, "pass").await {
+        Ok(e) => panic!("session {session} was not refused: {:?}", e.outcome),
+        Err(e) => e,
+    }
+}
+
+/// Waits until the session's last snapshot has been saved (the turn ends in the background).
+async fn settled(t: &TestApp, session: &str) {
+    // The next call of the session waits for the previous one's snapshot: a call that does
+    // nothing is the wait.
+    ok(t, session, "pass").await;
+}
+
+/// Waits until `n` sessions have a container prepared (their last snapshot saved).
+async fn prepared(t: &TestApp, n: usize) {
+    for _ in 0..300 {
+        if t.app.session_counts().prepared >= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("no container was prepared: {:?}", t.app.session_counts());
+}
+
+#[tokio::test]
+async fn variables_functions_classes_and_modules_carry_into_a_fresh_container() {
+    let t = TestApp::start().await;
+    let first = ok(
+        &t,
+        "new",
+        r#"
+import socket, os, collections
+from dataclasses import dataclass
+total = 41
+names = ["ann", "bob"]
+def bump(v, by=1):
+    return v + by
+def make_adder(n):
+    return lambda v: v + n
+add3 = make_adder(3)
+@dataclass
+class Point:
+    x: int
+    y: int = 0
+    def norm2(self):
+        return self.x * self.x + self.y * self.y
+p = Point(3, 4)
+counts = collections.Counter("aab")
+handle = open("/etc/hostname")
+gen = (i for i in range(3))
+with open("/tmp/scratch", "w") as f:
+    f.write("x")
+# The container's own files are named by its id.
+me = [l for l in open("/proc/self/mountinfo") if "/etc/hostname" in l][0]
+result = "ok"
+"#,
+    )
+    .await;
+    let session = first.session.clone().expect("a handle");
+    assert!(session.starts_with("ses_"), "{session}");
+    let state = first.state.expect("a state report");
+    assert!(state.saved, "{state:?}");
+    for name in [
+        "total", "names", "bump", "add3", "Point", "p", "counts", "os", "socket",
+    ] {
+        assert!(
+            state.carried.contains(&name.to_string()),
+            "{name}: {state:?}"
+        );
+    }
+    let not: Vec<_> = state.not_carried.iter().map(|n| n.name.as_str()).collect();
+    assert!(not.contains(&"handle") && not.contains(&"gen"), "{state:?}");
+    let reason = &state
+        .not_carried
+        .iter()
+        .find(|n| n.name == "handle")
+        .unwrap()
+        .reason;
+    assert!(reason.contains("open file"), "{reason}");
+
+    let second = ok(
+        &t,
+        &session,
+        r#"
+total = bump(total)
+result = {
+    "total": total,
+    "names": names,
+    "adder": add3(1),
+    "norm2": p.norm2(),
+    "is_point": isinstance(p, Point),
+    "counts": counts["a"],
+    "os": os.sep,
+    "scratch_gone": not os.path.exists("/tmp/scratch"),
+    "other_container": [l for l in open("/proc/self/mountinfo") if "/etc/hostname" in l][0] != me,
+    "handle": "handle" in globals(),
+}
+"#,
+    )
+    .await;
+    assert_eq!(second.session.as_deref(), Some(session.as_str()));
+    let r = &second.outcome.result;
+    assert_eq!(r["total"], 42);
+    assert_eq!(r["names"], json!(["ann", "bob"]));
+    assert_eq!(r["adder"], 4);
+    assert_eq!(r["norm2"], 25);
+    assert_eq!(r["is_point"], true);
+    assert_eq!(r["counts"], 2);
+    assert_eq!(r["os"], "/");
+    assert_eq!(r["scratch_gone"], true, "/tmp is the container's own");
+    assert_eq!(r["other_container"], true, "a new container: {r}");
+    assert_eq!(r["handle"], false, "what could not travel is gone");
+    let third = ok(&t, &session, "result = total").await;
+    assert_eq!(third.outcome.result, 42, "a call sees the one before it");
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn a_dataframe_carries_when_the_image_has_pandas() {
+    let t = TestApp::start().await;
+    let probe = t
+        .run("import importlib.util as u; result = u.find_spec('pandas') is not None")
+        .await;
+    if probe.result != true {
+        common::skip(
+            "a_dataframe_carries_when_the_image_has_pandas",
+            "the minimal image has no pandas",
+        );
+        t.finish().await;
+        return;
+    }
+    let first = ok(
+        &t,
+        "new",
+        "import pandas as pd, numpy as np\ndf = pd.DataFrame({'a': np.arange(200_000), 'b': ['x', 'y'] * 100_000})",
+    )
+    .await;
+    let session = first.session.unwrap();
+    assert!(first.state.unwrap().bytes > 1_600_000);
+    let second = ok(
+        &t,
+        &session,
+        "result = [int(df['a'].sum()), int((df['b'] == 'y').sum()), pd.__name__, float(np.pi)]",
+    )
+    .await;
+    assert_eq!(
+        second.outcome.result,
+        json!([19_999_900_000i64, 100_000, "pandas", std::f64::consts::PI])
+    );
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn bad_handles_are_refused_with_the_session_named() {
+    let t = TestApp::start().await;
+    let unknown = format!("ses_{}", "ab".repeat(16));
+    let err = refused(&t, &unknown).await;
+    let text = err.to_string();
+    assert!(
+        text.contains(&unknown) && text.contains("session=\"new\""),
+        "{text}"
+    );
+    let err = refused(&t, "../../etc").await;
+    assert!(err.to_string().contains("not a session handle"), "{err}");
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn over_its_bound_the_call_succeeds_and_the_state_stays() {
+    let t = TestApp::start_with(|c| c.sessions.session_max_mb = 1).await;
+    let first = ok(&t, "new", "keep = 'kept'").await;
+    let session = first.session.unwrap();
+    // One value over the bound by itself: left out, the rest carried.
+    let e = ok(&t, &session, "huge = b'x' * 2_000_000\nsmall = 1").await;
+    let state = e.state.unwrap();
+    assert!(state.saved, "{state:?}");
+    let huge = state
+        .not_carried
+        .iter()
+        .find(|n| n.name == "huge")
+        .expect("listed");
+    assert!(huge.reason.contains("bound"), "{huge:?}");
+    // Values under the bound each, over it together: nothing is updated, and it says why.
+    let e = ok(
+        &t,
+        &session,
+        "a = b'a' * 400_000\nb = b'b' * 400_000\nc = b'c' * 400_000\nkeep = 'changed'",
+    )
+    .await;
+    let state = e.state.unwrap();
+    assert!(!state.saved, "{state:?}");
+    assert!(
+        state
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("previous state"),
+        "{state:?}"
+    );
+    let e = ok(&t, &session, "result = [keep, small, 'a' in globals()]").await;
+    assert_eq!(e.outcome.result, json!(["kept", 1, false]));
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn calls_of_one_session_at_once_run_one_after_the_other() {
+    let t = TestApp::start_with(|c| c.pool.pool_size = 2).await;
+    let session = ok(&t, "new", "n = 0").await.session.unwrap();
+    let code = "import time\nbefore = n\ntime.sleep(0.3)\nn = before + 1\nresult = n";
+    let (a, b) = tokio::join!(ok(&t, &session, code), ok(&t, &session, code));
+    let mut seen = [
+        a.outcome.result.as_i64().unwrap(),
+        b.outcome.result.as_i64().unwrap(),
+    ];
+    seen.sort();
+    assert_eq!(seen, [1, 2], "no update is lost");
+    assert_eq!(ok(&t, &session, "result = n").await.outcome.result, 2);
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn a_snapshot_broken_half_way_keeps_the_previous_state() {
+    let t = TestApp::start().await;
+    let session = ok(&t, "new", "x = 'before'").await.session.unwrap();
+    // The code makes the harness die while it streams the snapshot (after `done`).
+    let e = ok(
+        &t,
+        &session,
+        "import base64, os\nx = 'after'\nbase64.b64encode = lambda *a: os._exit(7)\nresult = 'sent'",
+    )
+    .await;
+    assert_eq!(e.outcome.result, "sent", "the call itself succeeded");
+    let e = ok(&t, &session, "result = x").await;
+    assert_eq!(e.outcome.result, "before");
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn a_forged_snapshot_harms_only_its_own_session() {
+    let t = TestApp::start().await;
+    let victim = ok(&t, "new", "secret = 'mine'").await.session.unwrap();
+    let hostile = ok(&t, "new", "pass").await.session.unwrap();
+    settled(&t, &victim).await;
+    let forged = r#"
+import cem_state
+cem_state.snapshot = lambda *a, **k: (
+    {"carried": ["x"], "not_carried": [], "bytes": 5, "saved": True, "reason": None},
+    [b"junk!"],
+)
+"#;
+    ok(&t, &hostile, forged).await;
+    let broken = call(&t, &hostile, "result = 1").await.unwrap();
+    assert_eq!(broken.outcome.status, Status::Error);
+    let error = broken.outcome.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("could not be read") && error.contains("session=\"new\""),
+        "{error}"
+    );
+    // A pickle that runs code when loaded runs it in that session's next sandbox only.
+    let other = ok(&t, &victim, "result = secret").await;
+    assert_eq!(other.outcome.result, "mine");
+    let fresh = ok(&t, "new", "result = 'x' in globals()").await;
+    assert_eq!(fresh.outcome.result, false, "a new session starts clean");
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn sessions_survive_a_restart_and_expire_when_idle() {
+    let t = TestApp::start_with(|c| c.sessions.session_idle_secs = 10).await;
+    let session = ok(&t, "new", "kept = [1, 2]").await.session.unwrap();
+    settled(&t, &session).await;
+    let config = t.app.config().clone();
+    t.app.shutdown().await;
+    let restarted = code_execution_mcp::app::App::start(config).await.unwrap();
+    let again = TestApp {
+        app: std::sync::Arc::new(restarted),
+        dir: t.dir,
+    };
+    // A call that finds the pool empty puts it under pressure, and nothing is prepared then.
+    common::wait_for_full_pool(&again.app, 1).await;
+    let e = ok(&again, &session, "result = kept").await;
+    assert_eq!(e.outcome.result, json!([1, 2]));
+    assert_eq!(again.app.session_counts().sessions, 1);
+    // Idle past --session-idle-secs (its last use moved back): expired, and named so.
+    let meta = again
+        .dir
+        .path()
+        .join("data/sessions")
+        .join(&session)
+        .join("meta.json");
+    prepared(&again, 1).await;
+    std::fs::write(&meta, r#"{"created_unix":1,"used_unix":1,"bytes":1}"#).unwrap();
+    let err = refused(&again, &session).await;
+    assert!(
+        err.to_string().contains("expired") && err.to_string().contains(&session),
+        "{err}"
+    );
+    assert_eq!(
+        again.app.session_counts().prepared,
+        0,
+        "its prepared container is gone"
+    );
+    again.finish().await;
+}
