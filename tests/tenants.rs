@@ -318,6 +318,50 @@ async fn a_tenant_at_its_limit_does_not_block_another() {
     server.finish([alice, bob]).await;
 }
 
+#[tokio::test]
+async fn a_session_belongs_to_its_tenant() {
+    let server = TenantServer::start(|_| {}).await;
+    let alice = server.client(ALICE).await;
+    let bob = server.client(BOB).await;
+    let v = call_ok(
+        &alice,
+        "execute_code",
+        json!({"code": "secret = 'alice only'", "session": "new"}),
+    )
+    .await;
+    let handle = v["session"].as_str().expect("a handle").to_string();
+    assert!(handle.starts_with("ses_"), "the handle is not tokenized: {v}");
+    assert_eq!(v["state"]["carried"], json!(["secret"]), "{v}");
+    // Bob holds Alice's handle: refused, naming the session, never a silent new one.
+    let error = call_err(
+        &bob,
+        "execute_code",
+        json!({"code": "result = secret", "session": handle}),
+    )
+    .await;
+    assert!(
+        error.contains(&handle) && error.contains("session=\"new\""),
+        "{error}"
+    );
+    assert!(!error.contains("alice only"), "{error}");
+    let v = call_ok(
+        &alice,
+        "execute_code",
+        json!({"code": "result = secret", "session": handle}),
+    )
+    .await;
+    assert_eq!(v["result"], "alice only");
+    let stats = call_ok(&alice, "get_execution_stats", json!({})).await;
+    assert_eq!(stats["sessions"]["sessions"], 1, "{stats}");
+    let stats = call_ok(&bob, "get_execution_stats", json!({})).await;
+    assert_eq!(stats["sessions"]["sessions"], 0, "{stats}");
+    assert!(
+        server.tenant_dir("alice").join("sessions").join(&handle).is_dir(),
+        "kept under Alice's own directory"
+    );
+    server.finish([alice, bob]).await;
+}
+
 /// Signals that it runs, then waits (up to 100 s) for the file `release`.
 #[tokio::test]
 async fn with_tokens_the_server_listens_beyond_loopback() {

@@ -100,6 +100,9 @@ pub struct ExecutionStatsResponse {
     pub node: NodeStats,
     pub image: ImageStats,
     pub executions: StatsSnapshot,
+    /// Sessions (`execute_code`'s `session`): how many this tenant holds, their state's size,
+    /// the containers prepared for their next calls, and the bounds.
+    pub sessions: crate::sessions::SessionCounts,
     /// Upstream MCP tool calls made from code, per upstream (with `--upstreams`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub tool_calls: BTreeMap<String, UpstreamCallStats>,
@@ -111,7 +114,7 @@ pub struct ExecutionStatsResponse {
 #[tool_router(router = stats_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
-        description = "Statistics of the execution environment: workspace use and quota, skills, tool registry, limits, Docker engine and image, executions by status with latency p50/p99, containers running, the node that served, the pool (ready, target, refill rate) and where execution time goes (engine phases).",
+        description = "Statistics of the execution environment: workspace use and quota, skills, tool registry, limits, Docker engine and image, executions by status with latency p50/p99, containers running, sessions, the node that served, the pool (ready, target, refill rate) and where execution time goes (engine phases).",
         annotations(
             title = "Execution statistics",
             read_only_hint = true,
@@ -156,6 +159,7 @@ impl CodeExecutionServer {
                 "pii_tokenization".into(),
                 "skills_persistence".into(),
                 "workspace_files".into(),
+                "sessions".into(),
             ]
             .into_iter()
             .chain(
@@ -191,6 +195,8 @@ impl CodeExecutionServer {
                 id: app.image().1.to_string(),
             },
             executions: app.execution_stats(),
+            // Reads each session's meta file: off the async worker.
+            sessions: crate::host::blocking_here(|| app.session_counts()),
             tool_calls: app
                 .gateway()
                 .map(|view| view.stats.snapshot())
