@@ -435,3 +435,33 @@ fn output_survives_reader_threads_starved_past_the_quiet_wait() {
         .collect();
     assert_eq!(printed, "printed by the code\n", "frames: {frames:?}");
 }
+
+#[tokio::test]
+async fn the_pool_preloads_what_recent_code_imported() {
+    use code_execution_mcp::sandbox::Backend;
+    let t = TestApp::start_with(|c| c.sandbox.preload = Some(vec!["auto".into()])).await;
+    wait_for_full_pool(&t.app, 1).await;
+    assert_ok(&t.run("import csv, decimal\nresult = 1").await);
+    // The replacement started after that execution imports what its code imported.
+    let engine = &t.app.shared().engine;
+    let label = format!(
+        "{}={}",
+        code_execution_mcp::sandbox::spec::LABEL_INSTANCE,
+        t.app.sandbox().instance().id
+    );
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        seen.clear();
+        for c in engine.list_labelled(&[label.clone()]).await.unwrap() {
+            if let Ok(i) = engine.client().inspect_container(&c.id, None).await {
+                seen.extend(i.config.and_then(|c| c.env).unwrap_or_default());
+            }
+        }
+        if seen.iter().any(|e| e == "CEM_PRELOAD=csv,decimal") {
+            t.finish().await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("no pooled container preloads csv,decimal: {seen:?}");
+}

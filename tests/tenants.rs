@@ -330,7 +330,10 @@ async fn a_session_belongs_to_its_tenant() {
     )
     .await;
     let handle = v["session"].as_str().expect("a handle").to_string();
-    assert!(handle.starts_with("ses_"), "the handle is not tokenized: {v}");
+    assert!(
+        handle.starts_with("ses_"),
+        "the handle is not tokenized: {v}"
+    );
     assert_eq!(v["state"]["carried"], json!(["secret"]), "{v}");
     // Bob holds Alice's handle: refused, naming the session, never a silent new one.
     let error = call_err(
@@ -356,7 +359,11 @@ async fn a_session_belongs_to_its_tenant() {
     let stats = call_ok(&bob, "get_execution_stats", json!({})).await;
     assert_eq!(stats["sessions"]["sessions"], 0, "{stats}");
     assert!(
-        server.tenant_dir("alice").join("sessions").join(&handle).is_dir(),
+        server
+            .tenant_dir("alice")
+            .join("sessions")
+            .join(&handle)
+            .is_dir(),
         "kept under Alice's own directory"
     );
     server.finish([alice, bob]).await;

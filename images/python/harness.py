@@ -566,12 +566,30 @@ def _preload(chan):
                 pass
 
 
-def _imports_since(before):
-    """Top-level modules imported since `before` (a set of sys.modules keys), ours left out."""
-    ours = {"cem_helpers", "cem_state", "cem_matplotlib", "cem_runtime", "skills", "servers"}
-    found = sorted({name.partition(".")[0] for name in list(sys.modules) if name not in before}
-                   - ours)
-    return [n for n in found if not n.startswith("_")][:MAX_IMPORTS]
+class ImportLog:
+    """The top-level modules the job's code imports (its own import statements, in order): what
+    the pool should preload for this tenant. A module a preload imported already still counts,
+    as the code asked for it."""
+
+    OURS = {"cem_helpers", "cem_state", "cem_matplotlib", "cem_runtime", "skills", "servers"}
+
+    def __init__(self):
+        self.names, self.scope = [], None
+        self.real = builtins.__import__
+
+    def watch(self, scope):
+        """Records the imports made from `scope` (the code's globals) from now on."""
+        self.scope = scope
+        real, names, ours = self.real, self.names, self.OURS
+
+        def recording_import(name, globals=None, locals=None, fromlist=(), level=0):
+            if level == 0 and globals is scope and len(names) < MAX_IMPORTS:
+                top = name.partition(".")[0]
+                if top not in names and top not in ours and not top.startswith("_"):
+                    names.append(top)
+            return real(name, globals, locals, fromlist, level)
+
+        builtins.__import__ = recording_import
 
 
 def _send_state(chan, parts):
@@ -639,7 +657,8 @@ def main():
             f"the session's saved state could not be read ({corrupt}); the code did not run. "
             'Start a new session with session="new"')), final=True)
         os._exit(0)
-    before = set(sys.modules)
+    imports = ImportLog()
+    imports.watch(g)
     try:
         for pump in pumps:
             pump.arm(limits["max_output_bytes"] + _edge["bytes"])
@@ -648,7 +667,7 @@ def main():
         stop_capture(chan, pumps)
     except BaseException as e:  # a harness bug: still end with a done frame
         done = _failure(e, harness=True)
-    done["imports"] = _imports_since(before)
+    done["imports"] = list(imports.names)
     if session is None:
         chan.send(done, final=True)
         os._exit(0)  # user threads may still run: do not wait for them

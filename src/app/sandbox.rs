@@ -82,7 +82,7 @@ pub(super) fn start(
         pool_memory_bytes: (config.limits.default_memory_mb * 1024 * 1024) as i64,
         image_id: shared.image_id.clone(),
         start_limit: config.sandbox.start_timeout(),
-        preload: config.sandbox.preload_modules(),
+        preload: config.sandbox.preload(),
         seccomp,
         oom_reported: shared.engine_info.reports_oom_kills(),
     };

@@ -276,7 +276,7 @@ async fn memory_enforced(
         pool_memory_bytes: 0,
         image_id: String::new(),
         start_limit: crate::sandbox::DEFAULT_START_LIMIT,
-        preload: Vec::new(),
+        preload: crate::sandbox::preload::Preload::Fixed(Vec::new()),
         seccomp,
         oom_reported,
     };

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::sandbox::preload::Preload;
+
 use super::ConfigError;
 use super::range::Range;
 pub use crate::sandbox::image::ImageProfile;
@@ -33,8 +35,9 @@ pub struct SandboxConfig {
     pub image_profile: ImageProfile,
 
     /// Modules pooled containers import before their job arrives, comma-separated, so code that
-    /// uses them does not wait for the import [default: numpy,pandas with the data profile, none
-    /// with minimal]. `none` turns it off. Each module costs idle memory and start-up CPU.
+    /// uses them does not wait for the import. Default (`auto`): the modules at least half of
+    /// the tenant's recent executions imported, so code that imports nothing never pays for
+    /// them. `none` turns it off; a list fixes it. Each module costs idle memory and start-up CPU.
     #[arg(long, env = "CEM_PRELOAD", value_delimiter = ',')]
     pub preload: Option<Vec<String>>,
 
@@ -71,26 +74,23 @@ impl SandboxConfig {
             .unwrap_or_else(|| crate::sandbox::image::default_tag(self.image_profile))
     }
 
-    /// The modules pooled containers import ahead (see `--preload`).
-    pub fn preload_modules(&self) -> Vec<String> {
+    /// What pooled containers import ahead (see `--preload`).
+    pub fn preload(&self) -> Preload {
         // An empty value (CEM_PRELOAD= in a compose file) means the default, like no value.
         let given = self
             .preload
             .as_ref()
             .filter(|list| list.iter().any(|m| !m.trim().is_empty()));
         match given {
-            None => self
-                .image_profile
-                .default_preload()
-                .iter()
-                .map(|m| m.to_string())
-                .collect(),
-            Some(list) if list.iter().any(|m| m.trim() == "none") => Vec::new(),
-            Some(list) => list
-                .iter()
-                .map(|m| m.trim().to_string())
-                .filter(|m| !m.is_empty())
-                .collect(),
+            None => Preload::Learned,
+            Some(list) if list.iter().any(|m| m.trim() == "auto") => Preload::Learned,
+            Some(list) if list.iter().any(|m| m.trim() == "none") => Preload::Fixed(Vec::new()),
+            Some(list) => Preload::Fixed(
+                list.iter()
+                    .map(|m| m.trim().to_string())
+                    .filter(|m| !m.is_empty())
+                    .collect(),
+            ),
         }
     }
 
@@ -122,7 +122,11 @@ impl SandboxConfig {
                 });
             }
         }
-        for module in self.preload_modules() {
+        let fixed = match self.preload() {
+            Preload::Fixed(modules) => modules,
+            Preload::Learned => Vec::new(),
+        };
+        for module in fixed {
             let ok = module.len() <= 100
                 && module.split('.').all(|part| {
                     part.chars()

@@ -102,25 +102,25 @@ fn defaults_are_valid_and_match_the_original_limits() {
 }
 
 #[test]
-fn preload_follows_the_profile_unless_given_and_is_checked() {
+fn preload_is_learned_unless_given_and_is_checked() {
+    use crate::sandbox::preload::Preload;
     let mut c = Config::defaults();
     c.sandbox.preload = None;
-    c.sandbox.image_profile = ImageProfile::Data;
-    assert_eq!(c.sandbox.preload_modules(), vec!["numpy", "pandas"]);
-    c.sandbox.image_profile = ImageProfile::Minimal;
-    assert!(c.sandbox.preload_modules().is_empty());
+    assert_eq!(c.sandbox.preload(), Preload::Learned);
     c.sandbox.preload = Some(vec![String::new()]);
-    assert!(
-        c.sandbox.preload_modules().is_empty(),
+    assert_eq!(
+        c.sandbox.preload(),
+        Preload::Learned,
         "empty means the default"
     );
+    c.sandbox.preload = Some(vec!["auto".into()]);
+    assert_eq!(c.sandbox.preload(), Preload::Learned);
     c.sandbox.preload = Some(vec!["none".into()]);
-    c.sandbox.image_profile = ImageProfile::Data;
-    assert!(c.sandbox.preload_modules().is_empty());
+    assert_eq!(c.sandbox.preload(), Preload::Fixed(Vec::new()));
     c.sandbox.preload = Some(vec![" matplotlib.pyplot ".into(), "scipy".into()]);
     assert_eq!(
-        c.sandbox.preload_modules(),
-        vec!["matplotlib.pyplot", "scipy"]
+        c.sandbox.preload(),
+        Preload::Fixed(vec!["matplotlib.pyplot".into(), "scipy".into()])
     );
     c.validate().unwrap();
     for bad in ["os; rm -rf /", "1abc", "a..b", "a-b"] {

@@ -34,14 +34,6 @@ impl ImageProfile {
             ImageProfile::Data => "data",
         }
     }
-
-    /// What pooled containers import ahead when --preload is not given.
-    pub fn default_preload(self) -> &'static [&'static str] {
-        match self {
-            ImageProfile::Minimal => &[],
-            ImageProfile::Data => &["numpy", "pandas"],
-        }
-    }
 }
 
 /// The files of images/python, embedded. `tests` checks this list against the directory.

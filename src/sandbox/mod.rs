@@ -20,6 +20,7 @@ mod execution;
 pub mod image;
 pub mod output;
 mod pool;
+pub mod preload;
 pub mod prepared;
 pub(crate) mod reaper;
 pub mod removal;
@@ -109,8 +110,8 @@ pub struct SandboxSettings {
     pub image_id: String,
     /// Longest wait for a container to be ready for its job (pool wait included).
     pub start_limit: std::time::Duration,
-    /// Modules pooled containers import before their job arrives (`--preload`).
-    pub preload: Vec<String>,
+    /// What pooled containers import before their job arrives (`--preload`).
+    pub preload: preload::Preload,
     /// How the seccomp profile reaches the engine.
     pub seccomp: spec::Seccomp,
     /// Whether the engine reports OOM kills ([`EngineInfo::reports_oom_kills`]).
@@ -159,6 +160,8 @@ pub struct Sandbox {
     /// Cancelled (and replaced) when an execution finds the pool empty: prepared containers
     /// give their place back.
     pressure: std::sync::Mutex<CancellationToken>,
+    /// What recent executions imported (for a learned preload).
+    learned: preload::Learned,
 }
 
 impl Sandbox {
@@ -194,6 +197,7 @@ impl Sandbox {
             breaks: events::EngineBreaks::default(),
             no_memory_update: Default::default(),
             pressure: Default::default(),
+            learned: Default::default(),
         }
     }
 
@@ -308,12 +312,16 @@ impl Sandbox {
             tokio::select! {
                 biased;
                 result = &mut run => {
+                    // The replacement preloads what this execution's code imported too.
+                    self.learn(&result);
                     self.refill();
                     result
                 }
                 _ = tokio::time::sleep(REFILL_DELAY) => {
                     self.refill();
-                    run.await
+                    let result = run.await;
+                    self.learn(&result);
+                    result
                 }
             }
         };
@@ -325,6 +333,13 @@ impl Sandbox {
             Err(_) => self.stats.record_engine_failure(),
         }
         Ok(result?)
+    }
+
+    /// Notes what an execution's code imported, for a learned preload.
+    fn learn(&self, result: &Result<Outcome, EngineError>) {
+        if let Ok(outcome) = result {
+            self.learned.record(&outcome.imports);
+        }
     }
 
     /// Waits for `wait` unless shutdown begins or the caller cancels first (checked in that
@@ -473,10 +488,10 @@ impl Sandbox {
             let image = self.pool.image();
             let spec = SandboxSpec {
                 image: image.clone(),
-                preload: if self.pool.under_pressure() {
-                    Vec::new()
-                } else {
-                    self.settings.preload.clone()
+                preload: match &self.settings.preload {
+                    _ if self.pool.under_pressure() => Vec::new(),
+                    preload::Preload::Fixed(modules) => modules.clone(),
+                    preload::Preload::Learned => self.learned.modules(),
                 },
                 ..self.spec(self.pool.memory_bytes())
             };

@@ -168,7 +168,7 @@ async fn phases_of_a_cold_execution_are_timed() {
 #[tokio::test(start_paused = true)]
 async fn replacements_skip_the_preload_while_executions_outpace_the_pool() {
     let mut s = settings(1, 4);
-    s.preload = vec!["pandas".into()];
+    s.preload = crate::sandbox::preload::Preload::Fixed(vec!["pandas".into()]);
     let rig = Rig::new(vec![ok(json!(1))], s);
     rig.sandbox.refill();
     rig.engine.until_live(1).await;
@@ -197,6 +197,33 @@ async fn replacements_skip_the_preload_while_executions_outpace_the_pool() {
         preloads[before..],
         [vec!["pandas".to_string()]],
         "the pressure has passed"
+    );
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_learned_preload_follows_what_the_code_imports() {
+    let imports_pandas = Step::Done(json!({
+        "type": "done", "success": true, "result": 1, "imports": ["pandas", "numpy"]
+    }));
+    let mut s = settings(1, 2);
+    s.preload = crate::sandbox::preload::Preload::Learned;
+    let rig = Rig::new(vec![imports_pandas], s);
+    rig.sandbox.refill();
+    rig.engine.until_live(1).await;
+    settle().await;
+    assert_eq!(
+        rig.engine.preloads(),
+        [Vec::<String>::new()],
+        "nothing learned yet"
+    );
+    assert_eq!(rig.run(10).await.unwrap().status, Status::Ok);
+    settle().await;
+    let preloads = rig.engine.preloads();
+    assert_eq!(
+        preloads.last().unwrap(),
+        &["pandas".to_string(), "numpy".to_string()],
+        "{preloads:?}"
     );
     rig.finish().await;
 }

@@ -54,7 +54,7 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         pool_memory_bytes: 256 * MB,
         image_id: "sha256:one".into(),
         start_limit: Duration::from_secs(30),
-        preload: Vec::new(),
+        preload: crate::sandbox::preload::Preload::Fixed(Vec::new()),
         seccomp: Default::default(),
         oom_reported: true,
     }

@@ -5,9 +5,9 @@ use std::io::Read;
 use std::sync::{Arc, Mutex};
 
 use super::fake::ok;
-use serde_json::json;
 use super::*;
 use crate::sandbox::carry::{Carry, SnapshotStore, SnapshotWriter};
+use serde_json::json;
 
 /// A session store in memory.
 #[derive(Default)]
@@ -62,7 +62,11 @@ async fn the_next_call_runs_in_the_prepared_container() {
         .await
         .unwrap();
     assert_eq!(outcome.status, Status::Ok);
-    assert_eq!(rig.engine.created().len(), created, "no container started for it");
+    assert_eq!(
+        rig.engine.created().len(),
+        created,
+        "no container started for it"
+    );
     assert_eq!(rig.engine.states().len(), 1, "the state was not sent again");
     assert_eq!(rig.stats.snapshot().executions_prepared, 1);
     settle().await;
@@ -107,7 +111,9 @@ async fn pressure_on_the_pool_removes_prepared_containers() {
     assert!(prepared.is_ready());
     // The preparation took the pooled container; its replacement is on its way. Two calls at
     // once: one finds the pool empty.
-    rig.engine.stall_create.store(true, std::sync::atomic::Ordering::SeqCst);
+    rig.engine
+        .stall_create
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     let a = rig.spawn_run(job(10), CancellationToken::new());
     let b = rig.spawn_run(job(10), CancellationToken::new());
     settle().await;
@@ -116,7 +122,9 @@ async fn pressure_on_the_pool_removes_prepared_containers() {
         rig.sandbox.prepare(store()).is_none(),
         "nothing is prepared under pressure"
     );
-    rig.engine.stall_create.store(false, std::sync::atomic::Ordering::SeqCst);
+    rig.engine
+        .stall_create
+        .store(false, std::sync::atomic::Ordering::SeqCst);
     let _ = a.await;
     let _ = b.await;
     settle().await;
