@@ -58,7 +58,7 @@ impl Learned {
         let needed = recent.len().div_ceil(2).max(1);
         counts.retain(|(_, n)| *n >= needed);
         // Stable: equal counts keep the order of first use.
-        counts.sort_by(|a, b| b.1.cmp(&a.1));
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
         counts
             .into_iter()
             .take(MAX_MODULES)
