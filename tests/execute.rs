@@ -452,7 +452,11 @@ async fn the_pool_preloads_what_recent_code_imported() {
     let mut seen = Vec::new();
     for _ in 0..100 {
         seen.clear();
-        for c in engine.list_labelled(&[label.clone()]).await.unwrap() {
+        for c in engine
+            .list_labelled(std::slice::from_ref(&label))
+            .await
+            .unwrap()
+        {
             if let Ok(i) = engine.client().inspect_container(&c.id, None).await {
                 seen.extend(i.config.and_then(|c| c.env).unwrap_or_default());
             }
