@@ -546,6 +546,8 @@ impl Sandbox {
         let name = self.next_name();
         let (backend, cleanup) = (self.backend.clone(), self.cleanup.clone());
         let (shutdown, limit) = (self.shutdown.clone(), self.settings.start_limit);
+        // Unclaimed this long, a prepared container gives its memory back, as the pool does.
+        let unused = (!self.settings.pool_idle.is_zero()).then_some(self.settings.pool_idle);
         let (ends, handle) = (prepared.ends.clone(), prepared.clone());
         self.cleanup.tracker.spawn(async move {
             let work = async {
@@ -585,10 +587,17 @@ impl Sandbox {
                 },
             }
             drop(slot);
+            let expired = async {
+                match unused {
+                    Some(limit) => tokio::time::sleep(limit).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = ends.cancelled() => {}
                 _ = pressure.cancelled() => {}
                 _ = shutdown.cancelled() => {}
+                _ = expired => {}
             }
             // Still unclaimed: dropping it removes the container.
             handle.slot.lock().await.take();

@@ -5,7 +5,8 @@
 //!
 //! A preparation ends, and its container is removed, when its owner cancels it (the session
 //! expired or was replaced), when the pool comes under pressure (other executions need the
-//! engine more than this one bet on the future), or at shutdown. A call that arrives while the
+//! engine more than this one bet on the future), when it stays unclaimed for `--pool-idle-secs`
+//! (as pooled containers give their memory back), or at shutdown. A call that arrives while the
 //! preparation is still under way waits for it, up to its start deadline, rather than start a
 //! second container beside it.
 

@@ -130,3 +130,20 @@ async fn pressure_on_the_pool_removes_prepared_containers() {
     settle().await;
     rig.finish().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_unclaimed_preparation_ends_after_the_pool_idle_time() {
+    let mut s = settings(1, 2);
+    s.pool_idle = Duration::from_secs(120);
+    let rig = Rig::new(vec![ok(json!(1))], s);
+    rig.sandbox.refill();
+    rig.engine.until_live(1).await;
+    settle().await;
+    let prepared = rig.sandbox.prepare(store()).expect("no pressure");
+    settle().await;
+    assert!(prepared.is_ready());
+    tokio::time::sleep(rig.sandbox.settings().pool_idle + Duration::from_secs(1)).await;
+    settle().await;
+    assert!(!prepared.is_ready(), "it gave its container back");
+    rig.finish().await;
+}
