@@ -1,0 +1,1055 @@
+//! Notebook-style use of `execute_code`, one call per agent turn, beside `docker run --rm`:
+//! `cargo bench --bench notebook`.
+//!
+//! One run, against the real Docker engine and the real server binary driven by an rmcp client
+//! over stdio, on the default image (the data profile, whose pooled containers preload numpy
+//! and pandas), measures:
+//!
+//! 1. the baseline: `docker run --rm` of the sandbox image with the server's isolation flags
+//!    running `python3 -c 'print(1)'`, sequential, and 8 parallel loops of it beside
+//!    `execute_code("print(1)")` from 8 concurrent callers on one MCP session;
+//! 2. `print(1)` paced (an agent's think time between calls) and back to back;
+//! 3. `import pandas` and a 2-row DataFrame, paced;
+//! 4. a matplotlib bar chart with `plt.show()` (one PNG back), paced, on the default server
+//!    and on one that also preloads `matplotlib.pyplot`;
+//! 5. sessions: one holding a ~100 MB DataFrame (1.6 M x 8 floats) whose follow-ups read it,
+//!    paced; and one with a small state (`n = n + 1`) interleaved call by call with the same
+//!    code without a session, so the difference is what the session adds;
+//! 6. `import numpy, pandas` in a fresh `python3 -I` subprocess (so no preload hides it), timed
+//!    inside the container: in an execution, in `docker run` of the image, and in `docker run`
+//!    with the image's /usr exported to a host directory and bind-mounted read-only (reads that
+//!    do not go through the engine's storage driver); with `--image-tree` (when the binary has
+//!    it) also in executions of servers started with `--image-tree engine` and `host`.
+//!
+//! Where the time goes: for each row the mean of each phase of `get_execution_stats` (engine
+//! phases of a container's life, `state_sent` for sessions, and the server's `run` and `call`)
+//! over the row's calls. In paced rows a snapshot is taken in the middle of each think time, so
+//! a call is charged with what it caused in the background (refill, removal, preparing a
+//! session's next container); back-to-back and concurrent rows take one before and one after
+//! the row, after the pool has settled.
+//!
+//! Every server gets its own temporary data directory and is shut down by closing its stdin;
+//! at the end the bench checks that no sandbox container of its servers is left. A failed call
+//! fails the bench with the error text and the tail of the server's stderr. Percentiles are
+//! nearest-rank; an aim is printed beside its figure, never asserted.
+//!
+//! Knobs (environment): `BENCH_N` samples of the paced `print(1)`, back-to-back and session
+//! rows (default 30); `BENCH_N_SHORT` samples of the heavier rows (default 15); `BENCH_CALLS`
+//! calls per caller and per `docker run` loop in the throughput row (default 5);
+//! `BENCH_IMPORTS` timed imports per import row (default 8).
+//!
+//! Figures on a shared machine are noisy: compare within one run, not across runs.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use code_execution_mcp::config::Config;
+use code_execution_mcp::sandbox::Backend;
+use code_execution_mcp::sandbox::Engine;
+use code_execution_mcp::sandbox::spec::{LABEL_MANAGED, LABEL_OWNER};
+use code_execution_mcp::sandbox::stats::percentile;
+use futures::future::join_all;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_code-execution-mcp");
+const SECCOMP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/images/python/seccomp.json");
+const WARMUPS: usize = 2;
+const LOOPS: usize = 8;
+
+const PANDAS: &str = "import pandas; result = len(pandas.DataFrame({'a':[1,2]}))";
+const CHART: &str = "import matplotlib.pyplot as plt
+fig, ax = plt.subplots(figsize=(6, 4))
+ax.bar(['a', 'b', 'c', 'd'], [3, 1, 4, 1])
+plt.show()";
+const BIG_STATE: &str = "import numpy as np, pandas as pd
+df = pd.DataFrame(np.random.rand(1_600_000, 8))
+result = int(df.memory_usage().sum())";
+const BIG_FOLLOW_UP: &str = "result = float(df[0].sum())";
+
+/// Times `import numpy, pandas` in fresh `python3 -I` subprocesses; sets `result` to their
+/// p50 and max in ms and prints it as JSON (the `docker run` rows read the printed line).
+const IMPORT_SNIPPET: &str = r#"
+import json, subprocess, sys
+code = "import time; t = time.perf_counter(); import numpy, pandas; print((time.perf_counter() - t) * 1000)"
+one = lambda: float(subprocess.run([sys.executable, "-I", "-c", code], check=True, capture_output=True, text=True).stdout)
+one()  # warm-up: the first read of the files
+ms = sorted(one() for _ in range(N))
+result = {"n": len(ms), "p50_ms": ms[(len(ms) - 1) // 2], "max_ms": ms[-1]}
+print(json.dumps(result))
+"#;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
+        Err(_) => default,
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn progress(what: &str) {
+    eprintln!("bench notebook: {what}");
+}
+
+fn sorted(samples: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut s: Vec<f64> = samples.collect();
+    s.sort_by(f64::total_cmp);
+    s
+}
+
+fn p(sorted: &[f64], q: f64) -> f64 {
+    percentile(sorted, q).expect("at least one sample")
+}
+
+/// The phases whose means the bench prints, in the order of a container's life.
+const PHASES: [&str; 13] = [
+    "create",
+    "attach",
+    "start",
+    "ready",
+    "pool_wait",
+    "state_sent",
+    "job_written",
+    "first_frame",
+    "done",
+    "kill_wait",
+    "remove",
+    "run",
+    "call",
+];
+
+/// Cumulative (count, total ms) per phase, and executions pooled and prepared, from
+/// `get_execution_stats`; or the difference of two such snapshots.
+#[derive(Clone, Default)]
+struct Phases {
+    phases: [(f64, f64); PHASES.len()],
+    pooled: f64,
+    prepared: f64,
+}
+
+impl Phases {
+    fn from_stats(executions: &Value) -> Self {
+        let mut phases = [(0.0, 0.0); PHASES.len()];
+        for (i, name) in PHASES.iter().enumerate() {
+            let p = &executions["phases"][name];
+            let (Some(count), Some(total)) = (p["count"].as_f64(), p["total_ms"].as_f64()) else {
+                panic!("get_execution_stats has no phases.{name}: {executions}");
+            };
+            phases[i] = (count, total);
+        }
+        Self {
+            phases,
+            pooled: executions["executions_pooled"].as_f64().unwrap_or_default(),
+            prepared: executions["executions_prepared"]
+                .as_f64()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// `self` − `before`.
+    fn since(&self, before: &Phases) -> Phases {
+        let mut out = self.clone();
+        for (o, b) in out.phases.iter_mut().zip(before.phases) {
+            *o = (o.0 - b.0, o.1 - b.1);
+        }
+        out.pooled -= before.pooled;
+        out.prepared -= before.prepared;
+        out
+    }
+
+    fn add(&mut self, other: &Phases) {
+        for (o, b) in self.phases.iter_mut().zip(other.phases) {
+            *o = (o.0 + b.0, o.1 + b.1);
+        }
+        self.pooled += other.pooled;
+        self.prepared += other.prepared;
+    }
+}
+
+/// One call to time: the code, its session handle, and what its answer must hold.
+struct Job {
+    code: String,
+    session: Option<String>,
+    check: fn(&Value, usize) -> bool,
+}
+
+impl Job {
+    fn new(code: impl Into<String>, check: fn(&Value, usize) -> bool) -> Self {
+        Self {
+            code: code.into(),
+            session: None,
+            check,
+        }
+    }
+}
+
+fn prints_1(v: &Value, _: usize) -> bool {
+    v["output"] == json!(["1"])
+}
+
+fn any_ok(_: &Value, _: usize) -> bool {
+    true
+}
+
+fn one_image(v: &Value, _: usize) -> bool {
+    v["images"].as_array().is_some_and(|a| a.len() == 1)
+}
+
+fn result_is_2(v: &Value, _: usize) -> bool {
+    v["result"] == json!(2)
+}
+
+/// The session's state was saved again (the follow-up's snapshot replaced the previous one).
+fn state_saved(v: &Value, _: usize) -> bool {
+    v["state"]["saved"] == json!(true)
+}
+
+/// `n = n + 1` in a session that started with `n = 0`: the i-th call (from 0, warm-ups
+/// included) answers i + 1.
+fn counts(v: &Value, i: usize) -> bool {
+    v["result"] == json!(i + 1) && state_saved(v, i)
+}
+
+/// A row's samples: client latency and `execution_time_ms`, and its phases.
+struct Series {
+    name: String,
+    job: Job,
+    client: Vec<f64>,
+    server: Vec<f64>,
+    phases: Phases,
+    aim: Option<Aim>,
+}
+
+/// What a row aims at, printed beside its figures.
+#[derive(Clone, Copy)]
+enum Aim {
+    P50(f64),
+    P50P99(f64, f64),
+}
+
+impl Series {
+    fn new(name: impl Into<String>, job: Job, aim: Option<Aim>) -> Self {
+        Self {
+            name: name.into(),
+            job,
+            client: Vec::new(),
+            server: Vec::new(),
+            phases: Phases::default(),
+            aim,
+        }
+    }
+
+    fn p50(&self) -> f64 {
+        p(&sorted(self.client.iter().copied()), 0.5)
+    }
+
+    fn p99(&self) -> f64 {
+        p(&sorted(self.client.iter().copied()), 0.99)
+    }
+
+    fn mean(&self) -> f64 {
+        self.client.iter().sum::<f64>() / self.client.len().max(1) as f64
+    }
+}
+
+/// A server process spawned for some rows, with its MCP session over stdio.
+struct Server {
+    child: Child,
+    client: Option<RunningService<RoleClient, ()>>,
+    pid: u32,
+    log: PathBuf,
+    exited: bool,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Spawns `serve` with its data in a fresh temp dir (stderr to a log there) and connects.
+    async fn start(flags: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = dir.path().join("server.stderr");
+        let mut child = Command::new(BIN)
+            .env("NO_COLOR", "1")
+            .args(["serve", "--workspace-quota-mb", "0"])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(flags)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).expect("server log file"))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the server binary");
+        let pid = child.id().expect("server pid");
+        let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let client = match ().serve((stdout, stdin)).await {
+            Ok(client) => client,
+            Err(e) => panic!("MCP handshake with the server failed: {e}\n{}", tail(&log)),
+        };
+        Self {
+            child,
+            client: Some(client),
+            pid,
+            log,
+            exited: false,
+            _dir: dir,
+        }
+    }
+
+    fn fail(&self, msg: String) -> ! {
+        panic!("{msg}\n{}", tail(&self.log))
+    }
+
+    /// Calls a tool; anything but a successful result with structured content fails the bench.
+    async fn call(&self, name: &'static str, args: Value) -> Value {
+        let client = self.client.as_ref().expect("the server is running");
+        let params = CallToolRequestParams::new(name)
+            .with_arguments(args.as_object().cloned().unwrap_or_default());
+        let result = match client.call_tool(params).await {
+            Ok(r) => r,
+            Err(e) => self.fail(format!("{name}: tools/call failed: {e}")),
+        };
+        if result.is_error == Some(true) {
+            self.fail(format!("{name} returned an error: {}", describe(&result)));
+        }
+        match result.structured_content {
+            Some(v) => v,
+            None => self.fail(format!("{name}: no structured content: {result:?}")),
+        }
+    }
+
+    /// One `execute_code` of `code`, in `session` if given; fails the bench unless it ended
+    /// `ok`. Returns the answer, the client's latency and `execution_time_ms`.
+    async fn exec(&self, code: &str, session: Option<&str>) -> (Value, f64, f64) {
+        let mut args = json!({"code": code, "timeout_seconds": 300});
+        if let Some(s) = session {
+            args["session"] = json!(s);
+        }
+        let t = Instant::now();
+        let v = self.call("execute_code", args).await;
+        let client = ms(t.elapsed());
+        if v["status"] != json!("ok") {
+            self.fail(format!("execute_code({code:?}) answered {v}"));
+        }
+        let server = v["execution_time_ms"].as_f64().unwrap_or_default();
+        (v, client, server)
+    }
+
+    /// One timed call of `job`; `i` counts its calls, warm-ups included.
+    async fn run(&self, job: &Job, i: usize) -> (f64, f64) {
+        let (v, client, server) = self.exec(&job.code, job.session.as_deref()).await;
+        if !(job.check)(&v, i) {
+            self.fail(format!("execute_code({:?}) answered {v}", job.code));
+        }
+        (client, server)
+    }
+
+    /// A new session whose first call runs `code`; returns its handle.
+    async fn new_session(&self, code: &str) -> String {
+        let (v, _, _) = self.exec(code, Some("new")).await;
+        match v["session"].as_str() {
+            Some(s) if v["state"]["saved"] == json!(true) => s.to_string(),
+            _ => self.fail(format!("a new session answered {v}")),
+        }
+    }
+
+    async fn executions(&self) -> Value {
+        let v = self.call("get_execution_stats", json!({})).await;
+        if v["executions"]["pool"].is_null() {
+            self.fail(format!("get_execution_stats has no executions.pool: {v}"));
+        }
+        v["executions"].clone()
+    }
+
+    /// Waits until the pool holds at least `size` and its target, nothing is starting, and
+    /// the removal backlog is empty: the work a row caused is done. Returns the phases then.
+    async fn settle(&self, size: usize) -> Phases {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let e = self.executions().await;
+            let pool = &e["pool"];
+            let n = |v: &Value| v.as_u64().unwrap_or_default() as usize;
+            if n(&pool["ready"]) >= size.max(n(&pool["target"]))
+                && n(&pool["starting"]) == 0
+                && n(&e["removal_backlog"]) == 0
+            {
+                return Phases::from_stats(&e);
+            }
+            if Instant::now() > deadline {
+                self.fail(format!(
+                    "the pool did not settle at {size} within 120 s: {e}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Calls each series in turn, `n` samples each after the warm-ups, with `think` before
+    /// every call; a stats snapshot in the middle of each think time charges each call with
+    /// what it caused in the background.
+    async fn paced(&self, series: &mut [&mut Series], n: usize, think: Duration, pool: usize) {
+        let mut last = self.settle(pool).await;
+        let mut previous: Option<usize> = None;
+        for i in 0..WARMUPS + n {
+            for k in 0..series.len() {
+                tokio::time::sleep(think / 2).await;
+                let now = Phases::from_stats(&self.executions().await);
+                if let Some(j) = previous {
+                    series[j].phases.add(&now.since(&last));
+                }
+                last = now;
+                tokio::time::sleep(think / 2).await;
+                let (client, server) = self.run(&series[k].job, i).await;
+                if i >= WARMUPS {
+                    series[k].client.push(client);
+                    series[k].server.push(server);
+                    previous = Some(k);
+                } else {
+                    previous = None;
+                }
+            }
+        }
+        tokio::time::sleep(think / 2).await;
+        let now = self.settle(pool).await;
+        if let Some(j) = previous {
+            series[j].phases.add(&now.since(&last));
+        }
+    }
+
+    /// `n` calls back to back from a settled pool.
+    async fn back_to_back(&self, series: &mut Series, n: usize, pool: usize) {
+        let before = self.settle(pool).await;
+        for i in 0..n {
+            let (client, server) = self.run(&series.job, i).await;
+            series.client.push(client);
+            series.server.push(server);
+        }
+        series.phases = self.settle(pool).await.since(&before);
+    }
+
+    /// Closes stdin (by closing the session) and waits for a clean exit.
+    async fn shutdown(mut self) {
+        if let Some(mut client) = self.client.take() {
+            let _ = client.close_with_timeout(Duration::from_secs(5)).await;
+        }
+        match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
+            Ok(Ok(status)) if status.success() => self.exited = true,
+            other => self.fail(format!(
+                "server {} did not exit cleanly after its stdin closed: {other:?}",
+                self.pid
+            )),
+        }
+    }
+}
+
+impl Drop for Server {
+    /// On a failed run, SIGTERM lets the server remove its containers before `kill_on_drop`.
+    fn drop(&mut self) {
+        if self.exited {
+            return;
+        }
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        for _ in 0..200 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn describe(result: &CallToolResult) -> String {
+    match &result.structured_content {
+        Some(v) => v.to_string(),
+        None => result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
+}
+
+/// The last lines of a server's stderr, for failure messages.
+fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(30);
+    format!(
+        "--- server stderr (tail) ---\n{}",
+        lines[start..].join("\n")
+    )
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// Output of a command that must succeed.
+async fn command_stdout(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed: {}",
+        out.status
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `docker run --rm` with the isolation flags of the server's containers, `extra` flags, and
+/// `python3 -c CODE`. Without `--init` when `extra` is not empty: the engine's init is mounted
+/// at /sbin/docker-init, under /usr on a merged-/usr image, where a bind of /usr hides it.
+fn docker_run_args(image: &str, workspace: &Path, extra: &[String], code: &str) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "run",
+        "--rm",
+        "-i",
+        "--network",
+        "none",
+        "--read-only",
+        "--tmpfs",
+        "/tmp:rw,nosuid,nodev,noexec,size=64m",
+        "--init",
+        "--user",
+        "10001:10001",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+    ]
+    .map(String::from)
+    .into();
+    if !extra.is_empty() {
+        args.retain(|a| a != "--init");
+    }
+    args.push("--security-opt".into());
+    args.push(format!("seccomp={SECCOMP}"));
+    args.extend(
+        [
+            "--memory",
+            "500m",
+            "--memory-swap",
+            "500m",
+            "--pids-limit",
+            "128",
+            "--log-driver",
+            "none",
+            "-v",
+        ]
+        .map(String::from),
+    );
+    args.push(format!("{}:/workspace", workspace.display()));
+    args.extend(extra.iter().cloned());
+    args.extend([image, "python3", "-c", code].map(String::from));
+    args
+}
+
+/// One checked `docker run`; returns its latency in ms and its stdout.
+async fn docker_run(args: &[String]) -> (f64, String) {
+    let t = Instant::now();
+    let out = Command::new("docker")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("run the docker CLI");
+    let elapsed = ms(t.elapsed());
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success(),
+        "docker run failed ({}): stdout {stdout:?}, stderr {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (elapsed, stdout)
+}
+
+async fn docker_print1(args: &[String]) -> f64 {
+    let (t, out) = docker_run(args).await;
+    assert_eq!(out, "1", "docker run printed {out:?}");
+    t
+}
+
+/// Wall time of `loops` concurrent loops of `calls` calls each.
+async fn concurrent<T, F: AsyncFn() -> T>(loops: usize, calls: usize, one: F) -> Duration {
+    let t = Instant::now();
+    join_all((0..loops).map(|_| async {
+        for _ in 0..calls {
+            one().await;
+        }
+    }))
+    .await;
+    t.elapsed()
+}
+
+/// The import snippet's (p50, max) in ms from its answer (`result`, or a printed JSON line).
+fn import_ms(v: &Value) -> (f64, f64) {
+    match (v["p50_ms"].as_f64(), v["max_ms"].as_f64()) {
+        (Some(a), Some(b)) => (a, b),
+        _ => panic!("the import snippet answered {v}"),
+    }
+}
+
+/// Managed containers whose owner label names one of `pids`, waiting up to 10 s for none.
+async fn leftover_containers(pids: &[u32]) -> Vec<String> {
+    let engine = Engine::connect()
+        .await
+        .expect("connect to the Docker engine");
+    let mut left = Vec::new();
+    for _ in 0..50 {
+        left = engine
+            .list_labelled(&[LABEL_MANAGED.to_string()])
+            .await
+            .expect("list containers")
+            .into_iter()
+            .filter(|c| {
+                c.labels
+                    .get(LABEL_OWNER)
+                    .and_then(|o| o.rsplit(':').nth(1)?.parse::<u32>().ok())
+                    .is_some_and(|pid| pids.contains(&pid))
+            })
+            .map(|c| c.id)
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    left
+}
+
+/// The image's /usr, exported into `dir` (a created, never started container, removed after).
+async fn export_usr(image: &str, dir: &Path) {
+    let id = command_stdout("docker", &["create", image]).await;
+    let script = format!(
+        "docker export {id} | tar -x -C {} usr",
+        shell_quote(&dir.display().to_string())
+    );
+    let ok = Command::new("sh")
+        .args(["-c", &script])
+        .status()
+        .await
+        .expect("run sh");
+    let _ = command_stdout("docker", &["rm", &id]).await;
+    assert!(ok.success(), "exporting the image's /usr failed: {ok}");
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn main() {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(run());
+}
+
+async fn run() {
+    let n = env_usize("BENCH_N", 30);
+    let n_short = env_usize("BENCH_N_SHORT", 15);
+    let calls = env_usize("BENCH_CALLS", 5);
+    let imports = env_usize("BENCH_IMPORTS", 8);
+    let (run_started, load_before) = (Instant::now(), loadavg());
+    let pool = env_usize("CEM_POOL_SIZE", Config::defaults().pool.pool_size);
+    assert!(pool > 0, "the bench needs a pool size > 0");
+    let docker_version = command_stdout(
+        "docker",
+        &[
+            "info",
+            "--format",
+            "{{.ServerVersion}}, storage {{.Driver}}, runtime {{.DefaultRuntime}}",
+        ],
+    )
+    .await;
+    progress("making sure the sandbox image is built");
+    let image = command_stdout(BIN, &["image", "build"]).await;
+    let help = command_stdout(BIN, &["serve", "--help"]).await;
+    let image_tree = help.contains("--image-tree");
+    let mut pids = Vec::new();
+    let think_short = Duration::from_millis(300);
+
+    // 1. docker run --rm, sequential.
+    progress("docker run --rm, sequential");
+    let docker_dir = tempfile::tempdir().expect("temp dir");
+    let workspace = docker_dir.path().join("workspace");
+    std::fs::create_dir(&workspace).expect("workspace dir");
+    std::fs::set_permissions(
+        &workspace,
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .expect("chmod workspace");
+    let print_args = docker_run_args(&image, &workspace, &[], "print(1)");
+    for _ in 0..WARMUPS {
+        docker_print1(&print_args).await;
+    }
+    let mut docker_seq = Vec::new();
+    for _ in 0..n_short {
+        docker_seq.push(docker_print1(&print_args).await);
+    }
+
+    // 2 to 5 on the default server.
+    progress("default server (--max-concurrency 8)");
+    let server = Server::start(&["--max-concurrency", "8"]).await;
+    pids.push(server.pid);
+
+    progress("print(1) paced, 300 ms think time");
+    let mut print_paced = Series::new(
+        "`print(1)`, paced (300 ms think time)",
+        Job::new("print(1)", prints_1),
+        Some(Aim::P50P99(5.0, 25.0)),
+    );
+    server
+        .paced(&mut [&mut print_paced], n, think_short, pool)
+        .await;
+
+    progress("print(1) back to back");
+    let mut print_b2b = Series::new(
+        "`print(1)`, back to back",
+        Job::new("print(1)", prints_1),
+        Some(Aim::P50(50.0)),
+    );
+    server.back_to_back(&mut print_b2b, n, pool).await;
+
+    progress("pandas paced, 500 ms think time");
+    let mut pandas = Series::new(
+        "`import pandas` + 2-row DataFrame, paced (500 ms)",
+        Job::new(PANDAS, result_is_2),
+        Some(Aim::P50(50.0)),
+    );
+    server
+        .paced(
+            &mut [&mut pandas],
+            n_short,
+            Duration::from_millis(500),
+            pool,
+        )
+        .await;
+
+    progress("matplotlib bar chart paced, 1 s think time");
+    let mut chart = Series::new(
+        "matplotlib bar chart + `plt.show()`, paced (1 s)",
+        Job::new(CHART, one_image),
+        Some(Aim::P50(300.0)),
+    );
+    server
+        .paced(&mut [&mut chart], n_short, Duration::from_secs(1), pool)
+        .await;
+
+    progress("small-state session interleaved with the same code without one");
+    let first = server.new_session("n = 0").await;
+    let mut small = Series::new(
+        "session, small state: `n = n + 1`, paced (300 ms)",
+        Job {
+            code: "n = n + 1; result = n".into(),
+            session: Some(first),
+            check: counts,
+        },
+        None,
+    );
+    let mut stateless = Series::new(
+        "the same without a session: `n = 0; n = n + 1`, paced (300 ms)",
+        Job::new("n = 0; n = n + 1; result = n", any_ok),
+        None,
+    );
+    server
+        .paced(&mut [&mut stateless, &mut small], n, think_short, pool)
+        .await;
+
+    progress("session holding a ~100 MB DataFrame, follow-ups paced 3 s");
+    let t = Instant::now();
+    let big_handle = server.new_session(BIG_STATE).await;
+    let big_first = ms(t.elapsed());
+    let mut big = Series::new(
+        "session with a ~100 MB DataFrame: `float(df[0].sum())`, paced (3 s)",
+        Job {
+            code: BIG_FOLLOW_UP.into(),
+            session: Some(big_handle),
+            check: state_saved,
+        },
+        Some(Aim::P50(100.0)),
+    );
+    server
+        .paced(&mut [&mut big], n_short, Duration::from_secs(3), pool)
+        .await;
+    let big_bytes = server
+        .exec(BIG_FOLLOW_UP, big.job.session.as_deref())
+        .await
+        .0["state"]["bytes"]
+        .as_u64()
+        .unwrap_or_default();
+
+    // 1, continued: 8 callers beside 8 docker run loops.
+    progress("print(1), 8 concurrent callers");
+    let before = server.settle(pool).await;
+    let mut eight = Series::new(
+        format!("`print(1)`, {LOOPS} concurrent callers"),
+        Job::new("print(1)", prints_1),
+        None,
+    );
+    let samples = std::sync::Mutex::new(Vec::new());
+    let took = concurrent(LOOPS, calls, async || {
+        let (client, server_ms) = server.run(&eight.job, 0).await;
+        samples.lock().unwrap().push((client, server_ms));
+    })
+    .await;
+    for (c, s) in samples.into_inner().unwrap() {
+        eight.client.push(c);
+        eight.server.push(s);
+    }
+    eight.phases = server.settle(pool).await.since(&before);
+
+    // 6, in an execution of the default server.
+    progress("import numpy, pandas in a subprocess, in an execution");
+    let snippet = IMPORT_SNIPPET.replace("range(N)", &format!("range({imports})"));
+    let import_exec = import_ms(&server.exec(&snippet, None).await.0["result"]);
+    server.shutdown().await;
+
+    progress(&format!("{LOOPS} parallel docker run --rm loops"));
+    let docker_took = concurrent(LOOPS, calls, async || docker_print1(&print_args).await).await;
+
+    // 4, with matplotlib.pyplot preloaded too.
+    progress("matplotlib with --preload numpy,pandas,matplotlib.pyplot");
+    let mpl = Server::start(&["--preload", "numpy,pandas,matplotlib.pyplot"]).await;
+    pids.push(mpl.pid);
+    let mut chart_preloaded = Series::new(
+        "the same chart, `--preload numpy,pandas,matplotlib.pyplot`",
+        Job::new(CHART, one_image),
+        Some(Aim::P50(300.0)),
+    );
+    mpl.paced(
+        &mut [&mut chart_preloaded],
+        n_short,
+        Duration::from_secs(1),
+        pool,
+    )
+    .await;
+    mpl.shutdown().await;
+
+    // 6: the image's /usr through the engine's storage driver, and from a host directory.
+    progress("import numpy, pandas: docker run, the image's /usr vs a host directory");
+    let usr = tempfile::tempdir().expect("temp dir");
+    let t = Instant::now();
+    export_usr(&image, usr.path()).await;
+    let export_s = t.elapsed().as_secs_f64();
+    let import_engine = {
+        // The same flags as the host-directory row (no --init), without the bind.
+        let args = docker_run_args(&image, &workspace, &["--rm".to_string()], &snippet);
+        let (_, out) = docker_run(&args).await;
+        import_ms(&serde_json::from_str(out.lines().last().unwrap_or("")).expect("JSON"))
+    };
+    let import_host = {
+        let bind = vec![
+            "-v".to_string(),
+            format!("{}:/usr:ro", usr.path().join("usr").display()),
+        ];
+        let args = docker_run_args(&image, &workspace, &bind, &snippet);
+        let (_, out) = docker_run(&args).await;
+        import_ms(&serde_json::from_str(out.lines().last().unwrap_or("")).expect("JSON"))
+    };
+    drop(usr);
+
+    let mut tree_rows = Vec::new();
+    if image_tree {
+        for tree in ["engine", "host"] {
+            progress(&format!("--image-tree {tree}"));
+            let s = Server::start(&["--image-tree", tree]).await;
+            pids.push(s.pid);
+            let import = import_ms(&s.exec(&snippet, None).await.0["result"]);
+            let mut chart = Series::new(
+                format!("matplotlib chart, paced (1 s), `--image-tree {tree}`"),
+                Job::new(CHART, one_image),
+                Some(Aim::P50(300.0)),
+            );
+            s.paced(&mut [&mut chart], n_short, Duration::from_secs(1), pool)
+                .await;
+            s.shutdown().await;
+            tree_rows.push((tree, import, chart));
+        }
+    }
+
+    let left = leftover_containers(&pids).await;
+    drop(docker_dir);
+
+    // Report.
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "\n## Notebook speed\n\nmachine: nproc {nproc}, Docker {docker_version}; image {image}; \
+         pool size {pool}; release build; 1-min load average {load_before} at the start, {} at \
+         the end; run took {:.0} s\n",
+        loadavg(),
+        run_started.elapsed().as_secs_f64()
+    );
+    let docker = sorted(docker_seq.iter().copied());
+    let docker_p50 = p(&docker, 0.5);
+    println!("| row | n | p50 ms | p99 ms | server-side p50 ms | aim | met |");
+    println!("|---|---:|---:|---:|---:|---|---|");
+    println!(
+        "| `docker run --rm` `print(1)` (same flags), sequential | {} | {:.1} | {:.1} | – | – | – |",
+        docker.len(),
+        docker_p50,
+        p(&docker, 0.99)
+    );
+    let mut rows: Vec<&Series> = vec![
+        &print_paced,
+        &print_b2b,
+        &pandas,
+        &chart,
+        &chart_preloaded,
+        &stateless,
+        &small,
+        &big,
+        &eight,
+    ];
+    rows.extend(tree_rows.iter().map(|(_, _, s)| s));
+    for s in &rows {
+        let (p50, p99) = (s.p50(), s.p99());
+        let (aim, met) = match s.aim {
+            None => ("–".to_string(), "–"),
+            Some(Aim::P50(a)) => (format!("p50 ≤ {a} ms"), yes(p50 <= a)),
+            Some(Aim::P50P99(a, b)) => (
+                format!("p50 ≤ {a} ms, p99 ≤ {b} ms"),
+                yes(p50 <= a && p99 <= b),
+            ),
+        };
+        println!(
+            "| {} | {} | {p50:.1} | {p99:.1} | {:.1} | {aim} | {met} |",
+            s.name,
+            s.client.len(),
+            p(&sorted(s.server.iter().copied()), 0.5),
+        );
+    }
+    let added_p50 = small.p50() - stateless.p50();
+    let added_mean = small.mean() - stateless.mean();
+    println!(
+        "\nA small-state session adds {added_p50:.1} ms at p50 ({added_mean:.1} ms in the mean) \
+         to the same code without a session (aim ≤ 10 ms: {}). The ~100 MB DataFrame's session \
+         started in {big_first:.0} ms (the first call: build and save) and carries {:.1} MB.\n",
+        yes(added_p50 <= 10.0),
+        big_bytes as f64 / 1e6
+    );
+
+    let n_tp = LOOPS * calls;
+    let exec_tp = n_tp as f64 / took.as_secs_f64();
+    let docker_tp = n_tp as f64 / docker_took.as_secs_f64();
+    println!("| throughput | runs | seconds | per second | vs docker run loops |");
+    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| `execute_code(\"print(1)\")`, {LOOPS} concurrent callers | {n_tp} | {:.2} | {exec_tp:.1} \
+         | {:.2}x (aim ≥ 1.5x: {}) |",
+        took.as_secs_f64(),
+        exec_tp / docker_tp,
+        yes(exec_tp / docker_tp >= 1.5)
+    );
+    println!(
+        "| `docker run --rm`, {LOOPS} parallel loops | {n_tp} | {:.2} | {docker_tp:.1} | 1.00x |\n",
+        docker_took.as_secs_f64()
+    );
+
+    println!(
+        "`import numpy, pandas` in a fresh `python3 -I` subprocess ({imports} timed after one \
+         warm-up; the image's /usr exported to a host directory in {export_s:.0} s):\n"
+    );
+    println!("| where | p50 ms | max ms | vs host directory |");
+    println!("|---|---:|---:|---:|");
+    let mut imports_rows = vec![
+        ("an execution (default server)".to_string(), import_exec),
+        (
+            "`docker run`, the image's /usr (the engine's storage driver)".to_string(),
+            import_engine,
+        ),
+        (
+            "`docker run`, /usr bind-mounted read-only from a host directory".to_string(),
+            import_host,
+        ),
+    ];
+    imports_rows.extend(
+        tree_rows
+            .iter()
+            .map(|(tree, import, _)| (format!("an execution, `--image-tree {tree}`"), *import)),
+    );
+    for (name, (p50, max)) in &imports_rows {
+        println!(
+            "| {name} | {p50:.1} | {max:.1} | {:.2}x |",
+            p50 / import_host.0
+        );
+    }
+    println!(
+        "\nExecution vs host directory: {:.2}x (aim ≤ 1.5x: {}).{}\n",
+        import_exec.0 / import_host.0,
+        yes(import_exec.0 / import_host.0 <= 1.5),
+        if image_tree {
+            ""
+        } else {
+            " This binary has no `--image-tree`: those rows were skipped."
+        }
+    );
+
+    println!(
+        "Where the time goes (mean ms per timing, count in brackets; engine phases, then the \
+         server's `run` and `call`, then the client's mean; pooled and prepared: executions \
+         served by a pooled container and by one prepared for their session):\n"
+    );
+    println!(
+        "| row | {} | pooled | prepared | client |",
+        PHASES.join(" | ")
+    );
+    println!("|---|{}---:|---:|---:|", "---:|".repeat(PHASES.len()));
+    for s in &rows {
+        let cells: Vec<String> = s
+            .phases
+            .phases
+            .iter()
+            .map(|(n, total)| {
+                if *n == 0.0 {
+                    "–".to_string()
+                } else {
+                    format!("{:.1} ({n})", total / n)
+                }
+            })
+            .collect();
+        println!(
+            "| {} | {} | {} | {} | {:.1} |",
+            s.name,
+            cells.join(" | "),
+            s.phases.pooled,
+            s.phases.prepared,
+            s.mean()
+        );
+    }
+    println!();
+    if left.is_empty() {
+        println!(
+            "containers left behind by this run's {} servers: none",
+            pids.len()
+        );
+    } else {
+        let mut rm = vec!["rm", "-f"];
+        rm.extend(left.iter().map(String::as_str));
+        let _ = command_stdout("docker", &rm).await;
+        panic!("containers left behind by this run's servers (now removed): {left:?}");
+    }
+}
+
+fn yes(met: bool) -> &'static str {
+    if met { "yes" } else { "no" }
+}
