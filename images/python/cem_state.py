@@ -232,7 +232,9 @@ class CorruptState(Exception):
 
 def load(data, namespace):
     """Puts the variables of snapshot `data` (bytes-like) into `namespace`. Returns what could
-    not be loaded, as not_carried entries; raises CorruptState when the bytes are not a snapshot."""
+    not be loaded, as not_carried entries, and what failed for want of a module (to try again
+    with retry() once the job's `servers` package is on the path); raises CorruptState when the
+    bytes are not a snapshot."""
     view = memoryview(data)
     if bytes(view[:len(MAGIC)]) != MAGIC or len(view) < len(MAGIC) + 8:
         raise CorruptState("it does not start like a snapshot")
@@ -244,12 +246,14 @@ def load(data, namespace):
         assert isinstance(modules, dict) and isinstance(variables, list)
     except Exception as e:
         raise CorruptState(f"its header is unreadable ({e})") from None
-    offset, failed = start + hlen, []
+    offset, failed, later = start + hlen, [], []
     _rebuilt.clear()
     _filled.clear()
     for name, module in modules.items():
         try:
             namespace[name] = importlib.import_module(module)
+        except ImportError as e:
+            later.append((name, "module", module, e))
         except BaseException as e:  # noqa: BLE001
             failed.append({"name": name, "reason": f"import {module} failed: {e!r}"})
     for entry in variables:
@@ -267,6 +271,23 @@ def load(data, namespace):
         offset = end
         try:
             namespace[name] = pickle.loads(pieces[0], buffers=pieces[1:])
+        except ImportError as e:
+            later.append((name, "value", [bytes(p) for p in pieces], e))
         except BaseException as e:  # noqa: BLE001
             failed.append({"name": name, "reason": f"could not be restored: {e!r}"})
+    return failed, later
+
+
+def retry(later, namespace):
+    """Loads again what load() could not for want of a module; returns what still fails."""
+    failed = []
+    for name, kind, payload, first in later:
+        try:
+            if kind == "module":
+                namespace[name] = importlib.import_module(payload)
+            else:
+                namespace[name] = pickle.loads(payload[0], buffers=payload[1:])
+        except BaseException as e:  # noqa: BLE001
+            what = f"import {payload} failed" if kind == "module" else "could not be restored"
+            failed.append({"name": name, "reason": f"{what}: {e!r}"})
     return failed

@@ -634,14 +634,14 @@ def main():
     _warm_up()
     pumps = start_capture(chan)
     chan.send({"type": "ready"})
-    g, lost, corrupt = new_main(), [], None
+    g, lost, later, corrupt = new_main(), [], [], None
     try:
         frame = first_frame(chan)
         if isinstance(frame, dict) and frame.get("type") == "state":
             data = read_state(chan, frame)
             with _Quiet(chan):
                 try:
-                    lost = cem_state.load(data, g)
+                    lost, later = cem_state.load(data, g)
                 except cem_state.CorruptState as e:
                     corrupt = str(e)
             del data
@@ -649,6 +649,9 @@ def main():
             frame = None
         code, context_vars, limits, servers, session = read_job(chan, frame)
         _install_servers_package(servers)
+        if later:  # values and modules of the `servers` package, now on the path
+            with _Quiet(chan):
+                lost += cem_state.retry(later, g)
     except ValueError as e:
         chan.send(_done(False, error=str(e), error_type="HarnessError"), final=True)
         os._exit(1)

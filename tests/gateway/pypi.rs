@@ -140,5 +140,46 @@ result = {{
             .contains(&json!("upstream_tools_as_code"))
     );
     drop(client);
+
+    // A session carries what came from the `servers` package and from skills: a module, a
+    // tool's function, a skill's function, each usable in the next call's fresh container.
+    let session = |code: &str, handle: &str| code_execution_mcp::execute::request::ExecuteRequest {
+        code: code.into(),
+        timeout_seconds: Some(120.0),
+        session: Some(handle.into()),
+        ..Default::default()
+    };
+    let first = t
+        .app
+        .execute(
+            session(
+                "import servers.time as clock\nfrom servers.time import get_current_time\nfrom skills import paris_zone",
+                "new",
+            ),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    let state = first.state.expect("a state report");
+    assert!(state.not_carried.is_empty(), "{state:?}");
+    let handle = first.session.expect("a handle");
+    let second = t
+        .app
+        .execute(
+            session(
+                "result = [paris_zone(), get_current_time(timezone='UTC')['timezone'], clock.__name__]",
+                &handle,
+            ),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        second.outcome.result,
+        json!(["Europe/Paris", "UTC", "servers.time"]),
+        "{:?} {:?}",
+        second.outcome.error,
+        second.state
+    );
     t.app.shutdown_all().await;
 }
