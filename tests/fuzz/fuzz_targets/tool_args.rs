@@ -119,6 +119,12 @@ fn check_execute(a: &ExecuteCodeArgs) {
     });
     assert_eq!(named.is_ok(), identifiers, "{named:?}");
     let _ = request::check_job_size(&a.code, context.as_ref().unwrap_or(&Value::Null));
+    // A session handle becomes a directory name: only the shape the server makes passes.
+    if let Some(handle) = &a.session
+        && code_execution_mcp::sessions::valid_handle(handle)
+    {
+        assert!(handle.len() == 36 && !handle.contains(['/', '.', '\0']), "{handle:?}");
+    }
 
     let l = request::clamp(a.timeout_seconds, a.memory_mb, &c.limits.execute_bounds()).expect("JSON numbers are finite");
     let (min_t, max_t) = (
