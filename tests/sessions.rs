@@ -183,6 +183,23 @@ async fn a_dataframe_carries_when_the_image_has_pandas() {
         second.outcome.result,
         json!([19_999_900_000i64, 100_000, "pandas", std::f64::consts::PI])
     );
+    // Past 4 MB the snapshot is mounted into the next container and mapped: its arrays can
+    // still be changed in place, and the change is carried on.
+    // (A call that finds the pool empty puts it under pressure: nothing is prepared then.)
+    tokio::time::sleep(std::time::Duration::from_secs(11)).await;
+    common::wait_for_full_pool(&t.app, 1).await;
+    ok(&t, &session, "big = np.zeros(2_000_000)").await;
+    prepared(&t, 1).await;
+    let e = ok(&t, &session, "big[0] = 5\nresult = float(big.sum())").await;
+    assert_eq!(e.outcome.result, 5.0);
+    let e = ok(&t, &session, "result = [float(big[0]), int(df['a'].sum())]").await;
+    assert_eq!(e.outcome.result, json!([5.0, 19_999_900_000i64]));
+    let stats = t.app.execution_stats();
+    assert!(
+        stats.executions_prepared >= 2,
+        "{:?}",
+        stats.executions_prepared
+    );
     t.finish().await;
 }
 

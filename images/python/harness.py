@@ -53,7 +53,8 @@ Why it is built this way:
   more modules to import then, such as pandas, so code that uses them does not wait for the
   import. The ready frame says all that is done: the pool offers a container only after it.
 - Sessions carry state as data (cem_state): a session's container loads the snapshot before its
-  job (a container prepared for the session's next call does so while the model thinks) and, after
+  job (a container prepared for the session's next call does so while the model thinks; a large
+  snapshot arrives as a read-only file at /mnt/state, mapped before the ready frame) and, after
   the done frame, sends the new snapshot. The done frame reports what was carried; the client does
   not wait for the bytes to travel. A snapshot that is not one fails the job with a clear error.
 - The done frame lists the top-level modules the code imported, so the server can preload what
@@ -62,7 +63,7 @@ Why it is built this way:
 
 import base64, builtins, codecs, importlib, io, itertools, json, linecache, os, shutil, sys
 import threading
-import fcntl, struct, termios, time, traceback, types, warnings
+import fcntl, mmap, struct, termios, time, traceback, types, warnings
 
 LIB = "/opt/sandbox/lib"  # the helpers and the matplotlib backend (PYTHONPATH, for subprocesses)
 sys.dont_write_bytecode = True  # -I ignores PYTHONDONTWRITEBYTECODE
@@ -86,6 +87,7 @@ SERVERS_MOUNT = "/mnt/servers"  # generated tools packages, one directory per ve
 SERVERS_LINK = "/tmp/.servers"  # the image's /servers points here; linked to the job's version
 PACKAGES = "/opt/sandbox/packages"  # the user's packages (image build --requirements)
 MPL_CACHE = "/opt/sandbox/matplotlib"  # matplotlib's font cache, built with the image
+STATE_MOUNT = "/mnt/state"  # a session's large snapshot, mounted read-only (sandbox::carry)
 STATE_CHUNK = 4 << 20  # snapshot bytes per state frame (base64 keeps the frame under 8 MiB)
 MAX_IMPORTS = 32  # top-level modules the done frame lists
 
@@ -507,6 +509,13 @@ def read_state(chan, first):
             raise ValueError("stdin closed in the middle of the session's state") from None
 
 
+def _map(path):
+    """The file at `path`, mapped copy-on-write: the snapshot's arrays use its pages without a
+    copy, and code may still change them (the file itself is read-only)."""
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+
+
 def first_frame(chan):
     """The first frame from the server, parsed (the job, or a session's first state frame)."""
     try:
@@ -633,8 +642,16 @@ def main():
     _preload(chan)
     _warm_up()
     pumps = start_capture(chan)
-    chan.send({"type": "ready"})
     g, lost, later, corrupt = new_main(), [], [], None
+    if os.path.exists(STATE_MOUNT):  # a container made for a session with a large state
+        with _Quiet(chan):
+            try:
+                lost, later = cem_state.load(_map(STATE_MOUNT), g)
+            except cem_state.CorruptState as e:
+                corrupt = str(e)
+            except (OSError, ValueError) as e:
+                corrupt = f"the mounted snapshot could not be read: {e}"
+    chan.send({"type": "ready"})
     try:
         frame = first_frame(chan)
         if isinstance(frame, dict) and frame.get("type") == "state":

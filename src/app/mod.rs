@@ -104,10 +104,19 @@ impl App {
             stats.clone(),
         )?;
         let privacy = Privacy::new(pii.clone(), shared.config.pii.tokenizes());
-        let sessions = Arc::new(sessions::Sessions::new(crate::sessions::SessionStore::new(
+        let store = crate::sessions::SessionStore::new(
             dirs.sessions.clone(),
             shared.config.sessions.limits(),
-        )));
+        );
+        // Large snapshots are mounted into sandboxes: the directory as the engine sees it.
+        let engine_dir = match crate::host::blocking_here(|| store.ensure_dir()?.canonicalize()) {
+            Ok(dir) => shared.host_paths.to_engine(&dir).ok(),
+            Err(e) => {
+                tracing::warn!("sessions directory {}: {e}", dirs.sessions.display());
+                None
+            }
+        };
+        let sessions = Arc::new(sessions::Sessions::new(store, engine_dir));
         sweep_sessions(&sessions);
         Ok(Self {
             config: shared.config.clone(),

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::io::Read;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedMutexGuard, oneshot};
@@ -50,13 +51,17 @@ struct Live {
 pub struct Sessions {
     store: Arc<SessionStore>,
     live: Mutex<HashMap<String, Arc<Live>>>,
+    /// The sessions directory as the engine sees it (for mounting large snapshots), when it
+    /// could be translated.
+    engine_dir: Option<PathBuf>,
 }
 
 impl Sessions {
-    pub fn new(store: SessionStore) -> Self {
+    pub fn new(store: SessionStore, engine_dir: Option<PathBuf>) -> Self {
         Self {
             store: Arc::new(store),
             live: Mutex::default(),
+            engine_dir,
         }
     }
 
@@ -131,6 +136,7 @@ impl Sessions {
         Ok(Turn {
             handle,
             store,
+            engine_dir: self.engine_dir.clone(),
             live,
             guard,
             prepared,
@@ -142,6 +148,7 @@ impl Sessions {
 pub struct Turn {
     pub handle: String,
     store: Arc<SessionStore>,
+    engine_dir: Option<PathBuf>,
     live: Arc<Live>,
     guard: OwnedMutexGuard<()>,
     prepared: Option<Prepared>,
@@ -154,6 +161,7 @@ impl Turn {
         let store = Arc::new(TurnStore {
             store: self.store.clone(),
             handle: self.handle.clone(),
+            engine_dir: self.engine_dir.clone(),
             saved: Mutex::new(Some(tx)),
         });
         let carry = Carry {
@@ -173,6 +181,7 @@ impl Turn {
             live,
             guard,
             prepared,
+            engine_dir,
         } = self;
         if let Some(unused) = prepared {
             unused.cancel();
@@ -188,6 +197,7 @@ impl Turn {
                     let reader = Arc::new(TurnStore {
                         store,
                         handle,
+                        engine_dir,
                         saved: Mutex::new(None),
                     });
                     let next = sandbox.prepare(reader);
@@ -225,6 +235,8 @@ pub fn unsaved(status: &str) -> StateReport {
 struct TurnStore {
     store: Arc<SessionStore>,
     handle: String,
+    /// The sessions directory as the engine sees it.
+    engine_dir: Option<PathBuf>,
     /// Taken by the first [`SnapshotStore::next`].
     saved: Mutex<Option<oneshot::Sender<Result<u64, String>>>>,
 }
@@ -243,6 +255,13 @@ impl SnapshotStore for TurnStore {
             .current(&self.handle)
             .map_err(std::io::Error::other)?;
         Ok(file.map(|f| Box::new(std::io::BufReader::new(f)) as _))
+    }
+
+    fn mountable(&self) -> Option<PathBuf> {
+        let dir = self.engine_dir.as_ref()?;
+        let len = self.store.state_len(&self.handle)?;
+        (len >= crate::sandbox::carry::MOUNT_FROM_BYTES)
+            .then(|| dir.join(&self.handle).join(crate::sessions::STATE))
     }
 
     fn next(&self) -> std::io::Result<Box<dyn SnapshotWriter>> {

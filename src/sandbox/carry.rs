@@ -26,6 +26,12 @@ pub use super::channel::{NotCarried, StateReport};
 /// Snapshot bytes per `state` frame (base64 keeps the frame under [`MAX_FRAME_BYTES`]).
 pub const CHUNK_BYTES: usize = 4 << 20;
 
+/// A snapshot this large or larger goes into a container made for it as a read-only file mount
+/// ([`crate::sandbox::spec::STATE_MOUNT`]), which the harness maps without a copy, rather than
+/// through the channel: a container start costs less than streaming it, and the follow-up
+/// calls of a session holding a large DataFrame stay fast.
+pub const MOUNT_FROM_BYTES: u64 = 4 << 20;
+
 /// Longest a snapshot may take to arrive after `done`, beyond a second per 16 MiB of its bound.
 const RECEIVE_BASE: Duration = Duration::from_secs(30);
 
@@ -35,6 +41,11 @@ pub trait SnapshotStore: Send + Sync {
     fn current(&self) -> std::io::Result<Option<Box<dyn Read + Send>>>;
     /// A writer for the next snapshot: nothing replaces the current one until it commits.
     fn next(&self) -> std::io::Result<Box<dyn SnapshotWriter>>;
+    /// The current snapshot as a file the engine can mount, with its size, when there is one
+    /// and it is at least [`MOUNT_FROM_BYTES`] (a store without files says `None`).
+    fn mountable(&self) -> Option<std::path::PathBuf> {
+        None
+    }
 }
 
 /// The next snapshot, as it arrives. Dropped without [`SnapshotWriter::commit`], it leaves the

@@ -273,6 +273,14 @@ impl Sandbox {
                     .fit_memory(ready, job.memory_bytes, start_deadline)
                     .await;
             }
+            // A snapshot large enough to mount wants a container of its own.
+            if job
+                .carry
+                .as_ref()
+                .is_some_and(|c| c.store.mountable().is_some())
+            {
+                return None;
+            }
             self.take_warm(job.memory_bytes, start_deadline).await
         };
         let warm = match self.unless_stopped(&cancel, warm).await {
@@ -287,7 +295,15 @@ impl Sandbox {
                 execution::Source::Warm(ready)
             }
             None => {
-                cold = (self.spec(job.memory_bytes), self.next_name());
+                // A large snapshot goes in as a file mount: this container is the session's.
+                let state = job.carry.as_ref().and_then(|c| c.store.mountable());
+                cold = (
+                    SandboxSpec {
+                        state,
+                        ..self.spec(job.memory_bytes)
+                    },
+                    self.next_name(),
+                );
                 execution::Source::Cold(&cold.0, &cold.1)
             }
         };
@@ -444,6 +460,7 @@ impl Sandbox {
             gid: self.settings.gid,
             labels: self.labels(),
             preload: Vec::new(),
+            state: None,
             seccomp: self.settings.seccomp.clone(),
         }
     }
@@ -535,12 +552,20 @@ impl Sandbox {
         }
         let (prepared, mut slot) = Prepared::new();
         let pressure = self.pressure.lock().expect("pressure lock").clone();
-        let pooled = self.pool.take();
+        // A large snapshot is mounted into a container started for it; a small one is sent
+        // to a pooled container.
+        let state = store.mountable();
+        let pooled = if state.is_none() {
+            self.pool.take()
+        } else {
+            None
+        };
         if pooled.is_some() {
             self.refill();
         }
         let spec = SandboxSpec {
             image: self.pool.image(),
+            state,
             ..self.spec(self.pool.memory_bytes())
         };
         let name = self.next_name();
@@ -551,15 +576,21 @@ impl Sandbox {
         let (ends, handle) = (prepared.ends.clone(), prepared.clone());
         self.cleanup.tracker.spawn(async move {
             let work = async {
+                let t = std::time::Instant::now();
                 let mut started = match pooled {
                     Some(started) => started,
                     None => {
                         let mut started = execution::start(&backend, &spec, &name, &cleanup).await?;
                         started.announced(execution::Announcement::Ready).await?;
+                        if spec.state.is_some() {
+                            // It mapped the mounted snapshot before it said ready.
+                            cleanup.stats.phase(Phase::StateSent, t.elapsed());
+                            started.loaded = true;
+                            return Ok(started);
+                        }
                         started
                     }
                 };
-                let t = std::time::Instant::now();
                 carry::send(store.as_ref(), &mut started.input)
                     .await
                     .map_err(|e| EngineError::Api {

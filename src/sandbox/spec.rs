@@ -32,6 +32,10 @@ pub const SKILLS_MOUNT: &str = "/skills";
 /// The harness links `/servers` to the version of its job.
 pub const SERVERS_MOUNT: &str = "/mnt/servers";
 
+/// Where a session's snapshot appears (read-only, a file) in a container made for the session
+/// (see `sandbox::carry`): the harness maps it instead of receiving it through the channel.
+pub const STATE_MOUNT: &str = "/mnt/state";
+
 /// Directories an engine may cover with a writable tmpfs of its own when the root is read-only
 /// (Podman's `read_only_tmpfs`, on by default: /run and /var/tmp). The sandbox covers them with
 /// an empty read-only tmpfs instead, so /tmp (sized) and the workspace stay the only writable
@@ -109,6 +113,8 @@ pub struct SandboxSpec {
     /// Modules the harness imports before its job arrives (pooled containers only: a cold
     /// start would only wait longer).
     pub preload: Vec<String>,
+    /// A session's snapshot file (as the engine sees it), mounted read-only at [`STATE_MOUNT`].
+    pub state: Option<PathBuf>,
     pub seccomp: Seccomp,
 }
 
@@ -150,6 +156,7 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
                         .iter()
                         .map(|dir| bind(dir, SERVERS_MOUNT, true)),
                 )
+                .chain(spec.state.iter().map(|file| bind(file, STATE_MOUNT, true)))
                 .collect(),
         ),
         ulimits: Some(vec![
@@ -246,6 +253,7 @@ mod tests {
             gid: 10001,
             labels: HashMap::from([(LABEL_MANAGED.into(), "true".into())]),
             preload: Vec::new(),
+            state: None,
             seccomp: Seccomp::Inline,
         }
     }

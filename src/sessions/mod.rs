@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 /// The snapshot's file name in a session's directory.
-const STATE: &str = "state";
+pub const STATE: &str = "state";
 const META: &str = "meta.json";
 
 /// The bounds of one tenant's sessions.
@@ -198,6 +198,18 @@ impl SessionStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(self.io(&path)(e)),
         }
+    }
+
+    /// The size of the session's current snapshot, if it has one.
+    pub fn state_len(&self, handle: &str) -> Option<u64> {
+        let path = self.session_dir(handle).ok()?.join(STATE);
+        std::fs::metadata(path).ok().map(|m| m.len())
+    }
+
+    /// The directory all sessions live in (created mode 0700 when missing).
+    pub fn ensure_dir(&self) -> std::io::Result<&Path> {
+        create_private(&self.dir)?;
+        Ok(&self.dir)
     }
 
     /// A writer for the session's next snapshot: a temp file in its directory, renamed over

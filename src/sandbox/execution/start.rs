@@ -212,7 +212,12 @@ pub(super) async fn ready_for_job(
     let setup = async {
         let mut ready = match source {
             Source::Warm(ready) => ready,
-            Source::Cold(spec, name) => start(runner.backend, spec, name, runner.cleanup).await?,
+            Source::Cold(spec, name) => {
+                let mut started = start(runner.backend, spec, name, runner.cleanup).await?;
+                // The harness maps a mounted snapshot before it reads anything.
+                started.loaded = spec.state.is_some();
+                started
+            }
         };
         if let Some(carry) = &job.carry
             && !ready.loaded

@@ -231,6 +231,7 @@ async fn shutdown_sweeps_containers_of_this_instance_that_no_guard_holds() {
         )]
         .into(),
         preload: Vec::new(),
+        state: None,
         seccomp: Default::default(),
     };
     rig.engine.create("stray", &spec).await.unwrap();
