@@ -18,6 +18,7 @@ pub mod docker;
 mod events;
 mod execution;
 pub mod image;
+pub mod image_tree;
 pub mod output;
 mod pool;
 pub mod preload;

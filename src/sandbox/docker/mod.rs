@@ -2,7 +2,8 @@
 //! engines we meet speak 1.41), the container verbs of the [`super::backend::Backend`] seam
 //! (`container.rs`), image builds and pulls (`image.rs`), and the engine facts `doctor`, the
 //! health check and the host-path translation ask for (here). Errors are turned into messages
-//! that tell the user what to do (`error.rs`).
+//! that tell the user what to do (`error.rs`). An image's files as a tar and the storage driver,
+//! for serving the image's tree from the host, are in `archive.rs`.
 //!
 //! Only this module talks to bollard; the rest of the server goes through [`Engine`]'s methods
 //! and the [`super::backend::Backend`] trait.
@@ -12,9 +13,11 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::query_parameters::InspectContainerOptions;
 
+pub use archive::EngineStorage;
 pub use error::EngineError;
 pub use image::BuildFailure;
 
+mod archive;
 mod container;
 mod error;
 mod image;
