@@ -7,6 +7,7 @@
 
 mod errors;
 mod execute;
+mod image_tree;
 mod sandbox;
 mod sessions;
 mod shared;
@@ -18,6 +19,7 @@ use std::sync::Arc;
 
 pub use errors::{ExecuteError, StartError};
 pub use execute::Executed;
+pub use image_tree::decide as decide_image_tree;
 pub use sessions::SessionArg;
 pub use shared::Shared;
 

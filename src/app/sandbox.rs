@@ -85,6 +85,7 @@ pub(super) fn start(
         preload: config.sandbox.preload(),
         seccomp,
         oom_reported: shared.engine_info.reports_oom_kills(),
+        image_tree: shared.image_tree.clone(),
     };
     let sandbox = Arc::new(Sandbox::new(
         Arc::new(shared.engine.clone()),

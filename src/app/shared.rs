@@ -1,5 +1,5 @@
 //! What every tenant of a server shares, started once: the engine (orphans reaped, features
-//! checked), the sandbox image (built on first start), the tool catalog, the server-wide
+//! checked), the sandbox image (built on first start) and its host copy, the tool catalog, the server-wide
 //! execution slots and pool budget, the upstream connections and the PII key.
 
 use std::path::PathBuf;
@@ -41,6 +41,12 @@ pub struct Shared {
     pub removals: Arc<crate::sandbox::Removals>,
     /// The key of `--pii-key-file`, which every tenant's PII secret and vault file derive from.
     pub pii_key: Option<PiiKey>,
+    /// The host copy of the image's `/usr` sandboxes mount (`--image-tree`), if any, and why
+    /// or why not.
+    pub image_tree: Option<crate::sandbox::image_tree::TreeMount>,
+    pub image_tree_reason: String,
+    /// Holds the copy (a shared lock) so no other server removes it while this one runs.
+    _image_tree_hold: Option<crate::sandbox::image_tree::Prepared>,
 }
 
 impl Shared {
@@ -124,6 +130,7 @@ impl Shared {
             )
             .await?
         };
+        let tree = super::image_tree::serve(&config, &engine, &image_id, &host_paths).await;
         let registry_dir = config.storage.registry_dir();
         let discovery =
             Arc::new(
@@ -163,6 +170,9 @@ impl Shared {
             discovery,
             host_paths,
             seccomp,
+            image_tree: tree.mount,
+            image_tree_reason: tree.reason,
+            _image_tree_hold: tree.hold,
         }))
     }
 }

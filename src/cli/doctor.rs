@@ -10,8 +10,36 @@ use crate::sandbox::spec::{LABEL_MANAGED, Seccomp};
 use crate::sandbox::stats::Stats;
 use crate::sandbox::{
     Backend, BuiltinCalls, Engine, HarnessLimits, Job, Sandbox, SandboxSettings, Status, SwarmNode,
-    image, seccomp_file,
+    image, image_tree, seccomp_file,
 };
+
+/// Where sandboxes read the image's /usr from, and why (`--image-tree`); informational.
+async fn image_tree_check(config: &Config, engine: &Engine, tag: &str) -> Check {
+    let choice = crate::app::decide_image_tree(config, engine).await;
+    if !choice.host {
+        return Check::pass(
+            "image tree",
+            format!("/usr from the engine's storage: {}", choice.reason),
+        );
+    }
+    let dir = config.image_tree_dir();
+    let id = image::image_id(engine, tag).await.ok().flatten();
+    let short = id.as_deref().and_then(image_tree::short_id);
+    let present = short.is_some_and(|s| dir.join(s).join(image_tree::SERVED).is_dir());
+    Check::pass(
+        "image tree",
+        format!(
+            "/usr from a copy on the host: {}; {} {}",
+            choice.reason,
+            if present {
+                "copied in"
+            } else {
+                "copied at the next start into"
+            },
+            dir.display()
+        ),
+    )
+}
 
 /// One check's verdict.
 #[derive(Debug)]
@@ -130,6 +158,8 @@ pub async fn run(config: &Config) -> Vec<Check> {
             "run `code-execution-mcp image build` (or start `serve`, which builds it)",
         )
     });
+
+    checks.push(image_tree_check(config, &engine, &tag).await);
 
     match Backend::list_labelled(&engine, &[LABEL_MANAGED.to_string()]).await {
         Ok(list) => checks.push(Check::pass(
@@ -279,6 +309,7 @@ async fn memory_enforced(
         preload: crate::sandbox::preload::Preload::Fixed(Vec::new()),
         seccomp,
         oom_reported,
+        image_tree: None,
     };
     let sandbox = Sandbox::new(
         engine,

@@ -26,7 +26,7 @@ pub use gateway::GatewayConfig;
 pub use limits::LimitsConfig;
 pub use pii::{PiiConfig, PiiOutput};
 pub use pool::PoolConfig;
-pub use sandbox::{ImageProfile, SandboxConfig};
+pub use sandbox::{ImageProfile, ImageTreeMode, SandboxConfig};
 pub use sessions::SessionsConfig;
 pub use storage::{StorageConfig, data_home};
 pub use tenants::TenantsConfig;
@@ -101,6 +101,13 @@ impl Config {
         let args =
             std::iter::once("code-execution-mcp".into()).chain(args.into_iter().map(Into::into));
         Wrapper::try_parse_from(args).map(|w| w.config)
+    }
+
+    /// Where the host copies of sandbox images' /usr live: `--image-tree-dir`, else
+    /// DATA_DIR/image-trees.
+    pub fn image_tree_dir(&self) -> std::path::PathBuf {
+        (self.sandbox.image_tree_dir.clone())
+            .unwrap_or_else(|| (self.storage.data_dir()).join(crate::sandbox::image_tree::DIR_NAME))
     }
 
     /// Executions one tenant may run at once.

@@ -13,6 +13,7 @@ use crate::sandbox::preload::Preload;
 use super::ConfigError;
 use super::range::Range;
 pub use crate::sandbox::image::ImageProfile;
+pub use crate::sandbox::image_tree::ImageTreeMode;
 use crate::sandbox::spec::ContainerOptions;
 
 const TMPFS_MB: Range = Range::at_least("--tmpfs-mb", 1);
@@ -58,6 +59,20 @@ pub struct SandboxConfig {
     /// Size of the sandbox's writable /tmp (tmpfs), in MiB; counts against its memory limit.
     #[arg(long, env = "CEM_TMPFS_MB", default_value_t = 64, value_parser = TMPFS_MB.parser::<u64>())]
     pub tmpfs_mb: u64,
+
+    /// Where sandboxes read the image's /usr from: `host` bind-mounts a read-only copy made
+    /// once per image under --image-tree-dir, `engine` reads it from the engine's storage,
+    /// `auto` takes the host copy where the engine's storage driver reads through a filesystem
+    /// in user space (fuse-overlayfs), where it makes Python's imports about 2.7 times as fast.
+    /// When the copy cannot be made, the server warns and reads from the engine's storage.
+    #[arg(long, env = "CEM_IMAGE_TREE", value_enum, default_value_t = ImageTreeMode::Auto)]
+    pub image_tree: ImageTreeMode,
+
+    /// Directory of the host copies of sandbox images' /usr, one per image id, shared safely
+    /// by servers on one host [default: DATA_DIR/image-trees]. A local disk: with
+    /// --shared-data, `auto` reads from the engine's storage unless this is set.
+    #[arg(long, env = "CEM_IMAGE_TREE_DIR")]
+    pub image_tree_dir: Option<std::path::PathBuf>,
 
     /// Longest wait for a sandbox container to be ready for an execution (taken from the pool,
     /// or created and started), in seconds; past it the call fails saying the engine is slow.

@@ -18,6 +18,8 @@ const FLAGS: &[(&str, &str)] = &[
     ("image-profile", "CEM_IMAGE_PROFILE"),
     ("preload", "CEM_PRELOAD"),
     ("base-image", "CEM_BASE_IMAGE"),
+    ("image-tree", "CEM_IMAGE_TREE"),
+    ("image-tree-dir", "CEM_IMAGE_TREE_DIR"),
     ("default-timeout-secs", "CEM_DEFAULT_TIMEOUT_SECS"),
     ("max-timeout-secs", "CEM_MAX_TIMEOUT_SECS"),
     ("start-timeout-secs", "CEM_START_TIMEOUT_SECS"),

@@ -117,6 +117,9 @@ pub struct SandboxSettings {
     pub seccomp: spec::Seccomp,
     /// Whether the engine reports OOM kills ([`EngineInfo::reports_oom_kills`]).
     pub oom_reported: bool,
+    /// The image's `/usr` served from the host ([`image_tree`]); used only while the pool's
+    /// image is the one it was made from.
+    pub image_tree: Option<image_tree::TreeMount>,
 }
 
 /// Identity of this server process, written on every container it creates.
@@ -448,10 +451,15 @@ impl Sandbox {
         }
     }
 
-    /// The hardened spec for a container with this memory limit.
+    /// The hardened spec for a container with this memory limit. With a host tree of the
+    /// image the pool runs, the container is made from that image's id, so its root and the
+    /// tree always come from one image; once the tag has moved to another image the containers
+    /// read it from the engine's storage (the next start extracts its tree).
     fn spec(&self, memory_bytes: i64) -> SandboxSpec {
+        let tree = (self.settings.image_tree.as_ref()).filter(|t| t.image_id == self.pool.image());
         SandboxSpec {
-            image: self.settings.image.clone(),
+            image: tree.map_or_else(|| self.settings.image.clone(), |t| t.image_id.clone()),
+            image_tree: tree.cloned(),
             memory_bytes,
             container: self.settings.container.clone(),
             workspace: self.settings.workspace.clone(),

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use super::image_tree;
 use bollard::models::{
     ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountBindOptions,
     MountBindOptionsPropagationEnum, MountType, ResourcesUlimits,
@@ -116,11 +117,16 @@ pub struct SandboxSpec {
     /// A session's snapshot file (as the engine sees it), mounted read-only at [`STATE_MOUNT`].
     pub state: Option<PathBuf>,
     pub seccomp: Seccomp,
+    /// A copy of the image's tree on the host (`image_tree`): the directories it names are
+    /// mounted read-only over the image's own under `/usr`.
+    pub image_tree: Option<image_tree::TreeMount>,
 }
 
 /// The create-container body: network none, read-only root, memory without swap, pids limit,
 /// no capabilities, no new privileges, our seccomp profile, non-root user, size-limited /tmp,
-/// the workspace as the only writable host path, no logs kept by the engine.
+/// the workspace as the only writable host path, no logs kept by the engine; with a host tree,
+/// its `/usr` read-only over the image's (setuid bits and device nodes were left out when it
+/// was made, and no-new-privileges holds either way).
 pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
     let tmpfs_options = format!(
         "rw,nosuid,nodev,noexec,size={},mode=1777",
@@ -157,6 +163,13 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
                         .map(|dir| bind(dir, SERVERS_MOUNT, true)),
                 )
                 .chain(spec.state.iter().map(|file| bind(file, STATE_MOUNT, true)))
+                .chain(spec.image_tree.iter().flat_map(|tree| {
+                    let served = tree.root.join(image_tree::SERVED);
+                    (tree.dirs.iter()).map(move |dir| {
+                        let target = format!("/{}/{dir}", image_tree::SERVED);
+                        bind(&served.join(dir), &target, true)
+                    })
+                }))
                 .collect(),
         ),
         ulimits: Some(vec![
@@ -255,6 +268,7 @@ mod tests {
             preload: Vec::new(),
             state: None,
             seccomp: Seccomp::Inline,
+            image_tree: None,
         }
     }
 
@@ -304,6 +318,43 @@ mod tests {
             mounts[2].read_only,
             Some(true),
             "the tools package is read-only in the sandbox"
+        );
+    }
+
+    #[test]
+    fn a_host_tree_is_mounted_read_only_over_usr() {
+        let body = container_body(&SandboxSpec {
+            image_tree: Some(image_tree::TreeMount {
+                image_id: "sha256:0123456789ab".into(),
+                root: "/srv/cem/image-trees/0123456789ab".into(),
+                dirs: vec!["lib".into(), "local".into()],
+            }),
+            ..spec()
+        });
+        let hc = body.host_config.unwrap();
+        let mounts = hc.mounts.unwrap();
+        let under_usr: Vec<_> = (mounts.iter())
+            .filter(|m| m.target.as_deref().is_some_and(|t| t.starts_with("/usr")))
+            .collect();
+        let targets: Vec<_> = under_usr
+            .iter()
+            .map(|m| m.target.as_deref().unwrap())
+            .collect();
+        assert_eq!(targets, ["/usr/lib", "/usr/local"]);
+        assert_eq!(
+            under_usr[0].source.as_deref(),
+            Some("/srv/cem/image-trees/0123456789ab/usr/lib")
+        );
+        for m in under_usr {
+            assert_eq!(m.read_only, Some(true));
+            assert_eq!(m.typ, Some(MountType::BIND));
+        }
+        assert_eq!(hc.readonly_rootfs, Some(true), "the root stays read-only");
+        let without = container_body(&spec()).host_config.unwrap().mounts.unwrap();
+        assert!(
+            without
+                .iter()
+                .all(|m| !m.target.as_deref().unwrap().starts_with("/usr"))
         );
     }
 

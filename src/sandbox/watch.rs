@@ -113,6 +113,11 @@ impl Sandbox {
         match self.backend.image_id(&self.settings.image).await {
             Ok(Some(id)) if self.pool.retarget(&id) => {
                 tracing::info!(image = %self.settings.image, id = %id, "the sandbox image changed: the pool is rebuilt from it");
+                if self.settings.image_tree.is_some() {
+                    tracing::info!(
+                        "the host copy of the sandbox image's /usr belongs to the previous image: containers read the new one from the engine's storage until the next start extracts its copy"
+                    );
+                }
                 self.refill();
             }
             Ok(_) => {}

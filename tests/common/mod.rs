@@ -42,7 +42,21 @@ pub fn config_in(dir: &Path) -> Config {
     // costs a core-second each, which hundreds of test executions would pay for nothing (the
     // tests of preloading set it).
     c.sandbox.preload = Some(vec!["none".into()]);
+    // The host copies of the image's /usr (`--image-tree`) are made once for every test, not
+    // once per temp data directory (a test about them sets its own).
+    if c.sandbox.image_tree_dir.is_none() {
+        c.sandbox.image_tree_dir = Some(shared_image_trees());
+    }
     c
+}
+
+/// The image-tree directory every test server shares: `CEM_IMAGE_TREE_DIR`, else one under
+/// the target directory, kept between runs.
+pub fn shared_image_trees() -> PathBuf {
+    std::env::var_os("CEM_IMAGE_TREE_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_TARGET_TMPDIR")).join("image-trees"))
 }
 
 /// A started server state plus its temp dir (kept alive as long as the harness).
@@ -385,6 +399,7 @@ pub fn serve_command(dir: &Path, args: &[&str]) -> Command {
         .args(["serve", "--workspace-quota-mb", "0"])
         // As in `config_in`: no preloading unless a test asks (a flag beats the variable).
         .env("CEM_PRELOAD", "none")
+        .env("CEM_IMAGE_TREE_DIR", shared_image_trees())
         .arg("--workspace")
         .arg(dir.join("workspace"))
         .arg("--skills-dir")

@@ -57,6 +57,7 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         preload: crate::sandbox::preload::Preload::Fixed(Vec::new()),
         seccomp: Default::default(),
         oom_reported: true,
+        image_tree: None,
     }
 }
 

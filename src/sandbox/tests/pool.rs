@@ -233,6 +233,7 @@ async fn shutdown_sweeps_containers_of_this_instance_that_no_guard_holds() {
         preload: Vec::new(),
         state: None,
         seccomp: Default::default(),
+        image_tree: None,
     };
     rig.engine.create("stray", &spec).await.unwrap();
     rig.finish().await;
