@@ -344,13 +344,18 @@ fn servers_opening_and_appending_at_once_lose_no_record() {
         let path = vault_path(&dir);
         drop(engine(&path, A, CAPACITY)); // the file exists before both start
         let created = std::fs::File::open(&path).unwrap();
+        // The servers keep step, one value each at a time: the vault keeps the newest CAPACITY
+        // values of the file, so a server that ran more than CAPACITY - LAST values ahead would
+        // rightly push the other's newest out, and the check below would fail by timing.
+        let step = std::sync::Barrier::new(2);
         let minted: Vec<Vec<(String, String)>> = std::thread::scope(|s| {
             let server = |who: &'static str| {
-                let path = path.clone();
+                let (path, step) = (path.clone(), &step);
                 s.spawn(move || {
                     let pii = engine(&path, A, CAPACITY);
                     (0..100)
                         .map(|i| {
+                            step.wait();
                             let value = format!("{who}{round}x{i}@example.com");
                             (pii.sanitize(&value).text, value)
                         })
