@@ -167,7 +167,7 @@ impl Turn {
         let carry = Carry {
             store: store.clone(),
             max_bytes: self.store.limits().max_bytes,
-            prepared: self.prepared.take(),
+            prepared: self.prepared.clone(),
         };
         (carry, Saved { store, rx })
     }
@@ -183,8 +183,9 @@ impl Turn {
             prepared,
             engine_dir,
         } = self;
-        if let Some(unused) = prepared {
-            unused.cancel();
+        // Taken by the call, or left unused (the call ran elsewhere): either way it is done.
+        if let Some(prepared) = prepared {
+            prepared.cancel();
         }
         let taken = saved.store.taken();
         tokio::spawn(async move {

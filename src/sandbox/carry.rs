@@ -41,8 +41,8 @@ pub trait SnapshotStore: Send + Sync {
     fn current(&self) -> std::io::Result<Option<Box<dyn Read + Send>>>;
     /// A writer for the next snapshot: nothing replaces the current one until it commits.
     fn next(&self) -> std::io::Result<Box<dyn SnapshotWriter>>;
-    /// The current snapshot as a file the engine can mount, with its size, when there is one
-    /// and it is at least [`MOUNT_FROM_BYTES`] (a store without files says `None`).
+    /// The current snapshot as a file the engine can mount (its path as the engine sees it),
+    /// when there is one of at least [`MOUNT_FROM_BYTES`]; a store without files says `None`.
     fn mountable(&self) -> Option<std::path::PathBuf> {
         None
     }
