@@ -2,14 +2,16 @@
 //! `cargo bench --bench notebook`.
 //!
 //! One run, against the real Docker engine and the real server binary driven by an rmcp client
-//! over stdio, on the default image (the data profile, whose pooled containers preload numpy
-//! and pandas), measures:
+//! over stdio, on the default image (the data profile; pooled containers preload what the
+//! tenant's recent code imported, `--preload auto`), measures:
 //!
 //! 1. the baseline: `docker run --rm` of the sandbox image with the server's isolation flags
 //!    running `python3 -c 'print(1)'`, sequential, and 8 parallel loops of it beside
 //!    `execute_code("print(1)")` from 8 concurrent callers on one MCP session;
 //! 2. `print(1)` paced (an agent's think time between calls) and back to back;
-//! 3. `import pandas` and a 2-row DataFrame, paced;
+//! 3. `import pandas` and a 2-row DataFrame, paced, after the pool has learned what it imports
+//!    (`Server::teach`: the pressure window of the row before waited out, then untimed calls
+//!    until every pooled container is one started after the learning);
 //! 4. a matplotlib bar chart with `plt.show()` (one PNG back), paced, on the default server
 //!    and on one that also preloads `matplotlib.pyplot`;
 //! 5. sessions: one holding a ~100 MB DataFrame (1.6 M x 8 floats) whose follow-ups read it,
@@ -424,6 +426,19 @@ impl Server {
         }
     }
 
+    /// Lets the pool learn what `job` imports (the default `--preload auto`): waits out the
+    /// pressure window a back-to-back row leaves (replacements skip the preload for 10 s after
+    /// a call found the pool empty), then runs `job` untimed, paced, until every container the
+    /// pool held before has been used and replaced by one that preloads what it learned.
+    async fn teach(&self, job: &Job, pool: usize) {
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        for i in 0..pool + 2 {
+            self.settle(pool).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            self.run(job, i).await;
+        }
+    }
+
     /// `n` calls back to back from a settled pool.
     async fn back_to_back(&self, series: &mut Series, n: usize, pool: usize) {
         let before = self.settle(pool).await;
@@ -736,6 +751,7 @@ async fn run() {
         Job::new(PANDAS, result_is_2),
         Some(Aim::P50(50.0)),
     );
+    server.teach(&pandas.job, pool).await;
     server
         .paced(
             &mut [&mut pandas],
@@ -751,6 +767,7 @@ async fn run() {
         Job::new(CHART, one_image),
         Some(Aim::P50(300.0)),
     );
+    server.teach(&chart.job, pool).await;
     server
         .paced(&mut [&mut chart], n_short, Duration::from_secs(1), pool)
         .await;
