@@ -204,11 +204,12 @@ impl Pool {
         self.ready.lock().expect("pool lock").len()
     }
 
-    /// A ready container, if there is one. Containers that ended while they waited are dropped
-    /// (and so removed).
+    /// A ready container, if there is one: the newest, which carries the current preload (the
+    /// learned one; older containers may have started under pressure, without it). Containers
+    /// that ended while they waited are dropped (and so removed).
     pub(crate) fn take(&self) -> Option<Started> {
         let mut ready = self.ready.lock().expect("pool lock");
-        while let Some(mut started) = ready.pop_front() {
+        while let Some(mut started) = ready.pop_back() {
             self.budget.release(1);
             if started.is_waiting() {
                 return Some(started);
@@ -277,8 +278,9 @@ impl Pool {
         }
         let dropped: Vec<Started> = {
             let mut ready = self.ready.lock().expect("pool lock");
-            let keep = self.idle_floor.min(ready.len());
-            ready.drain(keep..).collect()
+            // The oldest go: the newest carry the current preload.
+            let drop = ready.len().saturating_sub(self.idle_floor);
+            ready.drain(..drop).collect()
         };
         self.budget.release(dropped.len());
         dropped.len()

@@ -127,12 +127,18 @@ async fn case_28_the_sandbox_posture() {
         );
         assert!(host.devices.unwrap_or_default().is_empty());
         // Docker lists the server's mounts under Mounts only; Podman repeats them as binds.
-        // Either way, nothing but the workspace, skills and tools package is bound.
+        // Either way, nothing but the workspace, skills and tools package is bound, and, with
+        // the image's tree served from the host (--image-tree), its /usr directories read-only.
         use code_execution_mcp::sandbox::spec::{SERVERS_MOUNT, SKILLS_MOUNT, WORKSPACE_MOUNT};
         for bind in host.binds.unwrap_or_default() {
-            let target = bind.split(':').nth(1).unwrap_or_default();
+            let mut parts = bind.split(':');
+            let target = parts.nth(1).unwrap_or_default();
+            let read_only = parts
+                .next()
+                .is_some_and(|o| o.split(',').any(|o| o == "ro"));
             assert!(
-                [WORKSPACE_MOUNT, SKILLS_MOUNT, SERVERS_MOUNT].contains(&target),
+                [WORKSPACE_MOUNT, SKILLS_MOUNT, SERVERS_MOUNT].contains(&target)
+                    || (target.starts_with("/usr/") && read_only),
                 "an unexpected bind: {bind}"
             );
         }
