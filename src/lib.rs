@@ -26,6 +26,7 @@
 //! - [`discovery`]: the tool catalog and its ranked search; [`skills`]: the saved-skill
 //!   store; [`workspace`]: path-safe files under the workspace root, its quota and its
 //!   `workspace:///` URIs; [`pii`]: detection and reversible tokenization of personal data;
+//!   [`sessions`]: session handles and their snapshots on disk;
 //!   [`shipped`]: the catalog and starter skills built into the binary.
 //! - [`host`]: the machine underneath: engine paths, storage, processes, link-safe files.
 //! - Internal: `text` (cutting text on character boundaries).
