@@ -57,6 +57,9 @@
 //! Figures on a shared machine are noisy (the bench, the server and the engine share the same
 //! cores): compare the ratios within one run, not absolute figures across runs.
 
+#[path = "common/stdio.rs"]
+mod stdio;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -64,15 +67,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use code_execution_mcp::config::Config;
-use code_execution_mcp::sandbox::Backend;
-use code_execution_mcp::sandbox::Engine;
-use code_execution_mcp::sandbox::spec::{LABEL_MANAGED, LABEL_OWNER};
-use code_execution_mcp::sandbox::stats::percentile;
-use futures::future::join_all;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
+use stdio::{
+    command_stdout, concurrent, describe, env_usize, leftover_containers, loadavg, ms, p, sorted,
+    tail,
+};
 use tokio::process::{Child, Command};
 
 #[path = "../tests/common/private_engine.rs"]
@@ -120,23 +122,10 @@ impl Knobs {
     }
 }
 
-fn env_usize(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
-        Err(_) => default,
-    }
-}
-
 /// Samples in call order, for `BENCH_SAMPLES=1`.
 fn dump(name: &str, samples: &[f64]) {
     let list: Vec<String> = samples.iter().map(|v| format!("{v:.1}")).collect();
     println!("samples, {name} (ms, in call order): {}", list.join(" "));
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 fn progress(what: &str) {
@@ -149,16 +138,6 @@ fn progress(what: &str) {
 struct Call {
     client: f64,
     server: f64,
-}
-
-fn sorted(samples: impl Iterator<Item = f64>) -> Vec<f64> {
-    let mut s: Vec<f64> = samples.collect();
-    s.sort_by(f64::total_cmp);
-    s
-}
-
-fn p(sorted: &[f64], q: f64) -> f64 {
-    percentile(sorted, q).expect("at least one sample")
 }
 
 /// The phases whose means the bench prints, in the order of a container's life.
@@ -417,29 +396,6 @@ impl Drop for Server {
     }
 }
 
-fn describe(result: &CallToolResult) -> String {
-    match &result.structured_content {
-        Some(v) => v.to_string(),
-        None => result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    }
-}
-
-/// The last lines of a server's stderr, for failure messages.
-fn tail(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    let start = lines.len().saturating_sub(30);
-    format!(
-        "--- server stderr (tail) ---\n{}",
-        lines[start..].join("\n")
-    )
-}
-
 /// A `/proc/<pid>/status` field in KiB (VmRSS, VmHWM).
 fn proc_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -449,14 +405,6 @@ fn proc_kib(pid: u32, field: &str) -> Option<u64> {
         .next()?
         .parse()
         .ok()
-}
-
-/// The 1-minute load average, a hint of how much else ran on the machine.
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "?".into())
 }
 
 fn mib(kib: u64) -> String {
@@ -475,22 +423,6 @@ fn rss_sampler(pid: u32, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> 
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
-}
-
-/// Output of a command that must succeed.
-async fn command_stdout(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program)
-        .args(args)
-        .stderr(Stdio::inherit())
-        .output()
-        .await
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?} failed: {}",
-        out.status
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// `docker run --rm` with the isolation flags of the server's containers.
@@ -565,46 +497,6 @@ async fn sample<T, F: AsyncFnMut() -> T>(n: usize, mut one: F) -> Vec<T> {
         out.push(one().await);
     }
     out
-}
-
-/// Wall time of `loops` concurrent loops of `calls` calls each.
-async fn concurrent<T, F: AsyncFn() -> T>(loops: usize, calls: usize, one: F) -> Duration {
-    let t = Instant::now();
-    join_all((0..loops).map(|_| async {
-        for _ in 0..calls {
-            one().await;
-        }
-    }))
-    .await;
-    t.elapsed()
-}
-
-/// Managed containers whose owner label names one of `pids`, waiting up to 10 s for none.
-async fn leftover_containers(pids: &[u32]) -> Vec<String> {
-    let engine = Engine::connect()
-        .await
-        .expect("connect to the Docker engine");
-    let mut left = Vec::new();
-    for _ in 0..50 {
-        left = engine
-            .list_labelled(&[LABEL_MANAGED.to_string()])
-            .await
-            .expect("list containers")
-            .into_iter()
-            .filter(|c| {
-                c.labels
-                    .get(LABEL_OWNER)
-                    .and_then(|o| o.rsplit(':').nth(1)?.parse::<u32>().ok())
-                    .is_some_and(|pid| pids.contains(&pid))
-            })
-            .map(|c| c.id)
-            .collect();
-        if left.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    left
 }
 
 fn main() {

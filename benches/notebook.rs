@@ -42,20 +42,22 @@
 //!
 //! Figures on a shared machine are noisy: compare within one run, not across runs.
 
+#[path = "common/stdio.rs"]
+mod stdio;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use code_execution_mcp::config::Config;
-use code_execution_mcp::sandbox::Backend;
-use code_execution_mcp::sandbox::Engine;
-use code_execution_mcp::sandbox::spec::{LABEL_MANAGED, LABEL_OWNER};
-use code_execution_mcp::sandbox::stats::percentile;
-use futures::future::join_all;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
+use stdio::{
+    command_stdout, concurrent, describe, env_usize, leftover_containers, loadavg, ms, p, sorted,
+    tail,
+};
 use tokio::process::{Child, Command};
 
 const BIN: &str = env!("CARGO_BIN_EXE_code-execution-mcp");
@@ -85,31 +87,8 @@ result = {"n": len(ms), "p50_ms": ms[(len(ms) - 1) // 2], "max_ms": ms[-1]}
 print(json.dumps(result))
 "#;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
-        Err(_) => default,
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 fn progress(what: &str) {
     eprintln!("bench notebook: {what}");
-}
-
-fn sorted(samples: impl Iterator<Item = f64>) -> Vec<f64> {
-    let mut s: Vec<f64> = samples.collect();
-    s.sort_by(f64::total_cmp);
-    s
-}
-
-fn p(sorted: &[f64], q: f64) -> f64 {
-    percentile(sorted, q).expect("at least one sample")
 }
 
 /// The phases whose means the bench prints, in the order of a container's life.
@@ -483,52 +462,6 @@ impl Drop for Server {
     }
 }
 
-fn describe(result: &CallToolResult) -> String {
-    match &result.structured_content {
-        Some(v) => v.to_string(),
-        None => result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    }
-}
-
-/// The last lines of a server's stderr, for failure messages.
-fn tail(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    let start = lines.len().saturating_sub(30);
-    format!(
-        "--- server stderr (tail) ---\n{}",
-        lines[start..].join("\n")
-    )
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "?".into())
-}
-
-/// Output of a command that must succeed.
-async fn command_stdout(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program)
-        .args(args)
-        .stderr(Stdio::inherit())
-        .output()
-        .await
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?} failed: {}",
-        out.status
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 /// `docker run --rm` with the isolation flags of the server's containers, `extra` flags, and
 /// `python3 -c CODE`. Without `--init` when `extra` is not empty: the engine's init is mounted
 /// at /sbin/docker-init, under /usr on a merged-/usr image, where a bind of /usr hides it.
@@ -603,52 +536,12 @@ async fn docker_print1(args: &[String]) -> f64 {
     t
 }
 
-/// Wall time of `loops` concurrent loops of `calls` calls each.
-async fn concurrent<T, F: AsyncFn() -> T>(loops: usize, calls: usize, one: F) -> Duration {
-    let t = Instant::now();
-    join_all((0..loops).map(|_| async {
-        for _ in 0..calls {
-            one().await;
-        }
-    }))
-    .await;
-    t.elapsed()
-}
-
 /// The import snippet's (p50, max) in ms from its answer (`result`, or a printed JSON line).
 fn import_ms(v: &Value) -> (f64, f64) {
     match (v["p50_ms"].as_f64(), v["max_ms"].as_f64()) {
         (Some(a), Some(b)) => (a, b),
         _ => panic!("the import snippet answered {v}"),
     }
-}
-
-/// Managed containers whose owner label names one of `pids`, waiting up to 10 s for none.
-async fn leftover_containers(pids: &[u32]) -> Vec<String> {
-    let engine = Engine::connect()
-        .await
-        .expect("connect to the Docker engine");
-    let mut left = Vec::new();
-    for _ in 0..50 {
-        left = engine
-            .list_labelled(&[LABEL_MANAGED.to_string()])
-            .await
-            .expect("list containers")
-            .into_iter()
-            .filter(|c| {
-                c.labels
-                    .get(LABEL_OWNER)
-                    .and_then(|o| o.rsplit(':').nth(1)?.parse::<u32>().ok())
-                    .is_some_and(|pid| pids.contains(&pid))
-            })
-            .map(|c| c.id)
-            .collect();
-        if left.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    left
 }
 
 /// The image's /usr, exported into `dir` (a created, never started container, removed after).
