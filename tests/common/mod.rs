@@ -628,6 +628,16 @@ pub async fn inspect_pooled(app: &App) -> bollard::models::ContainerInspectRespo
         .unwrap()
 }
 
+/// What a Python client's servers inherit: the shared image-tree copy (a server with a fresh
+/// data directory would otherwise copy the image's `/usr` before it answers, past the SDK's
+/// 10 s `server/discover` probe, which then falls back to the legacy handshake), and no preload.
+pub fn python_client_env() -> [(&'static str, std::ffi::OsString); 2] {
+    [
+        ("CEM_IMAGE_TREE_DIR", shared_image_trees().into_os_string()),
+        ("CEM_PRELOAD", "none".into()),
+    ]
+}
+
 /// Runs `tests/python/SCRIPT BINARY DATA_DIR` with the interpreter of the official MCP Python
 /// SDK ([`upstreams::sdk_python`]), asserting the SDK is there and the script passed.
 pub fn run_python_client(script: &str) {
@@ -650,6 +660,7 @@ pub fn run_python_client(script: &str) {
         .arg(script)
         .arg(BIN)
         .arg(dir.path())
+        .envs(python_client_env())
         .status()
         .expect("run the Python client");
     assert!(status.success(), "the Python client failed: {status}");
