@@ -5,9 +5,11 @@
 //! sandbox from the configuration's groups ([`sandbox`]). Both transports and the tests share
 //! it; the MCP layer holds an `Arc<App>` and reaches it through the methods below only.
 
+pub mod detached;
 mod errors;
 mod execute;
 mod image_tree;
+pub mod paused;
 mod sandbox;
 mod sessions;
 mod shared;
@@ -56,6 +58,11 @@ pub struct App {
     gateway: Option<Arc<GatewayView>>,
     /// State carried across calls (`execute_code`'s `session`).
     sessions: Arc<sessions::Sessions>,
+    /// Executions waiting for a 2026-07-28 client's answer to a question.
+    paused: Arc<paused::PausedTable>,
+    /// Executions run as tasks (the tasks extension). Held here, not by the MCP session:
+    /// a tenant's tasks outlive the request, and the HTTP session, that started them.
+    tasks: rmcp::task_manager::TaskManager,
 }
 
 impl App {
@@ -120,6 +127,7 @@ impl App {
         };
         let sessions = Arc::new(sessions::Sessions::new(store, engine_dir));
         sweep_sessions(&sessions);
+        let paused = paused::PausedTable::new(tenant, shared.config.gateway.confirm_wait());
         Ok(Self {
             config: shared.config.clone(),
             shared,
@@ -134,7 +142,19 @@ impl App {
             stats,
             gateway,
             sessions,
+            paused,
+            tasks: rmcp::task_manager::TaskManager::new(),
         })
+    }
+
+    /// This tenant's executions paused on a question.
+    pub fn paused(&self) -> &Arc<paused::PausedTable> {
+        &self.paused
+    }
+
+    /// This tenant's executions run as tasks.
+    pub fn tasks(&self) -> &rmcp::task_manager::TaskManager {
+        &self.tasks
     }
 
     /// This tenant's sessions: how many, their size, the bounds.
@@ -238,6 +258,8 @@ impl App {
     }
 
     pub async fn shutdown(&self) {
+        self.paused.cancel_all();
+        self.tasks.shutdown();
         self.sandbox.shutdown().await;
     }
 

@@ -14,6 +14,7 @@ const TOOL_CALL_TIMEOUT_SECS: Range = Range::new("--tool-call-timeout-secs", 1, 
 const MAX_TOOL_RESULT_MB: Range = Range::new("--max-tool-result-mb", 1, 6);
 const MAX_CONCURRENT_TOOL_CALLS: Range = Range::new("--max-concurrent-tool-calls", 1, 64);
 const UPSTREAM_CONNECT_TIMEOUT_SECS: Range = Range::new("--upstream-connect-timeout-secs", 1, 600);
+const CONFIRM_WAIT_SECS: Range = Range::new("--confirm-wait-secs", 1, 86_400);
 
 #[derive(Debug, Clone, Args)]
 pub struct GatewayConfig {
@@ -43,6 +44,12 @@ pub struct GatewayConfig {
     /// Longest wait for an upstream to answer `initialize` and list its tools, in seconds.
     #[arg(long, env = "CEM_UPSTREAM_CONNECT_TIMEOUT_SECS", default_value_t = 30, value_parser = UPSTREAM_CONNECT_TIMEOUT_SECS.parser::<u64>())]
     pub upstream_connect_timeout_secs: u64,
+
+    /// Longest wait for the user's answer to a `confirm` policy's question, in seconds. On a
+    /// 2026-07-28 connection the execution waits paused for the client's retry that carries
+    /// the answer; without one by then it is cancelled and its container removed.
+    #[arg(long, env = "CEM_CONFIRM_WAIT_SECS", default_value_t = 300, value_parser = CONFIRM_WAIT_SECS.parser::<u64>())]
+    pub confirm_wait_secs: u64,
 }
 
 impl GatewayConfig {
@@ -53,7 +60,13 @@ impl GatewayConfig {
         MAX_TOOL_RESULT_MB.check(self.max_tool_result_mb)?;
         MAX_CONCURRENT_TOOL_CALLS.check(self.max_concurrent_tool_calls)?;
         UPSTREAM_CONNECT_TIMEOUT_SECS.check(self.upstream_connect_timeout_secs)?;
+        CONFIRM_WAIT_SECS.check(self.confirm_wait_secs)?;
         Ok(())
+    }
+
+    /// How long a question waits for the user's answer (`--confirm-wait-secs`).
+    pub fn confirm_wait(&self) -> Duration {
+        Duration::from_secs(self.confirm_wait_secs)
     }
 
     /// How each execution's upstream tool calls are bounded.

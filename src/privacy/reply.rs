@@ -62,6 +62,19 @@ impl Reply {
     }
 }
 
+impl Reply {
+    /// The answer as a `tools/call` response (for a handler that may also answer otherwise,
+    /// e.g. with an `InputRequiredResult`).
+    pub fn into_response(self) -> CallToolResponse {
+        self.0.into()
+    }
+
+    /// The answer as rmcp's result (for a task's end, which rmcp's task manager stores).
+    pub fn into_result(self) -> CallToolResult {
+        self.0
+    }
+}
+
 impl IntoCallToolResult for Reply {
     fn into_call_tool_result(self) -> Result<CallToolResponse, rmcp::ErrorData> {
         Ok(self.0.into())
