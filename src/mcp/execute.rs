@@ -1,8 +1,9 @@
 //! `execute_code`: the original's arguments and response fields, plus a machine-readable
 //! `status`, stderr, truncation flags and the limits actually applied.
 
+use rmcp::handler::server::tool::{InputResponses as ToolInputResponses, RequestState};
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::ProgressNotificationParam;
+use rmcp::model::{CallToolResponse, ProgressNotificationParam};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use schemars::JsonSchema;
@@ -10,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::CodeExecutionServer;
+use crate::app::paused::Parked;
 use crate::execute::produced::ProducedFile;
 use crate::execute::progress::{self, LatestLine, Progress};
 use crate::execute::request::ExecuteRequest;
@@ -123,12 +125,12 @@ pub struct FileInfo {
     pub change: String,
 }
 
-/// How long a user may take to answer a confirmation.
-const CONFIRM_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// Confirms an upstream call by asking the client's user (MCP elicitation).
+/// Confirms an upstream call by asking the client's user with the server's own elicitation
+/// request (legacy connections, which negotiated with `initialize`).
 struct ElicitConfirm {
     peer: rmcp::Peer<RoleServer>,
+    /// How long the user may take (`--confirm-wait-secs`).
+    limit: std::time::Duration,
 }
 
 #[async_trait::async_trait]
@@ -143,10 +145,41 @@ impl Confirm for ElicitConfirm {
             message,
             requested_schema: schema,
         };
-        match tokio::time::timeout(CONFIRM_LIMIT, self.peer.create_elicitation(request)).await {
-            Err(_) => Err(format!("no answer within {} s", CONFIRM_LIMIT.as_secs())),
+        match tokio::time::timeout(self.limit, self.peer.create_elicitation(request)).await {
+            Err(_) => Err(format!("no answer within {} s", self.limit.as_secs())),
             Ok(Err(e)) => Err(e.to_string()),
-            Ok(Ok(answer)) => Ok(answer.action == ElicitationAction::Accept),
+            Ok(Ok(answer)) => match answer.action {
+                ElicitationAction::Accept => Ok(true),
+                ElicitationAction::Decline => Ok(false),
+                // The same words as on 2026-07-28 (`app::detached`).
+                _ => Err("the user dismissed the question".to_string()),
+            },
+        }
+    }
+}
+
+/// How a request's client speaks: which era, and whether it can answer questions and run
+/// tasks (2026-07-28 declares both per request, in `_meta`).
+struct ClientKind {
+    /// 2026-07-28 or later: no server-initiated requests.
+    modern: bool,
+    elicits: bool,
+    tasks: bool,
+}
+
+impl ClientKind {
+    fn of(ctx: &RequestContext<RoleServer>) -> Self {
+        // ISO dates compare as strings in time order.
+        let modern = ctx
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+        let capabilities = ctx.client_capabilities();
+        Self {
+            modern,
+            elicits: capabilities
+                .as_ref()
+                .is_some_and(|c| c.elicitation.is_some()),
+            tasks: modern && capabilities.as_ref().is_some_and(|c| c.supports_tasks()),
         }
     }
 }
@@ -181,24 +214,68 @@ impl CodeExecutionServer {
     async fn execute_code(
         &self,
         Parameters(args): Parameters<ExecuteCodeArgs>,
+        RequestState(state): RequestState,
+        ToolInputResponses(responses): ToolInputResponses,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, Reply> {
+        if let Some(state) = state {
+            // A retry that answers questions: it resumes the paused execution.
+            let session = args.session.as_deref();
+            let responses = responses.unwrap_or_default();
+            return self
+                .resume(&args.code, session, &state, responses, &ctx)
+                .await;
+        }
+        let client = ClientKind::of(&ctx);
+        let detach =
+            client.tasks || (client.modern && client.elicits && self.app.gateway().is_some());
+        if detach {
+            let (code, session) = (args.code.clone(), args.session.clone());
+            let detached = self.app.execute_detached(request_of(args));
+            if client.tasks {
+                return self.run_as_task(detached, &ctx).await;
+            }
+            let parked = Parked::new(detached, &code, session.as_deref());
+            return self.drive_rounds(parked, &ctx).await;
+        }
+        self.run_inline(args, ctx).await.map(Reply::into_response)
+    }
+}
+
+/// The request `args` make, without a way to ask or to report progress yet.
+fn request_of(args: ExecuteCodeArgs) -> ExecuteRequest {
+    ExecuteRequest {
+        code: args.code,
+        context_vars: args.context_vars.map(Value::Object),
+        timeout_seconds: args.timeout_seconds,
+        memory_mb: args.memory_mb,
+        session: args.session,
+        tap: None,
+        confirm: None,
+    }
+}
+
+impl CodeExecutionServer {
+    /// The execution within this request (legacy connections, and modern ones with nothing
+    /// to ask): progress reports to the request's token, questions by server-initiated
+    /// elicitation where the client supports it.
+    async fn run_inline(
+        &self,
+        args: ExecuteCodeArgs,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Reply, Reply> {
-        let context = args.context_vars.map(Value::Object);
         let token = ctx.meta.get_progress_token();
         let (tap, latest) = LatestLine::new();
-        let request = ExecuteRequest {
-            code: args.code,
-            context_vars: context,
-            timeout_seconds: args.timeout_seconds,
-            memory_mb: args.memory_mb,
-            session: args.session,
-            tap: token.is_some().then(|| Arc::new(tap) as _),
-            confirm: (!ctx.peer.supported_elicitation_modes().is_empty()).then(|| {
-                Arc::new(ElicitConfirm {
-                    peer: ctx.peer.clone(),
-                }) as _
-            }),
-        };
+        let mut request = request_of(args);
+        request.tap = token.is_some().then(|| Arc::new(tap) as _);
+        let legacy_elicits =
+            !ClientKind::of(&ctx).modern && !ctx.peer.supported_elicitation_modes().is_empty();
+        request.confirm = legacy_elicits.then(|| {
+            Arc::new(ElicitConfirm {
+                peer: ctx.peer.clone(),
+                limit: self.app.config().gateway.confirm_wait(),
+            }) as _
+        });
         let run = self.app.execute(request, ctx.ct.clone());
         let ran = match token {
             None => run.await,
@@ -216,11 +293,21 @@ impl CodeExecutionServer {
                 progress::with_progress(run, latest, shown, report).await
             }
         };
+        self.respond(ran, &ctx.peer).await
+    }
+
+    /// The answer to an execution that ended, and the announcement of the files it changed to
+    /// `peer`'s subscriptions.
+    pub(super) async fn respond(
+        &self,
+        ran: Result<crate::app::Executed, crate::app::ExecuteError>,
+        peer: &rmcp::Peer<RoleServer>,
+    ) -> Result<Reply, Reply> {
         // Bad input, busy, a full workspace or an engine failure: a message saying what to do.
         let ran = ran.map_err(|e| self.error(e.to_string()))?;
         let (outcome, limits, produced) = (ran.outcome, ran.limits, ran.produced);
         let changed: Vec<String> = produced.files.iter().map(|f| f.path.clone()).collect();
-        self.announce_changes(&ctx.peer, &changed, produced.listing_changed)
+        self.announce_changes(peer, &changed, produced.listing_changed)
             .await;
         let tool_calls = ran
             .tool_calls
@@ -343,11 +430,13 @@ mod tests {
         let _client = Silent.serve(client_io).await.expect("client connects");
         let server = server.await.unwrap().expect("server starts");
         let started = tokio::time::Instant::now();
+        let limit = std::time::Duration::from_secs(300);
         let confirm = ElicitConfirm {
             peer: server.peer().clone(),
+            limit,
         };
         let answer = confirm.confirm("Allow this call?".into()).await;
         assert_eq!(answer, Err("no answer within 300 s".to_string()));
-        assert!(started.elapsed() >= CONFIRM_LIMIT);
+        assert!(started.elapsed() >= limit);
     }
 }

@@ -11,6 +11,7 @@ mod credentials;
 mod edge_cases;
 mod over_mcp;
 mod pypi;
+mod rounds;
 mod supervision;
 
 use std::path::Path;

@@ -1,0 +1,43 @@
+//! Confirmation of upstream calls on both protocol eras, and long executions as tasks, through
+//! the official MCP Python SDK against the real binary over stdio and HTTP with two tenants
+//! (`tests/python/confirm_rounds.py`): on 2026-07-28 the question travels as an
+//! `InputRequiredResult` and the retry resumes the execution that asked; forged, replayed,
+//! other tenants' and expired request states run nothing; a paused execution nobody answers
+//! and a cancelled task leave no container.
+
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::common::{self, upstreams};
+
+#[test]
+fn confirmations_pause_and_resume_the_execution_that_asked() {
+    let python = upstreams::sdk_python();
+    let dir = tempfile::tempdir().unwrap();
+    let stamp = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/stamp_server.py");
+    let file = upstreams::upstreams_file(
+        dir.path(),
+        json!({
+            "stamp": {"command": python, "args": [stamp],
+                      "policy": {"tools": {"stamp": "confirm"}}},
+            "time": {"command": upstreams::main_python(),
+                     "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
+                     "policy": {"default": "confirm"}},
+        }),
+    );
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/confirm_rounds.py"
+    );
+    let status = Command::new(&python)
+        .args(["-W", "ignore::DeprecationWarning"])
+        .arg(script)
+        .arg(common::BIN)
+        .arg(dir.path().join("data"))
+        .arg(&file)
+        .envs(common::python_client_env())
+        .status()
+        .expect("run the Python client (CEM_TEST_PYTHON: an interpreter with the main pins of tests/upstream-pins.txt)");
+    assert!(status.success(), "the Python client failed: {status}");
+}

@@ -1,0 +1,313 @@
+"""Confirmation of upstream calls (policy `confirm`) and long executions as tasks, driven by the
+official MCP Python SDK's `Client` against the real binary:
+
+- on a 2026-07-28 connection the question travels as an `InputRequiredResult` and the retry
+  resumes the same execution (accept, decline, cancel; two questions in one execution; two
+  executions paused at once; a forged, replayed, other tenant's and expired `requestState`);
+- on a legacy (initialize) connection the server asks with its own elicitation request;
+- `execute_code` as a task (the tasks extension): polled, with progress, and cancelled, after
+  which its container is gone.
+
+    python tests/python/confirm_rounds.py BINARY DATA_DIR UPSTREAMS_FILE [--measure N]
+
+The upstreams file names `stamp` (tests/python/stamp_server.py) and `time` (mcp-server-time),
+each with policy `confirm`. With --measure, prints the p50 of the confirmation round trip
+(the client sends its retry → the upstream receives the call) over N rounds instead.
+Exits non-zero with a message on the first mismatch. Used by tests/gateway/rounds.rs.
+"""
+
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.inbound import encode_header_value
+from mcp_types import ElicitResult, InputRequiredResult
+
+from original_examples import check, http_server, payload
+
+TASKS = "io.modelcontextprotocol/tasks"
+
+STAMP = """
+from servers.stamp import stamp
+from servers import ToolError
+try:
+    first = stamp(note="one")
+    result = {"ok": True, "calls": first["calls"]}
+except ToolError as e:
+    result = {"ok": False, "error": str(e)}
+"""
+
+TWO = """
+from servers.stamp import stamp
+a = stamp(note="a")
+b = stamp(note="b")
+result = {"calls": [a["calls"], b["calls"]]}
+"""
+
+
+def answering(actions, asked):
+    """An elicitation callback that answers with `actions` in turn and records each question."""
+    async def answer(_context, params):
+        asked.append(params.message)
+        return ElicitResult(action=actions[min(len(asked), len(actions)) - 1])
+    return answer
+
+
+def can_ask():
+    """The client declares elicitation (it answers when driving by hand)."""
+    return {"elicitation_callback": answering(["accept"], [])}
+
+
+async def confirmations(make, label, era):
+    """Accept, decline and cancel; two questions in one execution."""
+    for action, ok in [("accept", True), ("decline", False), ("cancel", False)]:
+        asked = []
+        async with make(elicitation_callback=answering([action], asked), mode=era) as c:
+            check(c.protocol_version == ("2026-07-28" if era == "auto" else "2025-11-25"),
+                  f"{label}: era {era} negotiated {c.protocol_version}")
+            r = await c.call_tool("execute_code", {"code": STAMP})
+            p = payload(r)
+            check(p["success"], f"{label} {action}: {p}")
+            check(p["result"]["ok"] is ok, f"{label} {action}: {p['result']}")
+            check(len(asked) == 1 and "stamp" in asked[0], f"{label} {action}: asked {asked}")
+            if action == "accept":
+                check(len(p["tool_calls"]) == 1 and p["tool_calls"][0]["ok"], f"{label}: {p['tool_calls']}")
+            if action == "decline":
+                check("declined" in p["result"]["error"], f"{label}: {p['result']}")
+            if action == "cancel":
+                check("dismissed" in p["result"]["error"], f"{label}: {p['result']}")
+    asked = []
+    async with make(elicitation_callback=answering(["accept"], asked), mode=era) as c:
+        p = payload(await c.call_tool("execute_code", {"code": TWO}))
+        check(p["success"] and len(asked) == 2, f"{label}: two questions: {p} {asked}")
+        a, b = p["result"]["calls"]
+        check(b == a + 1, f"{label}: each accepted call went out once: {p['result']}")
+
+
+async def by_hand(c, code, state=None, responses=None):
+    """One round of execute_code, the client driving: the raw InputRequiredResult or result."""
+    return await c.session.call_tool("execute_code", {"code": code}, request_state=state,
+                                     input_responses=responses, allow_input_required=True)
+
+
+def accept(first):
+    return {key: ElicitResult(action="accept") for key in first.input_requests}
+
+
+async def paused_rounds(make, label):
+    """Two executions paused at once; forged and replayed states run nothing."""
+    async with make(**can_ask()) as c:
+        code_a = STAMP.replace('"one"', '"paused-a"')
+        code_b = STAMP.replace('"one"', '"paused-b"')
+        first_a = await by_hand(c, code_a)
+        first_b = await by_hand(c, code_b)
+        for first in (first_a, first_b):
+            check(isinstance(first, InputRequiredResult) and first.request_state and first.input_requests,
+                  f"{label}: paused: {first}")
+        # The second answered first.
+        done_b = await by_hand(c, code_b, first_b.request_state, accept(first_b))
+        done_a = await by_hand(c, code_a, first_a.request_state, accept(first_a))
+        for done in (done_a, done_b):
+            check(not isinstance(done, InputRequiredResult) and payload(done)["result"]["ok"], f"{label}: {done}")
+        calls = sorted([payload(done_a)["result"]["calls"], payload(done_b)["result"]["calls"]])
+        check(calls[1] == calls[0] + 1, f"{label}: one call each: {calls}")
+
+        # A replay of an answered state runs nothing.
+        again = await by_hand(c, code_a, first_a.request_state, accept(first_a))
+        check(again.is_error and "nothing ran" in again.content[0].text, f"{label}: replay: {again}")
+        # A forged one neither.
+        forged = first_a.request_state[:-4] + ("AAAA" if not first_a.request_state.endswith("AAAA") else "BBBB")
+        r = await by_hand(c, code_a, forged, accept(first_a))
+        check(r.is_error and "not issued by this server" in r.content[0].text, f"{label}: forged: {r}")
+        r = await by_hand(c, code_a, "made-up", None)
+        check(r.is_error and "not issued by this server" in r.content[0].text, f"{label}: made up: {r}")
+        # Other code with a genuine state.
+        first = await by_hand(c, code_a)
+        r = await by_hand(c, code_b, first.request_state, accept(first))
+        check(r.is_error and "other code" in r.content[0].text, f"{label}: other code: {r}")
+        done = await by_hand(c, code_a, first.request_state, accept(first))
+        check(payload(done)["result"]["ok"], f"{label}: after the refusal the state still works: {done}")
+        stats = payload(await c.call_tool("get_execution_stats", {}))
+        return stats
+
+
+async def expiry(make, label, container_gone):
+    """A pause nobody answers ends as cancelled, its container removed; its state then expires."""
+    async with make(**can_ask()) as c:
+        code = "import socket\nopen('/workspace/paused-host.txt', 'w').write(socket.gethostname())\n" + STAMP
+        first = await by_hand(c, code)
+        check(isinstance(first, InputRequiredResult), f"{label}: paused: {first}")
+        host = payload(await c.call_tool("read_workspace_file", {"filename": "paused-host.txt"}))["content"]
+        await asyncio.sleep(4)  # the server runs with --confirm-wait-secs 2
+        container_gone(host, label)
+        r = await by_hand(c, code, first.request_state, accept(first))
+        check(r.is_error and "expired" in r.content[0].text, f"{label}: expired: {r}")
+        stats = payload(await c.call_tool("get_execution_stats", {}))
+        by_status = stats["executions"]["executions_by_status"]
+        check(by_status.get("cancelled", 0) >= 1, f"{label}: ended as cancelled: {by_status}")
+
+
+async def foreign(make_alice, make_bob, label):
+    """Bob cannot resume Alice's paused execution."""
+    async with make_alice(**can_ask()) as alice, make_bob(**can_ask()) as bob:
+        first = await by_hand(alice, STAMP)
+        r = await by_hand(bob, STAMP, first.request_state, accept(first))
+        check(r.is_error and "another tenant" in r.content[0].text, f"{label}: foreign: {r}")
+        done = await by_hand(alice, STAMP, first.request_state, accept(first))
+        check(payload(done)["result"]["ok"], f"{label}: alice resumes her own: {done}")
+
+
+async def tasks(make, label, container_gone):
+    """A long execution becomes a task: polled with progress, answered through the task, and
+    cancelled, after which its container is gone."""
+    async def send(c, method, params):
+        # The SDK has no tasks client of its own: raw requests, stamped with the 2026-07-28
+        # _meta and headers as the SDK stamps its own (the capabilities carry the extension).
+        data = {"method": method, "params": dict(params)}
+        opts = {}
+        c.session._stamp(data, opts)
+        if "taskId" in params:  # HTTP routes tasks/* by the task's id (Mcp-Name)
+            opts["headers"]["mcp-name"] = encode_header_value(params["taskId"])
+        return await c.session._dispatcher.send_raw_request(method, data["params"], opts)
+
+    async with make(extensions=[advertise_tasks()], **can_ask()) as c:
+        # Quick code answers inline (or, on a machine so loaded that its container took over a
+        # second to start, as a task that ends with the same answer).
+        raw = await send(c, "tools/call", {"name": "execute_code", "arguments": {"code": "result = 1"}})
+        if raw.get("resultType") == "task":
+            for _ in range(120):
+                got = await send(c, "tasks/get", {"taskId": raw["taskId"]})
+                if got["status"] != "working":
+                    break
+                await asyncio.sleep(0.25)
+            check(got["status"] == "completed", f"{label}: quick task: {got}")
+            raw = got["result"]
+        check(raw["structuredContent"]["result"] == 1, f"{label}: quick: {raw}")
+        # Long code becomes a task.
+        code = ("import socket, time\nopen('/workspace/task-host.txt', 'w').write(socket.gethostname())\n"
+                "for i in range(600):\n    print('step', i, flush=True)\n    time.sleep(0.1)\n")
+        raw = await send(c, "tools/call", {"name": "execute_code", "arguments": {"code": code}})
+        check(raw.get("resultType") == "task" and raw.get("taskId"), f"{label}: a task: {raw}")
+        task_id = raw["taskId"]
+        seen = None
+        for _ in range(60):
+            got = await send(c, "tasks/get", {"taskId": task_id})
+            check(got["status"] == "working", f"{label}: working: {got}")
+            if "step" in (got.get("statusMessage") or ""):
+                seen = got["statusMessage"]
+                break
+            await asyncio.sleep(0.5)
+        check(seen, f"{label}: progress in the status message")
+        host = payload(await c.call_tool("read_workspace_file", {"filename": "task-host.txt"}))["content"]
+        await send(c, "tasks/cancel", {"taskId": task_id})
+        for _ in range(60):
+            got = await send(c, "tasks/get", {"taskId": task_id})
+            if got["status"] == "cancelled":
+                break
+            await asyncio.sleep(0.5)
+        check(got["status"] == "cancelled", f"{label}: cancelled: {got}")
+        container_gone(host, label)
+
+        # A question inside a task: input_required in tasks/get, answered by tasks/update.
+        code = "import time\ntime.sleep(1.5)\n" + STAMP
+        raw = await send(c, "tools/call", {"name": "execute_code", "arguments": {"code": code}})
+        task_id = raw["taskId"]
+        for _ in range(60):
+            got = await send(c, "tasks/get", {"taskId": task_id})
+            if got["status"] == "input_required":
+                break
+            await asyncio.sleep(0.25)
+        check(got["status"] == "input_required", f"{label}: input_required: {got}")
+        keys = list(got["inputRequests"])
+        await send(c, "tasks/update", {"taskId": task_id,
+                                       "inputResponses": {k: {"action": "accept"} for k in keys}})
+        for _ in range(60):
+            got = await send(c, "tasks/get", {"taskId": task_id})
+            if got["status"] == "completed":
+                break
+            await asyncio.sleep(0.25)
+        check(got["status"] == "completed", f"{label}: completed: {got}")
+        result = got["result"]["structuredContent"]
+        check(result["result"]["ok"], f"{label}: the call went out: {result}")
+
+
+def advertise_tasks():
+    from mcp.client.extension import advertise
+    return advertise(TASKS)
+
+
+def docker_container_gone(host, label):
+    """The container whose hostname (its short id) is `host` is removed within 30 s."""
+    for _ in range(60):
+        out = subprocess.run(["docker", "ps", "-aq", "--no-trunc"], capture_output=True, text=True).stdout
+        if not any(line.startswith(host) for line in out.split()):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{label}: container {host} is still there")
+
+
+async def measure(make, rounds):
+    """The confirmation round trip: the client sends its retry → the upstream receives the call."""
+    took = []
+    async with make(**can_ask()) as c:
+        for i in range(rounds):
+            code = f"from servers.stamp import stamp\nresult = stamp(note='m{i}')"
+            first = await by_hand(c, code)
+            sent = time.time()
+            done = await by_hand(c, code, first.request_state, accept(first))
+            took.append((payload(done)["result"]["at"] - sent) * 1000)
+    took.sort()
+    print(json.dumps({"rounds": rounds, "p50_ms": round(statistics.median(took), 2),
+                      "p90_ms": round(took[int(len(took) * 0.9) - 1], 2)}))
+
+
+def stdio_maker(binary, args):
+    params = StdioServerParameters(command=binary, args=["serve", *args])
+
+    def make(**kw):
+        return Client(params, **kw)
+    return make
+
+
+def http_maker(url, token=None):
+    def make(**kw):
+        if token is None:
+            return Client(url, **kw)
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(120))
+        return Client(streamable_http_client(url, http_client=http), **kw)
+    return make
+
+
+async def main(binary, data_dir, upstreams, rounds):
+    common = ["--workspace-quota-mb", "0", "--upstreams", upstreams, "--confirm-wait-secs", "2"]
+    stdio = stdio_maker(binary, ["--workspace", f"{data_dir}/ws-stdio", "--skills-dir", f"{data_dir}/sk", *common])
+    if rounds:
+        await measure(stdio, rounds)
+        return
+    for era in ["auto", "legacy"]:
+        await confirmations(stdio, f"stdio/{era}", era)
+    await paused_rounds(stdio, "stdio")
+    await expiry(stdio, "stdio", docker_container_gone)
+    await tasks(stdio, "stdio", docker_container_gone)
+
+    tenants = ["--data-dir", f"{data_dir}/http", "--tokens", "alice:alice-token-0123456789abcdef0123456789,bob:bob-token-0123456789abcdef0123456789ab"]
+    with http_server(binary, [*tenants, *common]) as url:
+        alice = http_maker(url, "alice-token-0123456789abcdef0123456789")
+        bob = http_maker(url, "bob-token-0123456789abcdef0123456789ab")
+        for era in ["auto", "legacy"]:
+            await confirmations(alice, f"http/{era}", era)
+        await paused_rounds(alice, "http")
+        await foreign(alice, bob, "http")
+        await expiry(bob, "http", docker_container_gone)
+        await tasks(alice, "http", docker_container_gone)
+
+
+if __name__ == "__main__":
+    measure_rounds = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[4] == "--measure" else 0
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], measure_rounds))
