@@ -128,6 +128,47 @@ async fn server_with_a_running_execution(
     (child, pid, call)
 }
 
+/// A 2026-07-28 client may probe `server/discover` and leave without another request: the
+/// server exits cleanly and removes its pool, as when any session ends.
+#[tokio::test]
+async fn a_client_that_only_probes_ends_the_server_cleanly() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let _starting = common::SERVER_STARTS.read().await;
+    let mut child = common::serve_command(dir.path(), &[]).spawn().unwrap();
+    let pid = child.id().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+    let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "probe", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}}}});
+    stdin
+        .write_all(format!("{discover}\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    stdout.read_line(&mut answer).await.unwrap();
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert!(
+        answer["result"]["supportedVersions"]
+            .as_array()
+            .is_some_and(|v| v.contains(&json!("2026-07-28"))),
+        "{answer}"
+    );
+    assert!(
+        wait_for(async || !containers_of(pid).await.is_empty()).await,
+        "the pool started no container"
+    );
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the server exits when stdin closes")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert!(containers_of(pid).await.is_empty(), "the pool was left");
+}
+
 #[tokio::test]
 async fn sigterm_during_an_execution_removes_its_container() {
     let dir = tempfile::tempdir().unwrap();

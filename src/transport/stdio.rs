@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use rmcp::model::JsonRpcMessage;
-use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::service::{RxJsonRpcMessage, ServerInitializeError, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::{RoleServer, ServiceExt};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -30,10 +30,19 @@ pub async fn serve_stdio(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let server = CodeExecutionServer::new(app.clone());
-    let running = server
-        .serve(stdio())
-        .await
-        .map_err(|e| ServeError::Stdio(e.to_string()))?;
+    let running = match server.serve(stdio()).await {
+        Ok(running) => running,
+        Err(e) => {
+            // The pool's containers go either way, not at the next start's reap.
+            app.shutdown_all().await;
+            return match e {
+                // The client left before it chose a lifecycle (a 2026-07-28 client that only
+                // probed `server/discover`, or one that gave up): nothing failed.
+                ServerInitializeError::ConnectionClosed(_) => Ok(()),
+                e => Err(ServeError::Stdio(e.to_string())),
+            };
+        }
+    };
     let cancel = running.cancellation_token();
     let result = tokio::select! {
         r = running.waiting() => r.map(|_| ()).map_err(|e| ServeError::Stdio(e.to_string())),
