@@ -8,16 +8,19 @@ official MCP Python SDK's `Client` against the real binary:
 - `execute_code` as a task (the tasks extension): polled, with progress, and cancelled, after
   which its container is gone.
 
-    python tests/python/confirm_rounds.py BINARY DATA_DIR UPSTREAMS_FILE [--measure N]
+    python tests/python/confirm_rounds.py BINARY DATA_DIR UPSTREAMS_FILE
+    python tests/python/confirm_rounds.py BINARY DATA_DIR --measure N
 
 The upstreams file names `stamp` (tests/python/stamp_server.py) and `time` (mcp-server-time),
-each with policy `confirm`. With --measure, prints the p50 of the confirmation round trip
-(the client sends its retry → the upstream receives the call) over N rounds instead.
+each with policy `confirm`. With --measure, prints the confirmation round trip instead (the
+client sends its retry → the upstream receives the call) over N rounds, beside the legacy
+era's (the client answers the server's elicitation → the upstream receives the call).
 Exits non-zero with a message on the first mismatch. Used by tests/gateway/rounds.rs.
 """
 
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -253,18 +256,38 @@ def docker_container_gone(host, label):
 
 
 async def measure(make, rounds):
-    """The confirmation round trip: the client sends its retry → the upstream receives the call."""
-    took = []
+    """The confirmation round trip on 2026-07-28 (the client sends its retry → the upstream
+    receives the call), against the legacy era's (the client answers the server's elicitation
+    request → the upstream receives the call), in one process over the same stdio server."""
+    def p(values, q):
+        values = sorted(values)
+        return round(values[min(len(values) - 1, int(len(values) * q))], 2)
+
+    retry = []
     async with make(**can_ask()) as c:
         for i in range(rounds):
             code = f"from servers.stamp import stamp\nresult = stamp(note='m{i}')"
             first = await by_hand(c, code)
             sent = time.time()
             done = await by_hand(c, code, first.request_state, accept(first))
-            took.append((payload(done)["result"]["at"] - sent) * 1000)
-    took.sort()
-    print(json.dumps({"rounds": rounds, "p50_ms": round(statistics.median(took), 2),
-                      "p90_ms": round(took[int(len(took) * 0.9) - 1], 2)}))
+            retry.append((payload(done)["result"]["at"] - sent) * 1000)
+    legacy = []
+    answered = []
+
+    async def answer(_context, _params):
+        answered.append(time.time())
+        return ElicitResult(action="accept")
+    async with make(elicitation_callback=answer, mode="legacy") as c:
+        for i in range(rounds):
+            code = f"from servers.stamp import stamp\nresult = stamp(note='l{i}')"
+            done = await c.call_tool("execute_code", {"code": code})
+            legacy.append((payload(done)["result"]["at"] - answered[-1]) * 1000)
+    print(json.dumps({
+        "rounds": rounds,
+        "requestState_retry_ms": {"p50": p(retry, 0.5), "p90": p(retry, 0.9)},
+        "legacy_elicitation_ms": {"p50": p(legacy, 0.5), "p90": p(legacy, 0.9)},
+        "ratio_p50": round(statistics.median(retry) / statistics.median(legacy), 2),
+    }))
 
 
 def stdio_maker(binary, args):
@@ -282,6 +305,17 @@ def http_maker(url, token=None):
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(120))
         return Client(streamable_http_client(url, http_client=http), **kw)
     return make
+
+
+def stamp_upstreams(data_dir):
+    """An upstreams file with only `stamp`, policy confirm (for --measure)."""
+    os.makedirs(data_dir, exist_ok=True)
+    path = os.path.join(data_dir, "upstreams.json")
+    stamp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stamp_server.py")
+    with open(path, "w") as f:
+        json.dump({"mcpServers": {"stamp": {"command": sys.executable, "args": [stamp],
+                                            "policy": {"tools": {"stamp": "confirm"}}}}}, f)
+    return path
 
 
 async def main(binary, data_dir, upstreams, rounds):
@@ -309,5 +343,7 @@ async def main(binary, data_dir, upstreams, rounds):
 
 
 if __name__ == "__main__":
-    measure_rounds = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[4] == "--measure" else 0
-    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], measure_rounds))
+    if sys.argv[3] == "--measure":
+        asyncio.run(main(sys.argv[1], sys.argv[2], stamp_upstreams(sys.argv[2]), int(sys.argv[4])))
+    else:
+        asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], 0))
