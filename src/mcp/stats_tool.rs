@@ -109,6 +109,10 @@ pub struct ExecutionStatsResponse {
     /// The encrypted PII vault file (with `--pii-key-file`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub pii_vault: Option<PiiVaultStats>,
+    /// Executions paused on a `confirm` question, waiting for a 2026-07-28 client's retry.
+    pub executions_paused: usize,
+    /// Executions running as tasks (the tasks extension).
+    pub tasks_running: usize,
 }
 
 #[tool_router(router = stats_router, vis = "pub(crate)")]
@@ -211,6 +215,8 @@ impl CodeExecutionServer {
                     records_rejected: p.records_rejected,
                 }
             }),
+            executions_paused: app.paused().len(),
+            tasks_running: app.tasks().running_task_count(),
         }))
     }
 }

@@ -110,6 +110,8 @@ async def paused_rounds(make, label):
         code_b = STAMP.replace('"one"', '"paused-b"')
         first_a = await by_hand(c, code_a)
         first_b = await by_hand(c, code_b)
+        paused = payload(await c.call_tool("get_execution_stats", {}))["executions_paused"]
+        check(paused == 2, f"{label}: two executions paused: {paused}")
         for first in (first_a, first_b):
             check(isinstance(first, InputRequiredResult) and first.request_state and first.input_requests,
                   f"{label}: paused: {first}")
@@ -152,6 +154,7 @@ async def expiry(make, label, container_gone):
         r = await by_hand(c, code, first.request_state, accept(first))
         check(r.is_error and "expired" in r.content[0].text, f"{label}: expired: {r}")
         stats = payload(await c.call_tool("get_execution_stats", {}))
+        check(stats["executions_paused"] == 0, f"{label}: nothing stays paused: {stats['executions_paused']}")
         by_status = stats["executions"]["executions_by_status"]
         check(by_status.get("cancelled", 0) >= 1, f"{label}: ended as cancelled: {by_status}")
 
