@@ -241,6 +241,68 @@ async fn streamable_http_serves_the_same_tools() {
 }
 
 #[tokio::test]
+async fn a_delete_ends_a_legacy_http_session_with_204() {
+    let t = TestApp::start().await;
+    let server = common::HttpServer::start(t.app.clone()).await;
+    code_execution_mcp::install_tls_provider();
+    let http = reqwest::Client::new();
+    let post = |session: Option<&str>, body: serde_json::Value| {
+        let mut request = http
+            .post(&server.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18");
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.body(body.to_string()).send()
+    };
+    let init = post(
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "delete-test", "version": "0"}}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(init.status(), 200);
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let _ = init.text().await;
+    let ready = post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ready.status(), 202);
+
+    let deleted = http
+        .delete(&server.url)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    let status = deleted.status();
+    let body = deleted.text().await.unwrap();
+    assert_eq!(status, 204, "the DELETE was answered {status}: {body}");
+    assert!(body.is_empty(), "a 204 has no body: {body}");
+    // The session is gone: a request in it is told to initialize again.
+    let after = post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(after.status(), 404, "{}", after.text().await.unwrap());
+    server.stop().await;
+    t.finish().await;
+}
+
+#[tokio::test]
 async fn http_refuses_non_loopback_addresses_without_authentication() {
     let t = TestApp::start().await;
     let err = code_execution_mcp::transport::serve_http(

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -249,7 +249,25 @@ async fn mcp_endpoint(request: Request) -> Response {
     let Some(Target(service)) = request.extensions().get::<Target>().cloned() else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    service.handle(request).await.into_response()
+    let delete = request.method() == Method::DELETE;
+    let response = service.handle(request).await.into_response();
+    if delete {
+        session_ended(response)
+    } else {
+        response
+    }
+}
+
+/// A DELETE that ended a legacy session, answered 204 No Content. rmcp answers it 202 Accepted,
+/// which says the work is still to be done; the session is gone by then, and clients read 202 as
+/// a failure (the MCP Python SDK logs "Session termination failed: 202", expecting 200 or 204).
+/// Other answers (no such session, no session id) pass as they are.
+fn session_ended(response: Response) -> Response {
+    if response.status() == StatusCode::ACCEPTED {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        response
+    }
 }
 
 /// `GET /health`: 200 while the Docker engine answers (and, with `--shared-data`, the data
