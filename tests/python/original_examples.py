@@ -1,22 +1,72 @@
 """The original project's README examples (data processing, tool discovery, privacy, skills),
-driven by the official MCP Python SDK against the real `code-execution-mcp` binary, over stdio and over streamable HTTP.
+driven by the official MCP Python SDK against the real `code-execution-mcp` binary, over stdio and
+over streamable HTTP, each on a legacy session (the initialize handshake) and on a 2026-07-28 one
+(`server/discover`).
 
     python tests/python/original_examples.py BINARY DATA_DIR
 
-Exits non-zero with a message on the first mismatch. Used by tests/python_client.rs.
+Exits non-zero with a message on the first mismatch. Used by tests/python_client.rs. The other
+scripts of this folder import its helpers: `check`, `payload`, `http_server`, `server_env`, and
+`ERAS` with `client_for`, which every script uses to run on both eras.
 """
 
 import asyncio
 import contextlib
 import json
+import logging
+import os
 import socket
 import subprocess
 import sys
 import time
 
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp import Client, StdioServerParameters
+
+# The eras a script runs on: the `Client` mode that asks for one, and the protocol version it must
+# land on. "legacy" forces the initialize handshake; "auto" (the SDK's default) probes
+# `server/discover` and takes the newest version both sides speak.
+ERAS = {"legacy": "2025-11-25", "auto": "2026-07-28"}
+
+
+def server_env():
+    """What a stdio server of a script inherits beside the SDK's short default list: the test
+    harness's settings for the servers it starts (tests/common `python_client_env`), so that a
+    stdio server shares the image-tree copy and answers `server/discover` in time."""
+    return {k: v for k, v in os.environ.items() if k in ("CEM_IMAGE_TREE_DIR", "CEM_PRELOAD")}
+
+
+@contextlib.asynccontextmanager
+async def client_for(server, mode, label, **kwargs):
+    """A `Client` of `server` (a `StdioServerParameters`, a URL, or a transport) in `mode`,
+    checked to have negotiated the version of `ERAS`."""
+    async with Client(server, mode=mode, **kwargs) as client:
+        check(client.protocol_version == ERAS[mode],
+              f"{label}: mode {mode!r} negotiated {client.protocol_version}, expected {ERAS[mode]}")
+        yield client
+
+
+class TerminationFailures(logging.Handler):
+    """The SDK's warnings that ending an HTTP session failed (it expects 200 or 204 to a DELETE)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        message = record.getMessage()
+        if "Session termination failed" in message:
+            self.messages.append(message)
+
+    @classmethod
+    @contextlib.contextmanager
+    def watched(cls):
+        handler = cls()
+        logger = logging.getLogger("mcp.client.streamable_http")
+        logger.addHandler(handler)
+        try:
+            yield handler
+        finally:
+            logger.removeHandler(handler)
 
 
 def check(cond, message):
@@ -31,9 +81,8 @@ def payload(result):
     return json.loads(result.content[0].text)
 
 
-async def original_examples(session: ClientSession, label: str):
-    await session.initialize()
-    tools = {t.name for t in (await session.list_tools()).tools}
+async def original_examples(client: Client, label: str):
+    tools = {t.name for t in (await client.list_tools()).tools}
     for name in ["execute_code", "search_tools", "get_tool_definition", "list_tool_categories",
                  "save_skill", "load_skill", "list_skills", "sanitize_pii", "restore_pii",
                  "write_workspace_file", "read_workspace_file", "list_workspace_files",
@@ -42,7 +91,7 @@ async def original_examples(session: ClientSession, label: str):
 
     # "Efficient Data Processing": 10,000 rows stay in the sandbox; only a summary returns.
     rows = [{"id": i, "status": "active" if i % 4 else "inactive", "value": i} for i in range(10_000)]
-    r = await session.call_tool("write_workspace_file",
+    r = await client.call_tool("write_workspace_file",
                                 {"filename": "large_dataset.json", "content": json.dumps(rows)})
     check(not r.is_error and payload(r)["success"], f"{label}: write failed: {r}")
     code = '''
@@ -54,7 +103,7 @@ result = {
     'sample': filtered[:5]
 }
 '''
-    r = await session.call_tool("execute_code", {"code": code})
+    r = await client.call_tool("execute_code", {"code": code})
     p = payload(r)
     check(not r.is_error and p["success"], f"{label}: execute_code failed: {p}")
     check(p["result"]["total"] == 10_000 and p["result"]["active"] == 7_500, f"{label}: {p['result']}")
@@ -64,42 +113,42 @@ result = {
 
     # Workspace round trip and the helpers.
     code = 'write_file("report.txt", "active=%d" % len(filter_by_field(json.loads(read_file("large_dataset.json")), "status", "active")))\nprint(list_files())'
-    r = await session.call_tool("execute_code", {"code": code})
+    r = await client.call_tool("execute_code", {"code": code})
     p = payload(r)
     check(p["success"] and "report.txt" in p["output"][0], f"{label}: {p}")
-    r = await session.call_tool("read_workspace_file", {"filename": "report.txt"})
+    r = await client.call_tool("read_workspace_file", {"filename": "report.txt"})
     check(payload(r)["content"] == "active=7500", f"{label}: {payload(r)}")
-    r = await session.call_tool("list_workspace_files", {})
+    r = await client.call_tool("list_workspace_files", {})
     check(sorted(payload(r)["files"]) == ["large_dataset.json", "report.txt"], f"{label}: {payload(r)}")
 
     # Errors come back as data the model can act on.
-    r = await session.call_tool("execute_code", {"code": "1/0"})
+    r = await client.call_tool("execute_code", {"code": "1/0"})
     p = payload(r)
     check(r.is_error and p["status"] == "error" and p["error_type"] == "ZeroDivisionError", f"{label}: {p}")
-    r = await session.call_tool("execute_code", {"code": "while True: pass", "timeout_seconds": 1})
+    r = await client.call_tool("execute_code", {"code": "while True: pass", "timeout_seconds": 1})
     check(payload(r)["status"] == "timeout", f"{label}: {payload(r)}")
 
     # "Progressive Tool Discovery": search, then load one definition.
-    r = await session.call_tool("search_tools", {"query": "vulnerability", "category": "security",
+    r = await client.call_tool("search_tools", {"query": "vulnerability", "category": "security",
                                                  "detail_level": "summary"})
     p = payload(r)
     check(not r.is_error and p["count"] > 0, f"{label}: search_tools: {p}")
     check(all(t["category"] == "security" for t in p["tools"]), f"{label}: category filter: {p}")
     first = p["tools"][0]["id"]
-    r = await session.call_tool("get_tool_definition", {"tool_name": first})
+    r = await client.call_tool("get_tool_definition", {"tool_name": first})
     check(not r.is_error and payload(r)["id"] == first, f"{label}: get_tool_definition: {r}")
     # A paraphrased need, not the tool's own words, is found in the top results.
-    r = await session.call_tool("search_tools", {
+    r = await client.call_tool("search_tools", {
         "query": "what's the weather going to be like in Paris tomorrow", "limit": 5})
     hits = [t["name"].lower() + " " + t["description"].lower() for t in payload(r)["tools"]]
     check(any("weather" in h or "forecast" in h for h in hits), f"{label}: paraphrase search: {hits}")
 
     # "Privacy-Preserving Operations".
-    r = await session.call_tool("sanitize_pii", {"text": "Contact john@example.com at 555-123-4567"})
+    r = await client.call_tool("sanitize_pii", {"text": "Contact john@example.com at 555-123-4567"})
     p = payload(r)
     check("john@example.com" not in p["sanitized_text"] and p["pii_found"] == 2, f"{label}: {p}")
     email_token = p["sanitized_text"].split()[1]
-    r = await session.call_tool("restore_pii", {"text": email_token})
+    r = await client.call_tool("restore_pii", {"text": email_token})
     check(payload(r)["restored_text"] == "john@example.com", f"{label}: restore_pii: {payload(r)}")
     # Data with emails and card numbers processed in the sandbox: tokens reach the model.
     code = "\n".join([
@@ -108,22 +157,22 @@ result = {
         'print("contacting", rows[0]["email"])',
         'result = rows',
     ])
-    r = await session.call_tool("execute_code", {"code": code})
+    r = await client.call_tool("execute_code", {"code": code})
     text = r.content[0].text
     for value in ["ann.lee@example.com", "bob@example.org", "4111 1111 1111 1111", "5500 0000 0000 0004"]:
         check(value not in text, f"{label}: {value} reached the model: {text}")
     card_token = payload(r)["result"][0]["card"]
-    r = await session.call_tool("restore_pii", {"text": card_token})
+    r = await client.call_tool("restore_pii", {"text": card_token})
     check(payload(r)["restored_text"] == "4111 1111 1111 1111", f"{label}: {payload(r)}")
 
     # "Building Skills": save, then exec(load_skill(...)); and a skill saved from sandbox code
     # is listed and importable in the next execution.
-    r = await session.call_tool("save_skill", {
+    r = await client.call_tool("save_skill", {
         "name": "filter_high_risk",
         "code": "def filter_high_risk(vulns): return [v for v in vulns if v['severity'] in ['high', 'critical']]",
         "description": "Filter vulnerabilities to high/critical only"})
     check(not r.is_error and payload(r)["success"], f"{label}: save_skill: {r}")
-    await session.call_tool("write_workspace_file", {"filename": "scan_results.json", "content": json.dumps(
+    await client.call_tool("write_workspace_file", {"filename": "scan_results.json", "content": json.dumps(
         [{"id": 1, "severity": "low"}, {"id": 2, "severity": "critical"}])})
     code = "\n".join([
         'skill = load_skill("filter_high_risk")',
@@ -131,19 +180,19 @@ result = {
         'vulns = json.loads(read_file("scan_results.json"))',
         'result = filter_high_risk(vulns)',
     ])
-    r = await session.call_tool("execute_code", {"code": code})
+    r = await client.call_tool("execute_code", {"code": code})
     check(payload(r)["result"] == [{"id": 2, "severity": "critical"}], f"{label}: skill example: {payload(r)}")
     skill_code = "def count_by(rows, key):\n    return len({r[key] for r in rows})\n"
-    r = await session.call_tool("execute_code", {
+    r = await client.call_tool("execute_code", {
         "code": f"print(save_skill('count_by', {skill_code!r}, 'distinct values'))"})
     check(payload(r)["success"], f"{label}: save_skill from code: {payload(r)}")
-    names = [s["name"] for s in payload(await session.call_tool("list_skills", {}))["skills"]]
+    names = [s["name"] for s in payload(await client.call_tool("list_skills", {}))["skills"]]
     check("count_by" in names, f"{label}: list_skills: {names}")
-    r = await session.call_tool("execute_code", {
+    r = await client.call_tool("execute_code", {
         "code": "from skills import count_by\nresult = count_by([{'a': 1}, {'a': 1}, {'a': 2}], 'a')"})
     check(payload(r)["result"] == 2, f"{label}: import of a saved skill: {payload(r)}")
 
-    r = await session.call_tool("get_execution_stats", {})
+    r = await client.call_tool("get_execution_stats", {})
     p = payload(r)
     check(p["executions"]["executions_total"] >= 7 and p["limits"]["default_memory_mb"] == 500, f"{label}: {p}")
     print(f"{label}: original examples ok")
@@ -177,16 +226,20 @@ def http_server(binary, args):
 
 async def main(binary, data_dir):
     common = ["--workspace-quota-mb", "0", "--skills-dir", f"{data_dir}/skills"]
-    params = StdioServerParameters(command=binary,
-                                   args=["serve", "--workspace", f"{data_dir}/ws-stdio", *common])
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
-            await original_examples(session, "stdio")
+    for mode in ERAS:
+        label = f"stdio {mode}"
+        params = StdioServerParameters(command=binary, env=server_env(),
+                                       args=["serve", "--workspace", f"{data_dir}/ws-stdio-{mode}", *common])
+        async with client_for(params, mode, label) as client:
+            await original_examples(client, label)
 
-    with http_server(binary, ["--workspace", f"{data_dir}/ws-http", *common]) as url:
-        async with streamable_http_client(url) as streams:
-            async with ClientSession(streams[0], streams[1]) as session:
-                await original_examples(session, "http")
+        label = f"http {mode}"
+        with http_server(binary, ["--workspace", f"{data_dir}/ws-http-{mode}", *common]) as url:
+            with TerminationFailures.watched() as failures:
+                async with client_for(url, mode, label) as client:
+                    await original_examples(client, label)
+            # Leaving a legacy session sends DELETE; the server answers it 204.
+            check(not failures.messages, f"{label}: {failures.messages}")
 
 
 if __name__ == "__main__":
