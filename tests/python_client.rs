@@ -1,6 +1,8 @@
 //! The official MCP Python SDK (`mcp` from PyPI) as an out-of-tree client: it runs the README
 //! examples of the Python server this one replaces (the original examples,
-//! `tests/python/original_examples.py`) against the real binary over stdio and streamable HTTP.
+//! `tests/python/original_examples.py`) and reads the saved skills through the Skills extension
+//! (`tests/python/skill_resources.py`), against the real binary over stdio and streamable HTTP,
+//! each on a legacy session and on a 2026-07-28 one.
 //! The interpreter is `$CEM_TEST_PYTHON` (CI points it at a venv with `mcp` installed), else a
 //! venv the tests make with the pinned SDK (`common::upstreams::sdk_python`).
 
@@ -9,4 +11,9 @@ mod common;
 #[test]
 fn official_python_client_runs_the_original_examples() {
     common::run_python_client("original_examples.py");
+}
+
+#[test]
+fn official_python_client_reads_saved_skills_as_mcp_skills() {
+    common::run_python_client("skill_resources.py");
 }

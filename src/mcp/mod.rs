@@ -12,6 +12,7 @@ mod execute;
 mod pii_tools;
 mod resources;
 mod rounds;
+mod skill_resources;
 mod skills_tools;
 mod stats_tool;
 mod tasks;
@@ -21,10 +22,11 @@ use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
-    CancelTaskParams, ErrorData, GetTaskParams, GetTaskResult, Implementation,
-    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, UnsubscribeRequestParams, UpdateTaskParams,
+    CancelTaskParams, ErrorData, GetSkillRequestParams, GetSkillResult, GetTaskParams,
+    GetTaskResult, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    ListSkillsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer, ServerHandler, tool_handler};
@@ -119,6 +121,7 @@ impl ServerHandler for CodeExecutionServer {
             .enable_resources_subscribe()
             .enable_resources_list_changed()
             .enable_tasks()
+            .enable_skills()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(
@@ -152,6 +155,22 @@ impl ServerHandler for CodeExecutionServer {
         resources::read(&self.app, request.uri)
             .await
             .map(Into::into)
+    }
+
+    async fn list_skills(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        skill_resources::list(&self.app, request.and_then(|r| r.cursor)).await
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        skill_resources::get(&self.app, request.uri).await
     }
 
     async fn subscribe(

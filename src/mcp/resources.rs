@@ -106,6 +106,9 @@ pub fn templates() -> ListResourceTemplatesResult {
 }
 
 pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, ErrorData> {
+    if super::skill_resources::is_skill_uri(&uri) {
+        return super::skill_resources::read(app, uri).await;
+    }
     let path = path_from_client(app, &uri)?;
     let mime = uri::mime_for(&path);
     let file = app

@@ -60,7 +60,10 @@
 //! they do in `read.rs` (load, list), `write.rs` (save, delete), `history.rs` (earlier versions)
 //! and `seed.rs` (starter skills). `io.rs` has the fd-relative file primitives they all use,
 //! `name.rs` the name allowlist, `meta.rs` the metadata format, `error.rs` [`SkillError`].
+//! [`agent_skill`] shows a stored skill in the Agent Skills format (names, `skill://` URIs,
+//! `SKILL.md`), for the MCP Skills extension.
 
+pub mod agent_skill;
 mod error;
 mod history;
 mod io;

@@ -643,12 +643,12 @@ pub fn python_client_env() -> [(&'static str, std::ffi::OsString); 2] {
 pub fn run_python_client(script: &str) {
     let python = upstreams::sdk_python();
     let has_sdk = std::process::Command::new(&python)
-        .args(["-c", "import mcp"])
+        .args(["-c", "import mcp, yaml"])
         .status()
         .is_ok_and(|s| s.success());
     assert!(
         has_sdk,
-        "the official MCP Python SDK is missing for {}: unset CEM_TEST_PYTHON to let the tests make a venv, or point it at an interpreter with the main pins of tests/upstream-pins.txt",
+        "the official MCP Python SDK or PyYAML is missing for {}: unset CEM_TEST_PYTHON to let the tests make a venv, or point it at an interpreter with the main pins of tests/upstream-pins.txt",
         python.display()
     );
     let dir = tempfile::tempdir().unwrap();
