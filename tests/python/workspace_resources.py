@@ -1,8 +1,9 @@
 """The workspace as MCP resources, and images back, with the official MCP Python SDK against the
-real binary over stdio and streamable HTTP: code makes a CSV, a chart and a resource link; the
-client lists and reads them as resources (text and blob), gets the chart as image content, is
-told of changes to a file it subscribed to, and sees traversal and symlink URIs refused like the
-workspace tools refuse them.
+real binary over stdio and streamable HTTP, each on a legacy session and on a 2026-07-28 one: code
+makes a CSV, a chart and a resource link; the client lists and reads them as resources (text and
+blob), gets the chart as image content, sees traversal and symlink URIs refused like the workspace
+tools refuse them, and, on the legacy session, is told of new files and of changes to a file it
+subscribed to.
 
     python tests/python/workspace_resources.py BINARY DATA_DIR
 
@@ -14,13 +15,11 @@ import base64
 import os
 import sys
 
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from original_examples import check, http_server, payload  # noqa: E402
+from original_examples import ERAS, check, client_for, http_server, payload, server_env  # noqa: E402
 
 MAKE_FILES = '''
 import pandas as pd
@@ -57,12 +56,11 @@ class Notes:
         return any("ListChanged" in type(m).__name__ for m in self.seen)
 
 
-async def resources(session: ClientSession, notes: Notes, label: str):
-    await session.initialize()
-    r = await session.call_tool("write_workspace_file", {"filename": "out/.keep", "content": ""})
+async def resources(client, notes: Notes, label: str, legacy: bool):
+    r = await client.call_tool("write_workspace_file", {"filename": "out/.keep", "content": ""})
     check(not r.is_error, f"{label}: write failed: {r}")
 
-    r = await session.call_tool("execute_code", {"code": MAKE_FILES, "timeout_seconds": 120})
+    r = await client.call_tool("execute_code", {"code": MAKE_FILES, "timeout_seconds": 120})
     p = payload(r)
     check(not r.is_error and p["success"], f"{label}: execute_code failed: {p}")
     check(p["result"] == {"rows": 12, "uri": "workspace:///out/sales.csv"}, f"{label}: {p['result']}")
@@ -78,71 +76,81 @@ async def resources(session: ClientSession, notes: Notes, label: str):
     check(changed["out/sales.csv"]["change"] == "created", f"{label}: files {p['files']}")
     check(changed["out/sales.csv"]["mime_type"] == "text/csv", f"{label}: files {p['files']}")
     check(changed["out/raw.bin"]["size"] == 256, f"{label}: files {p['files']}")
-    check(notes.list_changed(), f"{label}: no list_changed notification after new files")
+    if legacy:
+        check(notes.list_changed(), f"{label}: no list_changed notification after new files")
 
-    listed = await session.list_resources()
+    # Relisted after a change: a 2026-07-28 client would otherwise answer from its cache.
+    listed = await client.list_resources(cache_mode="refresh")
     uris = {str(x.uri) for x in listed.resources}
     check({"workspace:///out/sales.csv", "workspace:///out/raw.bin"} <= uris, f"{label}: listed {uris}")
-    templates = await session.list_resource_templates()
+    templates = await client.list_resource_templates()
     check(templates.resource_templates[0].uri_template == "workspace:///{+path}",
           f"{label}: templates {templates}")
 
-    text = (await session.read_resource("workspace:///out/sales.csv")).contents[0]
+    text = (await client.read_resource("workspace:///out/sales.csv", cache_mode="refresh")).contents[0]
     check(text.text.startswith("month,sales\n1,1\n") and text.mime_type == "text/csv",
           f"{label}: read {text}")
-    blob = (await session.read_resource("workspace:///out/raw.bin")).contents[0]
+    blob = (await client.read_resource("workspace:///out/raw.bin", cache_mode="refresh")).contents[0]
     check(base64.b64decode(blob.blob) == bytes(range(256)), f"{label}: blob {blob}")
 
-    # Subscribed: a change by write_workspace_file is announced.
-    await session.subscribe_resource("workspace:///out/sales.csv")
-    r = await session.call_tool("write_workspace_file", {"filename": "out/sales.csv", "content": "x\n"})
-    check(not r.is_error, f"{label}: rewrite failed")
-    for _ in range(50):
-        if notes.updated("workspace:///out/sales.csv"):
-            break
-        await asyncio.sleep(0.1)
-    check(notes.updated("workspace:///out/sales.csv"), f"{label}: no resources/updated notification")
+    if legacy:
+        # Subscribed: a change by write_workspace_file is announced. resources/subscribe and the
+        # notifications of a session are the legacy era's; a 2026-07-28 client is told through
+        # subscriptions/listen instead, which the tests of listen cover.
+        await client.subscribe_resource("workspace:///out/sales.csv")
+        r = await client.call_tool("write_workspace_file", {"filename": "out/sales.csv", "content": "x\n"})
+        check(not r.is_error, f"{label}: rewrite failed")
+        for _ in range(50):
+            if notes.updated("workspace:///out/sales.csv"):
+                break
+            await asyncio.sleep(0.1)
+        check(notes.updated("workspace:///out/sales.csv"), f"{label}: no resources/updated notification")
 
     # Traversal and symlinks through URIs fail like through the workspace tools.
-    r = await session.call_tool("execute_code", {"code": "import os\nos.symlink('/etc/passwd', 'passwd-link')\nos.symlink('/', 'root-link')"})
+    r = await client.call_tool("execute_code", {"code": "import os\nos.symlink('/etc/passwd', 'passwd-link')\nos.symlink('/', 'root-link')"})
     check(not r.is_error, f"{label}: symlink code failed: {payload(r)}")
     # Each refusal is the MCP error the server means: -32602 (invalid params) for a URI that
-    # names no workspace path, -32002 (resource not found) with the workspace tools' words for a
-    # path the workspace refuses; a panic or an internal error (-32603) fails here.
+    # names no workspace path, "resource not found" with the workspace tools' words for a path the
+    # workspace refuses (-32002 on a legacy session; 2026-07-28 made it -32602, and rmcp sends
+    # that); a panic or an internal error (-32603) fails here.
+    not_found = -32002 if legacy else -32602
     for uri, code, words in [
-        ("workspace:///../etc/passwd", -32002, "leaves the workspace"),
-        ("workspace:///%2E%2E/%2E%2E/etc/passwd", -32002, "leaves the workspace"),
-        ("workspace:///passwd-link", -32002, "is a symlink"),
-        ("workspace:///root-link/etc/passwd", -32002, "symlink"),
+        ("workspace:///../etc/passwd", not_found, "leaves the workspace"),
+        ("workspace:///%2E%2E/%2E%2E/etc/passwd", not_found, "leaves the workspace"),
+        ("workspace:///passwd-link", not_found, "is a symlink"),
+        ("workspace:///root-link/etc/passwd", not_found, "symlink"),
         ("workspace:///out%2F..%2F..%2Fetc%2Fpasswd", -32602, "encoded '/'"),
         ("file:///etc/passwd", -32602, "is not a workspace resource"),
-        ("workspace:///out/missing.csv", -32002, "file not found"),
+        ("workspace:///out/missing.csv", not_found, "file not found"),
     ]:
         try:
-            got = await session.read_resource(uri)
+            got = await client.read_resource(uri, cache_mode="refresh")
         except MCPError as e:
             check(e.code == code and words in e.message and "root:" not in e.message,
                   f"{label}: {uri} refused with {e.code} {e.message!r}; expected {code} saying {words!r}")
             continue
         raise AssertionError(f"{label}: {uri} was read: {got}")
-    r = await session.call_tool("read_workspace_file", {"filename": "passwd-link"})
+    r = await client.call_tool("read_workspace_file", {"filename": "passwd-link"})
     check(r.is_error, f"{label}: the tool read a symlink")
+    print(f"{label}: workspace resources ok")
 
 
 async def main(binary, data_dir):
     common = ["--workspace-quota-mb", "0", "--skills-dir", f"{data_dir}/skills", "--preload", "none"]
-    notes = Notes()
-    params = StdioServerParameters(command=binary,
-                                   args=["serve", "--workspace", f"{data_dir}/ws-stdio", *common])
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write, message_handler=notes) as session:
-            await resources(session, notes, "stdio")
+    for mode in ERAS:
+        legacy = mode == "legacy"
+        label = f"stdio {mode}"
+        notes = Notes()
+        params = StdioServerParameters(command=binary, env=server_env(),
+                                       args=["serve", "--workspace", f"{data_dir}/ws-stdio-{mode}", *common])
+        async with client_for(params, mode, label, message_handler=notes) as client:
+            await resources(client, notes, label, legacy)
 
-    notes = Notes()
-    with http_server(binary, ["--workspace", f"{data_dir}/ws-http", *common]) as url:
-        async with streamable_http_client(url) as streams:
-            async with ClientSession(streams[0], streams[1], message_handler=notes) as session:
-                await resources(session, notes, "http")
+        label = f"http {mode}"
+        notes = Notes()
+        with http_server(binary, ["--workspace", f"{data_dir}/ws-http-{mode}", *common]) as url:
+            async with client_for(url, mode, label, message_handler=notes) as client:
+                await resources(client, notes, label, legacy)
 
 
 if __name__ == "__main__":
