@@ -4,7 +4,7 @@ one upstream ("sheet") and writes them to another ("crm"). The model-visible tex
 real email or phone number (tokens only); the second upstream must receive the real values, also
 for a token the model saw and put back into code. Then discovery marks the tools callable, and
 a tool that needs confirmation is asked for through elicitation (accepted, declined, and refused
-for a client that cannot be asked).
+for a client that cannot be asked). All of it on a legacy session and on a 2026-07-28 one.
 
     python tests/python/gateway_article.py BINARY DATA_DIR UPSTREAMS_FILE RECORD_FILE
 
@@ -16,11 +16,10 @@ import json
 import re
 import sys
 
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import StdioServerParameters
 from mcp.types import ElicitResult
 
-from original_examples import check, payload  # the script's own directory is on sys.path
+from original_examples import ERAS, check, client_for, payload, server_env  # the script's own directory is on sys.path
 
 EMAIL = re.compile(r"person\d+@example\.com")
 PHONE = re.compile(r"415.555.\d{4}")
@@ -31,7 +30,7 @@ def visible(result):
     return json.dumps(result.model_dump(mode="json"))
 
 
-async def workflow(session, record_file):
+async def workflow(client, record_file):
     code = '''
 from servers.sheet import rows
 from servers.crm import store_rows
@@ -40,7 +39,7 @@ stored = store_rows(rows=data)
 print("first row:", data[0])
 result = {"stored": stored["stored"], "first": data[0]}
 '''
-    r = await session.call_tool("execute_code", {"code": code, "timeout_seconds": 120})
+    r = await client.call_tool("execute_code", {"code": code, "timeout_seconds": 120})
     p = payload(r)
     check(not r.is_error and p["success"], f"the workflow failed: {p}")
     check(p["result"]["stored"] == 10_000, f"stored: {p['result']}")
@@ -60,7 +59,7 @@ result = {"stored": stored["stored"], "first": data[0]}
     check(PHONE.search(stored[0]["phone"]), f"the crm received the real phone: {stored[0]}")
 
     # A token the model saw goes back into code: the upstream gets the value it stands for.
-    r = await session.call_tool("execute_code", {"code": f'''
+    r = await client.call_tool("execute_code", {"code": f'''
 from servers.crm import store_rows
 result = store_rows(rows=[{{"email": "{token}", "note": "from a token"}}])
 '''})
@@ -71,80 +70,81 @@ result = store_rows(rows=[{{"email": "{token}", "note": "from a token"}}])
     check(last == {"email": "person0@example.com", "note": "from a token"}, f"detokenized: {last}")
 
 
-async def discovery(session):
-    r = await session.call_tool("search_tools", {"query": "store rows", "callable_only": True})
+async def discovery(client):
+    r = await client.call_tool("search_tools", {"query": "store rows", "callable_only": True})
     p = payload(r)
     check(p["tools"] and all(t["callable"] for t in p["tools"]), f"callable_only: {p}")
     check(any(t["id"] == "crm/store_rows" for t in p["tools"]), f"crm/store_rows found: {p}")
-    r = await session.call_tool("search_tools", {"query": "send an email", "limit": 5})
+    r = await client.call_tool("search_tools", {"query": "send an email", "limit": 5})
     p = payload(r)
     check(any(not t["callable"] for t in p["tools"]), f"catalog entries are callable: false: {p}")
-    r = await session.call_tool("get_tool_definition", {"tool_name": "sheet/rows"})
+    r = await client.call_tool("get_tool_definition", {"tool_name": "sheet/rows"})
     p = payload(r)
     check(p["callable"] and "from servers.sheet import rows" in p["python"], f"definition: {p}")
-    r = await session.call_tool("list_tool_categories", {})
+    r = await client.call_tool("list_tool_categories", {})
     p = payload(r)
     check(p["upstreams"]["crm"]["status"] == "ready", f"upstreams: {p.get('upstreams')}")
 
 
-async def confirmation(session, answers):
+async def confirmation(client, answers):
     code = '''
 from servers.crm import delete_everything
 result = delete_everything()
 '''
-    r = await session.call_tool("execute_code", {"code": code})
+    r = await client.call_tool("execute_code", {"code": code})
     return payload(r), answers
 
 
-async def confirmed_by_rule(session):
+async def confirmed_by_rule(client):
     """echo is not destructive: only the upstreams file's explicit rule makes it `confirm`."""
     code = '''
 from servers.crm import echo
 result = echo(value={"id": 7, "note": "re-send"})
 '''
-    r = await session.call_tool("execute_code", {"code": code})
+    r = await client.call_tool("execute_code", {"code": code})
     return payload(r)
 
 
 async def main(binary, data_dir, upstreams, record_file):
     params = StdioServerParameters(
         command=binary,
+        env=server_env(),
         args=["serve", "--data-dir", data_dir, "--upstreams", upstreams, "--pool-size", "1"],
     )
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            await workflow(session, record_file)
-            await discovery(session)
+    for mode in ERAS:
+        label = f"stdio {mode}"
+        # The crm upstream appends what it receives; each era counts its own.
+        open(record_file, "w").close()
+        async with client_for(params, mode, label) as client:
+            await workflow(client, record_file)
+            await discovery(client)
             # No elicitation support: a destructive tool is refused, saying why.
-            p, _ = await confirmation(session, [])
-            check(not p["success"] and "cannot ask" in p["error"], f"without elicitation: {p}")
+            p, _ = await confirmation(client, [])
+            check(not p["success"] and "cannot ask" in p["error"], f"{label}: without elicitation: {p}")
 
-    asked = []
-    answers = ["accept", "decline", "accept"]
+        asked = []
+        answers = ["accept", "decline", "accept"]
 
-    async def answer(context, params):
-        asked.append(params.message)
-        return ElicitResult(action=answers[len(asked) - 1])
+        async def answer(context, params):
+            asked.append(params.message)
+            return ElicitResult(action=answers[len(asked) - 1])
 
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write, elicitation_callback=answer) as session:
-            await session.initialize()
-            p, _ = await confirmation(session, asked)
-            check(p["success"] and p["result"] == "deleted", f"accepted: {p}")
+        async with client_for(params, mode, label, elicitation_callback=answer) as client:
+            p, _ = await confirmation(client, asked)
+            check(p["success"] and p["result"] == "deleted", f"{label}: accepted: {p}")
             # The question names the server, the tool and the arguments, as docs/gateway.md promises.
             check(all(words in asked[0] for words in
                       ["`delete_everything`", "MCP server `crm`", "destructive", "with the arguments {}"]),
-                  f"asked: {asked}")
-            p, _ = await confirmation(session, asked)
-            check(not p["success"] and "declined" in p["error"], f"declined: {p}")
-            p = await confirmed_by_rule(session)
-            check(p["success"] and p["result"] == {"value": {"id": 7, "note": "re-send"}}, f"by rule: {p}")
+                  f"{label}: asked: {asked}")
+            p, _ = await confirmation(client, asked)
+            check(not p["success"] and "declined" in p["error"], f"{label}: declined: {p}")
+            p = await confirmed_by_rule(client)
+            check(p["success"] and p["result"] == {"value": {"id": 7, "note": "re-send"}}, f"{label}: by rule: {p}")
             check(len(asked) == 3 and all(words in asked[2] for words in
                       ["`echo`", "MCP server `crm`", '{"value":{"id":7,"note":"re-send"}}']),
-                  f"asked: {asked}")
-            check("destructive" not in asked[2], f"echo is not destructive: {asked[2]}")
-    print("gateway article workflow: ok")
+                  f"{label}: asked: {asked}")
+            check("destructive" not in asked[2], f"{label}: echo is not destructive: {asked[2]}")
+        print(f"{label}: gateway article workflow ok")
 
 
 if __name__ == "__main__":
