@@ -88,6 +88,8 @@ async def original_examples(client: Client, label: str):
                  "write_workspace_file", "read_workspace_file", "list_workspace_files",
                  "get_execution_stats"]:
         check(name in tools, f"{label}: tool {name} missing from {sorted(tools)}")
+    # What the workspace held before (a tenant's files of an earlier run).
+    before = set(payload(await client.call_tool("list_workspace_files", {}))["files"])
 
     # "Efficient Data Processing": 10,000 rows stay in the sandbox; only a summary returns.
     rows = [{"id": i, "status": "active" if i % 4 else "inactive", "value": i} for i in range(10_000)]
@@ -119,7 +121,8 @@ result = {
     r = await client.call_tool("read_workspace_file", {"filename": "report.txt"})
     check(payload(r)["content"] == "active=7500", f"{label}: {payload(r)}")
     r = await client.call_tool("list_workspace_files", {})
-    check(sorted(payload(r)["files"]) == ["large_dataset.json", "report.txt"], f"{label}: {payload(r)}")
+    check(sorted(payload(r)["files"]) == sorted(before | {"large_dataset.json", "report.txt"}),
+          f"{label}: {payload(r)}")
 
     # Errors come back as data the model can act on.
     r = await client.call_tool("execute_code", {"code": "1/0"})

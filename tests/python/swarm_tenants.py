@@ -10,6 +10,10 @@ examples at once with the others, then leaves something of its own: a file, a sk
 (of a value only it knows) and an open session. STATE_FILE records, per tenant, the node that
 served it, its PII token and value, and its session id. Prints the state as JSON.
 
+`examples` and `check` run each tenant on a legacy session and on a 2026-07-28 one (`ERAS`);
+`probe` and `load` measure, on the SDK's default era (2026-07-28) and on both eras spread over the
+clients respectively.
+
 `check [--data-only]`: each tenant, in a new session, still finds its own file and skill and not
 the others', restores its PII token to its value and not another tenant's, runs code that sees
 only its own workspace in a sandbox that is isolated (non-root, read-only root, no network);
@@ -35,7 +39,7 @@ import time
 import httpx2
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from original_examples import check, original_examples, payload  # noqa: E402
+from original_examples import ERAS, check, original_examples, payload  # noqa: E402
 from tenants_over_http import session_for  # noqa: E402
 
 PROTOCOL = "2025-06-18"
@@ -113,8 +117,14 @@ async def examples(url, tokens_file, state_file):
     all_tenants = tenants(tokens_file)
 
     async def run(name, token):
-        async with session_for(url, token) as s:
-            await original_examples(s, name)
+        for mode in ERAS:
+            state = await run_on(name, token, mode)
+        return name, {**state, "session": await raw_session(url, token)}
+
+    async def run_on(name, token, mode):
+        label = f"{name} {mode}"
+        async with session_for(url, token, mode, label) as s:
+            await original_examples(s, label)
             _, p = await call(s, "write_workspace_file", {"filename": f"{name}-only.txt", "content": f"{name}'s"})
             check(p["success"], f"{name}: write: {p}")
             _, p = await call(s, "save_skill", {"name": f"{name}_only", "code": f"def {name}_only(): return '{name}'",
@@ -126,8 +136,7 @@ async def examples(url, tokens_file, state_file):
             pii_token = p["output"][0].split()[-1]
             check(pii_token.startswith("[EMAIL_"), f"{name}: no token in {p}")
             node = await node_of(s)
-        return name, {"node": node, "pii_token": pii_token, "pii_value": value,
-                      "session": await raw_session(url, token)}
+        return {"node": node, "pii_token": pii_token, "pii_value": value}
 
     state = dict(await asyncio.gather(*(run(n, t) for n, t in all_tenants.items())))
     with open(state_file, "w") as f:
@@ -140,8 +149,20 @@ async def check_tenants(url, tokens_file, state_file, sessions=True):
     state = json.load(open(state_file))
 
     async def one(name, token):
+        for mode in ERAS:
+            node = await one_on(name, token, mode)
+        if not sessions:
+            return name, node
+        status = await old_session_answer(url, token, state[name]["session"])
+        if node != state[name]["node"]:
+            check(status == 404, f"{name}: moved from {state[name]['node']} to {node}, old session answered {status}")
+        else:
+            check(status == 200, f"{name}: still on {node}, old session answered {status}")
+        return name, node
+
+    async def one_on(name, token, mode):
         others = [o for o in all_tenants if o != name]
-        async with session_for(url, token) as s:
+        async with session_for(url, token, mode, f"{name} {mode}") as s:
             node = await node_of(s)
             _, p = await call(s, "read_workspace_file", {"filename": f"{name}-only.txt"})
             check(p.get("content") == f"{name}'s", f"{name}: its file: {p}")
@@ -164,14 +185,7 @@ async def check_tenants(url, tokens_file, state_file, sessions=True):
                   and not any(f"{o}-only.txt" in r["files"] for o in others), f"{name}: sandbox {p}")
             check(r["uid"] != 0 and r["root_writable"] is False and r["network"] is False
                   and r["interfaces"] == ["lo"], f"{name}: sandbox isolation on {node}: {r}")
-        if not sessions:
-            return name, node
-        status = await old_session_answer(url, token, state[name]["session"])
-        if node != state[name]["node"]:
-            check(status == 404, f"{name}: moved from {state[name]['node']} to {node}, old session answered {status}")
-        else:
-            check(status == 200, f"{name}: still on {node}, old session answered {status}")
-        return name, node
+        return node
 
     nodes = dict(await asyncio.gather(*(one(n, t) for n, t in all_tenants.items())))
     print(json.dumps(nodes))
@@ -185,7 +199,8 @@ async def load(url, tokens_file, clients, seconds):
 
     async def client(i):
         nonlocal done, errors
-        async with session_for(url, all_tenants[i % len(all_tenants)]) as s:
+        mode = list(ERAS)[i % len(ERAS)]
+        async with session_for(url, all_tenants[i % len(all_tenants)], mode, f"load {i} {mode}") as s:
             while time.monotonic() < deadline:
                 r = await s.call_tool("execute_code", {"code": "print(1)"})
                 p = payload(r)

@@ -1,7 +1,8 @@
 """Two tenants of one server over streamable HTTP, with the official MCP Python SDK: each runs the
 original project's README examples at the same time as the other, and neither sees the other's
 files or skills. Run again after the server restarted, `after-restart` checks that each tenant's
-workspace and skills are still there and still apart.
+workspace and skills are still there and still apart. Every phase runs on a legacy session and on
+a 2026-07-28 one.
 
     python tests/python/tenants_over_http.py URL ALICE_TOKEN BOB_TOKEN examples|after-restart
 
@@ -14,21 +15,19 @@ import os
 import sys
 
 import httpx2
-from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from original_examples import check, original_examples, payload  # noqa: E402
+from original_examples import ERAS, check, client_for, original_examples, payload  # noqa: E402
 
 
 @contextlib.asynccontextmanager
-async def session_for(url, token):
+async def session_for(url, token, mode="auto", label="tenant"):
+    """A `Client` with the tenant's bearer token, on the era `mode` asks for."""
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120)) as http:
-        async with streamable_http_client(url, http_client=http) as streams:
-            async with ClientSession(streams[0], streams[1]) as session:
-                await session.initialize()
-                yield session
+        async with client_for(streamable_http_client(url, http_client=http), mode, label) as client:
+            yield client
 
 
 async def call(session, tool, args):
@@ -37,24 +36,26 @@ async def call(session, tool, args):
 
 
 async def examples(url, alice, bob):
-    async def run(name, token):
-        async with session_for(url, token) as s:
-            await original_examples(s, name)
+    async def run(name, token, mode):
+        label = f"{name} {mode}"
+        async with session_for(url, token, mode, label) as s:
+            await original_examples(s, label)
             # Something of this tenant's own, for the other to look for.
             _, p = await call(s, "write_workspace_file", {"filename": f"{name}-only.txt", "content": f"{name}'s"})
-            check(p["success"], f"{name}: write: {p}")
+            check(p["success"], f"{label}: write: {p}")
             _, p = await call(s, "save_skill", {"name": f"{name}_only", "code": f"def {name}_only(): return '{name}'",
                                                 "description": f"{name}'s own skill"})
-            check(p["success"], f"{name}: save_skill: {p}")
+            check(p["success"], f"{label}: save_skill: {p}")
 
-    await asyncio.gather(run("alice", alice), run("bob", bob))
-    await apart(url, alice, bob)
+    for mode in ERAS:
+        await asyncio.gather(run("alice", alice, mode), run("bob", bob, mode))
+        await apart(url, alice, bob, mode)
 
 
-async def apart(url, alice, bob):
+async def apart(url, alice, bob, mode):
     """Each tenant sees its own file and skill, and not the other's."""
     for me, other, token in [("alice", "bob", alice), ("bob", "alice", bob)]:
-        async with session_for(url, token) as s:
+        async with session_for(url, token, mode, f"{me} {mode}") as s:
             _, p = await call(s, "list_workspace_files", {})
             check(f"{me}-only.txt" in p["files"] and f"{other}-only.txt" not in p["files"], f"{me}: files {p}")
             err, p = await call(s, "read_workspace_file", {"filename": f"{other}-only.txt"})
@@ -75,13 +76,14 @@ async def apart(url, alice, bob):
 
 
 async def after_restart(url, alice, bob):
-    await apart(url, alice, bob)
-    async with session_for(url, alice) as s:
-        _, p = await call(s, "read_workspace_file", {"filename": "report.txt"})
-        check(p.get("content") == "active=7500", f"alice: report.txt after the restart: {p}")
-        _, p = await call(s, "execute_code", {
-            "code": "from skills import count_by\nresult = count_by([{'a': 1}, {'a': 2}], 'a')"})
-        check(p["success"] and p["result"] == 2, f"alice: a skill saved before the restart: {p}")
+    for mode in ERAS:
+        await apart(url, alice, bob, mode)
+        async with session_for(url, alice, mode, f"alice {mode}") as s:
+            _, p = await call(s, "read_workspace_file", {"filename": "report.txt"})
+            check(p.get("content") == "active=7500", f"alice {mode}: report.txt after the restart: {p}")
+            _, p = await call(s, "execute_code", {
+                "code": "from skills import count_by\nresult = count_by([{'a': 1}, {'a': 2}], 'a')"})
+            check(p["success"] and p["result"] == 2, f"alice {mode}: a skill saved before the restart: {p}")
     print("after-restart: workspaces and skills survived, still apart")
 
 
