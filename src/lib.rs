@@ -24,7 +24,7 @@
 //! - [`sandbox`]: one fresh container per execution: the engine seam, its Docker
 //!   implementation, the execution state machine, the pool, the reaper, the images.
 //! - [`discovery`]: the tool catalog and its ranked search; [`skills`]: the saved-skill
-//!   store; [`workspace`]: path-safe files under the workspace root, its quota and its
+//!   store and its Agent Skills form (`skill://` URIs); [`workspace`]: path-safe files under the workspace root, its quota and its
 //!   `workspace:///` URIs; [`pii`]: detection and reversible tokenization of personal data;
 //!   [`sessions`]: session handles and their snapshots on disk;
 //!   [`shipped`]: the catalog and starter skills built into the binary.
