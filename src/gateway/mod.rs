@@ -13,6 +13,7 @@
 //! stubs.rs     the generated package: servers/<server>/<tool>.py
 //! tree.rs      its versions on disk, mounted read-only into sandboxes
 //! view.rs      one tenant's upstreams, package and discovery index
+//! listing.rs   what tools/list says of a tenant's upstreams, and when that changed
 //! session.rs   one execution's calls: checks, policy, limits, token restore, records
 //! results.rs   a tool result as a Python value
 //! policy.rs    allow, deny, confirm
@@ -28,6 +29,7 @@
 pub mod call_stats;
 mod child;
 mod client;
+pub mod listing;
 pub mod names;
 pub mod policy;
 pub mod redact;
@@ -46,6 +48,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -60,6 +63,9 @@ pub struct Gateway {
     /// Bumped whenever an upstream's tool list changes (or it connects or goes down); views
     /// rebuild their package and index when it moved.
     generation: AtomicU64,
+    /// The generation again, for those who wait for it to move (tenants' tool-list
+    /// listeners); a watch keeps only the latest value, so a burst of changes is one wake.
+    changes: watch::Sender<u64>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 }
@@ -77,6 +83,7 @@ impl Gateway {
                 .map(|c| Upstream::new(c, limits))
                 .collect(),
             generation: AtomicU64::new(1),
+            changes: watch::Sender::new(1),
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
         });
@@ -84,7 +91,8 @@ impl Gateway {
             let weak = Arc::downgrade(&gateway);
             let changed: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
                 if let Some(g) = weak.upgrade() {
-                    g.generation.fetch_add(1, Ordering::AcqRel);
+                    let now = g.generation.fetch_add(1, Ordering::AcqRel) + 1;
+                    g.changes.send_replace(now);
                 }
             });
             gateway
@@ -96,6 +104,12 @@ impl Gateway {
 
     pub fn upstreams(&self) -> &[Arc<Upstream>] {
         &self.upstreams
+    }
+
+    /// Marks the value seen now; `changed()` resolves once an upstream's tool list (or whether
+    /// it has one) changed after that.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// The view of a tenant (`None`: the only tenant): the upstreams whose `tenants` include

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::Gateway;
 use super::call_stats::CallStats;
+use super::listing::UpstreamListing;
 use super::stubs::{self, PythonNames, ServerStubs};
 use super::tools::LiveTool;
 use super::tree::{Tree, TreeVersion};
@@ -31,6 +32,7 @@ struct Built {
     registry: Arc<Registry>,
     names: Arc<PythonNames>,
     version: Option<Arc<TreeVersion>>,
+    listing: Arc<UpstreamListing>,
 }
 
 /// One tool of the view, for discovery.
@@ -102,6 +104,18 @@ impl GatewayView {
         self.refresh().map(|b| b.registry)
     }
 
+    /// What `tools/list` says of these upstreams now (the package regenerated first if a
+    /// tool list changed).
+    pub fn listing(&self) -> std::io::Result<Arc<UpstreamListing>> {
+        self.refresh().map(|b| b.listing)
+    }
+
+    /// Changes whenever an upstream's tool list may have changed, any tenant's: compare
+    /// [`Self::listing`] to know whether this view's did.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.gateway.watch()
+    }
+
     /// A callable tool by server and name, with the Python call that invokes it.
     pub fn tool(&self, server: &str, name: &str) -> Option<CallableTool> {
         let upstream = self.upstream(server)?;
@@ -152,11 +166,16 @@ impl GatewayView {
             .flat_map(|(server, ts)| ts.iter().map(move |t| entry(server, t)))
             .collect();
         let registry = Arc::new(Registry::from_tools(entries));
+        let listing = Arc::new(UpstreamListing::of(
+            &names,
+            version.as_ref().map(|v| v.id.clone()),
+        ));
         let b = Built {
             generation,
             registry,
             names,
             version,
+            listing,
         };
         let r = BuiltRef::of(&b);
         *built = Some(b);
@@ -168,6 +187,7 @@ struct BuiltRef {
     registry: Arc<Registry>,
     names: Arc<PythonNames>,
     version: Option<Arc<TreeVersion>>,
+    listing: Arc<UpstreamListing>,
 }
 
 impl BuiltRef {
@@ -176,6 +196,7 @@ impl BuiltRef {
             registry: b.registry.clone(),
             names: b.names.clone(),
             version: b.version.clone(),
+            listing: b.listing.clone(),
         }
     }
 }
