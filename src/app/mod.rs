@@ -7,6 +7,7 @@
 
 pub mod detached;
 mod errors;
+pub mod events;
 mod execute;
 mod image_tree;
 pub mod paused;
@@ -63,6 +64,8 @@ pub struct App {
     /// Executions run as tasks (the tasks extension). Held here, not by the MCP session:
     /// a tenant's tasks outlive the request, and the HTTP session, that started them.
     tasks: rmcp::task_manager::TaskManager,
+    /// This tenant's changes, for `subscriptions/listen` streams.
+    events: Arc<events::Events>,
 }
 
 impl App {
@@ -140,6 +143,7 @@ impl App {
             pii,
             sandbox,
             stats,
+            events: events::Events::open(gateway.as_ref()),
             gateway,
             sessions,
             paused,
@@ -180,6 +184,11 @@ impl App {
     /// This tenant's view of the upstream MCP servers, with `--upstreams`.
     pub fn gateway(&self) -> Option<&Arc<GatewayView>> {
         self.gateway.as_ref()
+    }
+
+    /// This tenant's change events: workspace files and its `tools/list`.
+    pub fn events(&self) -> &Arc<events::Events> {
+        &self.events
     }
 
     pub fn skills(&self) -> &Arc<SkillStore> {
