@@ -9,6 +9,7 @@
 
 mod discovery_tools;
 mod execute;
+mod listen;
 mod pii_tools;
 mod resources;
 mod rounds;
@@ -25,10 +26,10 @@ use rmcp::model::{
     CancelTaskParams, ErrorData, GetSkillRequestParams, GetSkillResult, GetTaskParams,
     GetTaskResult, Implementation, ListResourceTemplatesResult, ListResourcesResult,
     ListSkillsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
-    UpdateTaskParams,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler, tool_handler};
 use serde::Serialize;
 
@@ -95,7 +96,10 @@ impl CodeExecutionServer {
         self.app.privacy().error(message)
     }
 
-    /// Tells this session's client about workspace files a tool of the session changed.
+    /// Tells the tenant's listen streams, and this session's client if it subscribed the
+    /// handshake-era way, about workspace files a tool of the session changed. `paths` may be
+    /// cut at `MAX_FILES_LISTED` (an execution lists no more): then any subscribed file may
+    /// have changed.
     async fn announce_changes(
         &self,
         peer: &Peer<RoleServer>,
@@ -106,6 +110,10 @@ impl CodeExecutionServer {
             .iter()
             .map(|p| crate::workspace::uri::uri_for(&self.app.privacy().text(p.clone())))
             .collect();
+        let more = paths.len() >= crate::execute::produced::MAX_FILES_LISTED;
+        self.app
+            .events()
+            .resources_changed(uris.clone(), listing_changed, more);
         self.subscriptions
             .announce(peer, &uris, listing_changed)
             .await;
@@ -117,6 +125,7 @@ impl ServerHandler for CodeExecutionServer {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
+            .enable_tool_list_changed()
             .enable_resources()
             .enable_resources_subscribe()
             .enable_resources_list_changed()
@@ -173,6 +182,21 @@ impl ServerHandler for CodeExecutionServer {
         skill_resources::get(&self.app, request.uri).await
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(listen::accepted(requested))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        listen::listen(&self.app, context).await
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        listen::forward_tool_changes(&self.app, context.peer);
+    }
+
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
@@ -218,6 +242,12 @@ impl ServerHandler for CodeExecutionServer {
     ) -> Result<(), ErrorData> {
         self.app.tasks().cancel_task(&request.task_id)
     }
+}
+
+/// Whether this tenant has upstreams, so its `tools/list` names them and changes with them (a
+/// view's upstreams are fixed when it opens).
+fn has_upstreams(app: &App) -> bool {
+    app.gateway().is_some_and(|v| !v.upstreams().is_empty())
 }
 
 /// The original's `{success, message}` / `{success: false, error}` response.
