@@ -17,6 +17,7 @@ mod skill_resources;
 mod skills_tools;
 mod stats_tool;
 mod tasks;
+mod tool_list;
 mod workspace_tools;
 
 use std::sync::Arc;
@@ -25,9 +26,9 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     CancelTaskParams, ErrorData, GetSkillRequestParams, GetSkillResult, GetTaskParams,
     GetTaskResult, Implementation, ListResourceTemplatesResult, ListResourcesResult,
-    ListSkillsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams, UpdateTaskParams,
+    ListSkillsResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler, tool_handler};
@@ -37,6 +38,7 @@ use crate::app::App;
 use crate::privacy::Reply;
 
 pub use execute::{ExecuteCodeArgs, ExecuteCodeResponse};
+pub use tool_list::PACKAGE_META_KEY;
 
 /// The argument types of every tool, as the MCP layer deserializes them from a `tools/call`.
 /// Exposed for the fuzz targets in `tests/fuzz`; not a stable API.
@@ -138,6 +140,18 @@ impl ServerHandler for CodeExecutionServer {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.listed_tools().await))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.listed_tool(name)
     }
 
     async fn list_resources(
