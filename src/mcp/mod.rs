@@ -7,6 +7,7 @@
 
 #![deny(clippy::disallowed_types)]
 
+mod cache_hints;
 mod discovery_tools;
 mod execute;
 mod listen;
@@ -145,9 +146,14 @@ impl ServerHandler for CodeExecutionServer {
     async fn list_tools(
         &self,
         _: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.listed_tools().await))
+        let mut result = ListToolsResult::with_all_items(self.listed_tools().await);
+        if cache_hints::wanted(&context) {
+            let hint = cache_hints::tools(&self.app);
+            result = result.with_ttl_ms(hint.ttl_ms).with_cache_scope(hint.scope);
+        }
+        Ok(result)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -157,27 +163,40 @@ impl ServerHandler for CodeExecutionServer {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        resources::list(&self.app, request.and_then(|r| r.cursor)).await
+        let mut result = resources::list(&self.app, request.and_then(|r| r.cursor)).await?;
+        if cache_hints::wanted(&context) {
+            let hint = cache_hints::workspace();
+            result = result.with_ttl_ms(hint.ttl_ms).with_cache_scope(hint.scope);
+        }
+        Ok(result)
     }
 
     async fn list_resource_templates(
         &self,
         _: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(resources::templates())
+        let mut result = resources::templates();
+        if cache_hints::wanted(&context) {
+            let hint = cache_hints::templates(&self.app);
+            result = result.with_ttl_ms(hint.ttl_ms).with_cache_scope(hint.scope);
+        }
+        Ok(result)
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        resources::read(&self.app, request.uri)
-            .await
-            .map(Into::into)
+        let mut result = resources::read(&self.app, request.uri).await?;
+        if cache_hints::wanted(&context) {
+            let hint = cache_hints::workspace();
+            result = result.with_ttl_ms(hint.ttl_ms).with_cache_scope(hint.scope);
+        }
+        Ok(result.into())
     }
 
     async fn list_skills(
