@@ -61,6 +61,7 @@ const FLAGS: &[(&str, &str)] = &[
         "upstream-connect-timeout-secs",
         "CEM_UPSTREAM_CONNECT_TIMEOUT_SECS",
     ),
+    ("confirm-wait-secs", "CEM_CONFIRM_WAIT_SECS"),
 ];
 
 #[test]
