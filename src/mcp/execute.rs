@@ -307,7 +307,8 @@ impl CodeExecutionServer {
         let ran = ran.map_err(|e| self.error(e.to_string()))?;
         let (outcome, limits, produced) = (ran.outcome, ran.limits, ran.produced);
         let changed: Vec<String> = produced.files.iter().map(|f| f.path.clone()).collect();
-        self.announce_changes(peer, &changed, produced.listing_changed)
+        let more = produced.files_truncated;
+        self.announce_changes(peer, &changed, produced.listing_changed, more)
             .await;
         let tool_calls = ran
             .tool_calls

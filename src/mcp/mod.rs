@@ -100,20 +100,21 @@ impl CodeExecutionServer {
     }
 
     /// Tells the tenant's listen streams, and this session's client if it subscribed the
-    /// handshake-era way, about workspace files a tool of the session changed. `paths` may be
-    /// cut at `MAX_FILES_LISTED` (an execution lists no more): then any subscribed file may
-    /// have changed.
+    /// handshake-era way, about workspace files a tool of the session changed. With `more`,
+    /// `paths` is not the whole story (an execution lists at most `MAX_FILES_LISTED`, and a
+    /// workspace too large to compare whole tells nothing of its files): then any subscribed
+    /// file may have changed.
     async fn announce_changes(
         &self,
         peer: &Peer<RoleServer>,
         paths: &[String],
         listing_changed: bool,
+        more: bool,
     ) {
         let uris: Vec<String> = paths
             .iter()
             .map(|p| crate::workspace::uri::uri_for(&self.app.privacy().text(p.clone())))
             .collect();
-        let more = paths.len() >= crate::execute::produced::MAX_FILES_LISTED;
         self.app
             .events()
             .resources_changed(uris.clone(), listing_changed, more);

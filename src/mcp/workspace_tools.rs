@@ -101,7 +101,8 @@ impl CodeExecutionServer {
             })
             .await
             .map_err(|e| self.failure(e))?;
-        self.announce_changes(&ctx.peer, &[written], !existed).await;
+        self.announce_changes(&ctx.peer, &[written], !existed, false)
+            .await;
         Ok(self.app.privacy().json(MessageResponse::ok(format!(
             "Written {len} bytes to {filename}"
         ))))
@@ -199,7 +200,8 @@ impl CodeExecutionServer {
             .with_workspace(move |ws| ws.delete_file(&path))
             .await
             .map_err(|e| self.failure(e))?;
-        self.announce_changes(&ctx.peer, &[deleted], true).await;
+        self.announce_changes(&ctx.peer, &[deleted], true, false)
+            .await;
         Ok(self
             .app
             .privacy()
