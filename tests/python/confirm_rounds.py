@@ -251,7 +251,10 @@ def advertise_tasks():
 def docker_container_gone(host, label):
     """The container whose hostname (its short id) is `host` is removed within 30 s."""
     for _ in range(60):
-        out = subprocess.run(["docker", "ps", "-aq", "--no-trunc"], capture_output=True, text=True).stdout
+        # check=True: an engine the command cannot reach fails the test, not passes it.
+        out = subprocess.run(["docker", "ps", "-aq", "--no-trunc"], capture_output=True, text=True,
+                             check=True).stdout
+        check(len(host) >= 12, f"{label}: {host!r} is not a container's hostname")
         if not any(line.startswith(host) for line in out.split()):
             return
         time.sleep(0.5)
