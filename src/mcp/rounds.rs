@@ -123,7 +123,7 @@ impl CodeExecutionServer {
     }
 
     /// The answer to a finished execution, as `tools/call` returns it.
-    async fn finish(
+    pub(super) async fn finish(
         &self,
         ran: Result<crate::app::Executed, crate::app::ExecuteError>,
         peer: &Peer<RoleServer>,

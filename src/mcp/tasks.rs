@@ -47,12 +47,7 @@ impl CodeExecutionServer {
                     return Err(self.error("the request was cancelled, and its execution with it"));
                 }
                 event = detached.events.recv() => match event {
-                    Some(Event::Done(ran)) => {
-                        return match self.respond(*ran, &ctx.peer).await {
-                            Ok(reply) => Ok(reply.into_response()),
-                            Err(reply) => Err(reply),
-                        };
-                    }
+                    Some(Event::Done(ran)) => return self.finish(*ran, &ctx.peer).await,
                     Some(Event::Progress(_)) => {}
                     // A question makes it a task at once: its answer comes through the task.
                     Some(Event::Question(q)) => break Some(q),
