@@ -36,6 +36,14 @@ from original_examples import check, http_server, payload, server_env
 
 TASKS = "io.modelcontextprotocol/tasks"
 
+# Sandbox code that writes its own container's id to /workspace/NAME. The hostname is always
+# "sandbox"; the engine's bind of /etc/hostname names the container's directory.
+def write_container_id(name):
+    return ("import re\n"
+            "src = [l.split()[3] for l in open('/proc/self/mountinfo') if l.split()[4] == '/etc/hostname']\n"
+            f"open('/workspace/{name}', 'w').write(re.search('[0-9a-f]{{64}}', src[0]).group(0))\n")
+
+
 STAMP = """
 from servers.stamp import stamp
 from servers import ToolError
@@ -145,7 +153,7 @@ async def paused_rounds(make, label):
 async def expiry(make, label, container_gone):
     """A pause nobody answers ends as cancelled, its container removed; its state then expires."""
     async with make(**can_ask()) as c:
-        code = "import socket\nopen('/workspace/paused-host.txt', 'w').write(socket.gethostname())\n" + STAMP
+        code = write_container_id("paused-host.txt") + STAMP
         first = await by_hand(c, code)
         check(isinstance(first, InputRequiredResult), f"{label}: paused: {first}")
         host = payload(await c.call_tool("read_workspace_file", {"filename": "paused-host.txt"}))["content"]
@@ -196,7 +204,7 @@ async def tasks(make, label, container_gone):
             raw = got["result"]
         check(raw["structuredContent"]["result"] == 1, f"{label}: quick: {raw}")
         # Long code becomes a task.
-        code = ("import socket, time\nopen('/workspace/task-host.txt', 'w').write(socket.gethostname())\n"
+        code = (write_container_id("task-host.txt") + "import time\n"
                 "for i in range(600):\n    print('step', i, flush=True)\n    time.sleep(0.1)\n")
         raw = await send(c, "tools/call", {"name": "execute_code", "arguments": {"code": code}})
         check(raw.get("resultType") == "task" and raw.get("taskId"), f"{label}: a task: {raw}")
@@ -249,12 +257,12 @@ def advertise_tasks():
 
 
 def docker_container_gone(host, label):
-    """The container whose hostname (its short id) is `host` is removed within 30 s."""
+    """The container whose id is `host` (from write_container_id) is removed within 30 s."""
     for _ in range(60):
         # check=True: an engine the command cannot reach fails the test, not passes it.
         out = subprocess.run(["docker", "ps", "-aq", "--no-trunc"], capture_output=True, text=True,
                              check=True).stdout
-        check(len(host) >= 12, f"{label}: {host!r} is not a container's hostname")
+        check(len(host) == 64, f"{label}: {host!r} is not a container id")
         if not any(line.startswith(host) for line in out.split()):
             return
         time.sleep(0.5)
