@@ -17,6 +17,7 @@ pub mod derived;
 pub mod docker;
 mod events;
 mod execution;
+pub mod histogram;
 pub mod image;
 pub mod image_tree;
 pub mod output;
@@ -407,6 +408,7 @@ impl Sandbox {
         let ready = self.pool.take_or_wait(limit).await;
         self.stats.phase(Phase::PoolWait, asked.elapsed());
         if ready.is_none() {
+            self.stats.record_pool_empty();
             // Executions outpace the pool: containers prepared for sessions give way.
             let relieved = std::mem::take(&mut *self.pressure.lock().expect("pressure lock"));
             relieved.cancel();

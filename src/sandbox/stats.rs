@@ -2,8 +2,9 @@
 //! the most recent executions, the number of sandbox containers alive right now, and where the
 //! time goes: cumulative count and total of each [`Phase`] of a container's life. Totals (not
 //! windows) so a reader takes two snapshots and divides the differences, which is how the
-//! execution bench attributes time to each of its rows. Lock-light and bounded: the latency
-//! window keeps the last [`LATENCY_WINDOW`] samples.
+//! execution bench attributes time to each of its rows. Each phase's timings also go into a
+//! [`Histogram`] for the metrics endpoint. Lock-light and bounded: the latency window keeps the
+//! last [`LATENCY_WINDOW`] samples.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::Status;
+use super::histogram::{Histogram, HistogramSnapshot};
 
 /// Latency samples kept for the percentiles.
 pub const LATENCY_WINDOW: usize = 1024;
@@ -102,6 +104,10 @@ pub struct PhaseSnapshot {
 #[derive(Debug)]
 pub struct Stats {
     started: Instant,
+    /// Every timing of each phase, bucketed (for the metrics endpoint).
+    histograms: [Histogram; Phase::ALL.len()],
+    /// Executions that asked the pool for a container and got none in time (they ran cold).
+    pool_empty: AtomicU64,
     by_status: Mutex<HashMap<Status, u64>>,
     engine_failures: AtomicU64,
     latencies_ms: Mutex<VecDeque<f64>>,
@@ -153,6 +159,8 @@ impl Stats {
     pub fn new() -> Self {
         Self {
             started: Instant::now(),
+            histograms: Default::default(),
+            pool_empty: AtomicU64::new(0),
             by_status: Mutex::new(HashMap::new()),
             engine_failures: AtomicU64::new(0),
             latencies_ms: Mutex::new(VecDeque::with_capacity(LATENCY_WINDOW)),
@@ -170,6 +178,35 @@ impl Stats {
         total
             .total_us
             .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        self.histograms[phase as usize].observe(took);
+    }
+
+    /// Every timing of `phase` so far, bucketed.
+    pub fn histogram(&self, phase: Phase) -> HistogramSnapshot {
+        self.histograms[phase as usize].snapshot()
+    }
+
+    /// Counts an execution that found the pool empty by its start deadline.
+    pub fn record_pool_empty(&self) {
+        self.pool_empty.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Executions that failed because the engine did, since the server started.
+    pub fn engine_failures(&self) -> u64 {
+        self.engine_failures.load(Ordering::Relaxed)
+    }
+
+    /// Executions that found the pool empty since the server started.
+    pub fn pool_empty_takes(&self) -> u64 {
+        self.pool_empty.load(Ordering::Relaxed)
+    }
+
+    /// Executions by status since the server started (every status, zeros included).
+    pub fn by_status(&self) -> Vec<(Status, u64)> {
+        let by_status = self.by_status.lock().unwrap();
+        (Status::ALL.iter())
+            .map(|s| (*s, by_status.get(s).copied().unwrap_or(0)))
+            .collect()
     }
 
     pub fn record(&self, status: Status, elapsed: Duration) {
