@@ -45,6 +45,95 @@ pub struct ToolCallRecord {
     pub ok: bool,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
+    /// What the metrics and the audit trail keep of the call (not shown to the model).
+    #[serde(skip)]
+    pub audit: CallAudit,
+}
+
+/// How one call ended, for the metrics and the audit trail.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CallOutcome {
+    /// The upstream answered with a result.
+    Ok,
+    /// The upstream failed, reported an error, or answered too much.
+    Error,
+    /// The policy denies the tool.
+    Denied,
+    /// The user declined the call.
+    Declined,
+    /// The upstream did not answer in time.
+    Timeout,
+    /// Refused before any policy: no such upstream or tool, bad arguments, a call limit, or
+    /// asking the user failed.
+    #[default]
+    Refused,
+}
+
+impl CallOutcome {
+    pub const ALL: [CallOutcome; 6] = [
+        CallOutcome::Ok,
+        CallOutcome::Error,
+        CallOutcome::Denied,
+        CallOutcome::Declined,
+        CallOutcome::Timeout,
+        CallOutcome::Refused,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallOutcome::Ok => "ok",
+            CallOutcome::Error => "error",
+            CallOutcome::Denied => "denied",
+            CallOutcome::Declined => "declined",
+            CallOutcome::Timeout => "timeout",
+            CallOutcome::Refused => "refused",
+        }
+    }
+}
+
+/// What the policy decided on one call, the user's answer included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PolicyDecision {
+    Allow,
+    Deny,
+    ConfirmAccepted,
+    ConfirmDeclined,
+    /// The call needed confirmation and asking failed (no way to ask, dismissed, timed out).
+    ConfirmFailed,
+}
+
+impl PolicyDecision {
+    pub const ALL: [PolicyDecision; 5] = [
+        PolicyDecision::Allow,
+        PolicyDecision::Deny,
+        PolicyDecision::ConfirmAccepted,
+        PolicyDecision::ConfirmDeclined,
+        PolicyDecision::ConfirmFailed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyDecision::Allow => "allow",
+            PolicyDecision::Deny => "deny",
+            PolicyDecision::ConfirmAccepted => "confirm_accepted",
+            PolicyDecision::ConfirmDeclined => "confirm_declined",
+            PolicyDecision::ConfirmFailed => "confirm_failed",
+        }
+    }
+}
+
+/// What the audit trail and the metrics keep of one call: never the arguments' values, only
+/// their digest.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallAudit {
+    pub outcome: CallOutcome,
+    /// `None` when the call was refused before the policy was consulted.
+    pub policy: Option<PolicyDecision>,
+    /// SHA-256 (hex) of the arguments as the code passed them (JSON, keys sorted; personal
+    /// data still as tokens).
+    pub arguments_sha256: String,
+    /// Whether the upstream lists the tool (only listed tools name a metrics series).
+    pub listed: bool,
 }
 
 /// Longest error a call's record shows; the record keeps [`EDGE_BYTES`] characters more, for
@@ -106,11 +195,19 @@ impl ToolSession {
     /// Calls `server`'s tool `tool`; the value for sandbox code, or why not.
     pub async fn call(&self, server: &str, tool: &str, arguments: Value) -> Result<Value, String> {
         let started = Instant::now();
-        let result = self.call_checked(server, tool, arguments).await;
+        let mut audit = CallAudit {
+            arguments_sha256: arguments_digest(&arguments),
+            ..CallAudit::default()
+        };
+        let result = self.call_checked(server, tool, arguments, &mut audit).await;
+        if result.is_ok() {
+            audit.outcome = CallOutcome::Ok;
+        }
         if self.view.upstream(server).is_some() {
             self.view
                 .stats
                 .record(server, result.is_ok(), started.elapsed());
+            self.view.stats.record_call(server, tool, &audit);
         }
         let mut records = self.records.lock().expect("records lock");
         if records.len() < MAX_RECORDS {
@@ -123,6 +220,7 @@ impl ToolSession {
                 error: result.as_ref().err().map(|e| {
                     crate::text::prefix_chars(e, MAX_RECORD_ERROR_CHARS + EDGE_BYTES).to_owned()
                 }),
+                audit,
             });
         }
         result
@@ -133,6 +231,7 @@ impl ToolSession {
         server: &str,
         tool: &str,
         arguments: Value,
+        audit: &mut CallAudit,
     ) -> Result<Value, String> {
         let made = self.made.fetch_add(1, Ordering::Relaxed);
         if made >= self.limits.max_calls {
@@ -167,21 +266,29 @@ impl ToolSession {
                 },
             );
         };
+        audit.listed = true;
         let Value::Object(arguments) = arguments else {
             return Err(format!(
                 "the arguments of `{server}/{tool}` must be a dict of argument names to values"
             ));
         };
         match upstream.config.policy.decide(tool, found.destructive) {
-            Decision::Allow => {}
+            Decision::Allow => audit.policy = Some(PolicyDecision::Allow),
             Decision::Deny => {
+                audit.policy = Some(PolicyDecision::Deny);
+                audit.outcome = CallOutcome::Denied;
                 return Err(format!(
                     "the policy for upstream `{server}` denies `{tool}` (set in the upstreams file)"
                 ));
             }
             Decision::Confirm => {
-                self.ask(server, tool, found.destructive, &arguments)
-                    .await?
+                let (decision, answer) =
+                    self.ask(server, tool, found.destructive, &arguments).await;
+                audit.policy = Some(decision);
+                if decision == PolicyDecision::ConfirmDeclined {
+                    audit.outcome = CallOutcome::Declined;
+                }
+                answer?
             }
         }
         let _permit = self.in_flight.try_acquire().map_err(|_| {
@@ -199,10 +306,16 @@ impl ToolSession {
             }
             None => arguments,
         };
+        audit.outcome = CallOutcome::Error;
         let wire = upstream
             .call(tool, arguments, self.limits.timeout)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| {
+                if matches!(e, super::upstream::CallFailure::Timeout { .. }) {
+                    audit.outcome = CallOutcome::Timeout;
+                }
+                e.to_string()
+            })?;
         let size = json_size(&wire);
         if size > self.limits.max_result_bytes {
             return Err(format!(
@@ -221,16 +334,19 @@ impl ToolSession {
         tool: &str,
         destructive: bool,
         arguments: &Map<String, Value>,
-    ) -> Result<(), String> {
+    ) -> (PolicyDecision, Result<(), String>) {
         let Some(confirm) = &self.confirm else {
-            return Err(format!(
-                "`{server}/{tool}` needs the user's confirmation (policy `confirm`{}), and this client cannot ask (it does not support MCP elicitation); an administrator can set the tool's policy to `allow` in the upstreams file",
-                if destructive {
-                    ", the default for a tool its server marks destructive"
-                } else {
-                    ""
-                }
-            ));
+            return (
+                PolicyDecision::ConfirmFailed,
+                Err(format!(
+                    "`{server}/{tool}` needs the user's confirmation (policy `confirm`{}), and this client cannot ask (it does not support MCP elicitation); an administrator can set the tool's policy to `allow` in the upstreams file",
+                    if destructive {
+                        ", the default for a tool its server marks destructive"
+                    } else {
+                        ""
+                    }
+                )),
+            );
         };
         // The user decides on what the call would do: its arguments as the code passed them.
         let shown = crate::text::cut(
@@ -246,12 +362,41 @@ impl ToolSession {
             }
         );
         match confirm.confirm(message).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(format!("the user declined the call to `{server}/{tool}`")),
-            Err(why) => Err(format!(
-                "`{server}/{tool}` needs the user's confirmation and asking failed: {why}"
-            )),
+            Ok(true) => (PolicyDecision::ConfirmAccepted, Ok(())),
+            Ok(false) => (
+                PolicyDecision::ConfirmDeclined,
+                Err(format!("the user declined the call to `{server}/{tool}`")),
+            ),
+            Err(why) => (
+                PolicyDecision::ConfirmFailed,
+                Err(format!(
+                    "`{server}/{tool}` needs the user's confirmation and asking failed: {why}"
+                )),
+            ),
         }
+    }
+}
+
+/// SHA-256 (hex) of `arguments` as JSON. serde_json's maps keep keys sorted, so equal
+/// arguments give equal digests whatever order the code wrote them in.
+fn arguments_digest(arguments: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    // Writing JSON into a hasher cannot fail.
+    let _ = serde_json::to_writer(HashWriter(&mut hasher), arguments);
+    hex::encode(hasher.finalize())
+}
+
+/// `io::Write` into a hasher, so a large value is hashed without being written out first.
+struct HashWriter<'a>(&'a mut sha2::Sha256);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        sha2::Digest::update(self.0, buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -305,6 +450,18 @@ fn restore_tokens(pii: &PiiEngine, arguments: Map<String, Value>) -> Map<String,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn argument_digests_ignore_key_order_and_differ_by_value() {
+        let a = serde_json::json!({"b": 1, "a": "x"});
+        let b: Value = serde_json::from_str(r#"{"a": "x", "b": 1}"#).unwrap();
+        assert_eq!(arguments_digest(&a), arguments_digest(&b));
+        assert_ne!(
+            arguments_digest(&a),
+            arguments_digest(&serde_json::json!({"b": 2, "a": "x"}))
+        );
+        assert_eq!(arguments_digest(&a).len(), 64);
+    }
 
     #[test]
     fn json_size_is_the_serialized_length() {
