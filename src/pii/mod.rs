@@ -98,6 +98,8 @@ pub struct PiiEngine {
     /// The vault file (with `--pii-key-file`).
     store: Option<Store>,
     token_re: Regex,
+    /// Values tokenized so far, per kind in [`PiiKind::ALL`]'s order (for the metrics).
+    tokenized: [std::sync::atomic::AtomicU64; PiiKind::ALL.len()],
 }
 
 impl std::fmt::Debug for PiiEngine {
@@ -122,7 +124,20 @@ impl PiiEngine {
                 r"\[(?:EMAIL|PHONE|SSN|CREDIT_CARD|IP_ADDRESS|API_KEY|IBAN)_[0-9a-f]{8,64}\]",
             )
             .expect("token pattern"),
+            tokenized: Default::default(),
         }
+    }
+
+    /// Values tokenized since the engine started, per kind (a value shown twice counts twice).
+    pub fn tokenized_by_kind(&self) -> Vec<(PiiKind, u64)> {
+        (PiiKind::ALL.iter().zip(&self.tokenized))
+            .map(|(k, n)| (*k, n.load(std::sync::atomic::Ordering::Relaxed)))
+            .collect()
+    }
+
+    fn count_tokenized(&self, kind: PiiKind, n: u64) {
+        let i = PiiKind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
+        self.tokenized[i].fetch_add(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// An engine with a fresh secret from the operating system's randomness: tokens differ
@@ -188,6 +203,7 @@ impl PiiEngine {
     /// The token `value` gets as a `kind` (recorded in the vault).
     pub fn tokenize_value(&self, kind: PiiKind, value: &str) -> String {
         let mac = self.keyed.mac(kind, value);
+        self.count_tokenized(kind, 1);
         let (id, fresh) = self.vault().mint_fresh(kind, value, &mac);
         if fresh {
             self.persist(&[(kind, value.to_owned())]);
@@ -300,6 +316,9 @@ impl PiiEngine {
             *counts.entry(d.kind).or_insert(0) += 1;
         }
         out.push_str(&text[last..]);
+        for (&kind, &n) in &counts {
+            self.count_tokenized(kind, n as u64);
+        }
         let tokens = ids
             .iter()
             .zip(&distinct)
