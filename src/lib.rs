@@ -10,6 +10,8 @@
 //!
 //! - [`transport`]: how clients reach the server (stdio, streamable HTTP with tenants and
 //!   `/health`) and the JSON-RPC input checks both share.
+//! - [`metrics`]: the Prometheus endpoint (`--metrics-listen`), read from every tenant's
+//!   statistics at scrape time.
 //! - [`mcp`]: the tools, a thin layer of argument shapes and responses over [`app`]; every
 //!   answer is made by [`privacy`].
 //! - [`cli`]: the binary's other commands (`doctor`, `image`).
@@ -26,12 +28,14 @@
 //! - [`discovery`]: the tool catalog and its ranked search; [`skills`]: the saved-skill
 //!   store and its Agent Skills form (`skill://` URIs); [`workspace`]: path-safe files under the workspace root, its quota and its
 //!   `workspace:///` URIs; [`pii`]: detection and reversible tokenization of personal data;
-//!   [`sessions`]: session handles and their snapshots on disk;
+//!   [`sessions`]: session handles and their snapshots on disk; [`audit`]: the audit trail's
+//!   records, files and reader;
 //!   [`shipped`]: the catalog and starter skills built into the binary.
 //! - [`host`]: the machine underneath: engine paths, storage, processes, link-safe files.
 //! - Internal: `text` (cutting text on character boundaries).
 
 pub mod app;
+pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod discovery;
@@ -39,6 +43,7 @@ pub mod execute;
 pub mod gateway;
 pub mod host;
 pub mod mcp;
+pub mod metrics;
 pub mod pii;
 pub mod privacy;
 pub mod sandbox;

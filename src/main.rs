@@ -46,6 +46,9 @@ enum Command {
         #[command(flatten)]
         config: Box<Config>,
     },
+    /// Print the audit trail (DATA_DIR/audit) as JSON lines, oldest first: one record per
+    /// execute_code call, with digests and tokens, never personal data's values.
+    Audit(cli::audit::Audit),
 }
 
 #[derive(Subcommand)]
@@ -119,6 +122,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Health { listen } => {
             let status = serve::probe_health(listen).await?;
             println!("{status}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit(audit) => {
+            cli::audit::run(audit)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor { config } => {

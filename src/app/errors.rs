@@ -86,6 +86,11 @@ pub enum ExecuteError {
         "sessions are off on this server (--session-max-count 0): call without `session`, or ask its operator to allow them"
     )]
     SessionsOff,
+    /// `--audit-required` and the audit trail cannot be written.
+    #[error(
+        "this server records every execution in its audit trail and cannot write it now ({0}): no code ran. Retry later; the server's operator frees space or fixes DATA_DIR/audit"
+    )]
+    AuditUnavailable(String),
 }
 
 // By hand rather than `#[from]`: the message already holds the cause, and a `source` would make

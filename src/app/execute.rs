@@ -14,6 +14,8 @@ use crate::sandbox::{Job, Outcome};
 /// its code made.
 #[derive(Debug)]
 pub struct Executed {
+    /// This execution's id (`exe_…`), as its log lines and audit record name it.
+    pub id: String,
     pub outcome: Outcome,
     pub limits: ExecLimits,
     pub tool_calls: Vec<ToolCallRecord>,
@@ -28,15 +30,28 @@ impl App {
     /// Checks and clamps the request, then runs it in a fresh container. With a tap, each
     /// output chunk is also offered to it as it arrives (for progress reports; see
     /// `progress`).
+    ///
+    /// Every execution has an id of its own ([`new_execution_id`]): its log lines carry it
+    /// (the `execution` span), and so does its audit record.
     pub async fn execute(
         &self,
         request: ExecuteRequest,
         cancel: tokio_util::sync::CancellationToken,
     ) -> Result<Executed, ExecuteError> {
+        use tracing::Instrument;
         let call_started = std::time::Instant::now();
-        let executed = self.execute_timed(request, cancel).await;
-        self.stats
-            .phase(crate::sandbox::stats::Phase::Call, call_started.elapsed());
+        let execution_id = new_execution_id();
+        let span = tracing::info_span!("execution", execution_id = %execution_id);
+        let audit = self.audit_begin(&request).await?;
+        let executed = self
+            .execute_timed(request, cancel, &execution_id)
+            .instrument(span)
+            .await;
+        let took = call_started.elapsed();
+        self.stats.phase(crate::sandbox::stats::Phase::Call, took);
+        if let Some(audit) = audit {
+            self.audit_end(audit, &execution_id, &executed, took).await;
+        }
         executed
     }
 
@@ -44,6 +59,7 @@ impl App {
         &self,
         request: ExecuteRequest,
         cancel: tokio_util::sync::CancellationToken,
+        execution_id: &str,
     ) -> Result<Executed, ExecuteError> {
         let ExecuteRequest {
             code,
@@ -53,6 +69,7 @@ impl App {
             tap,
             confirm,
             session: session_arg,
+            client: _,
         } = request;
         request::check_code(&code, self.config.limits.max_code_bytes)?;
         request::check_context_vars(context_vars.as_ref())?;
@@ -149,6 +166,7 @@ impl App {
         .await
         .expect("redaction and preparing images and files do not panic");
         Ok(Executed {
+            id: execution_id.to_string(),
             outcome,
             limits,
             tool_calls,
@@ -173,6 +191,13 @@ impl App {
             self.config.sandbox.tmpfs_mb
         )
     }
+}
+
+/// A new execution's id: 16 random hex digits, `exe_` before them (unique enough to find one
+/// execution in a tenant's logs and audit trail, short enough to read).
+pub fn new_execution_id() -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    format!("exe_{}", &id[..16])
 }
 
 /// Whether an execution's error is Python's "no space left" (ENOSPC) or "disk quota exceeded"

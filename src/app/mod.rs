@@ -5,6 +5,7 @@
 //! sandbox from the configuration's groups ([`sandbox`]). Both transports and the tests share
 //! it; the MCP layer holds an `Arc<App>` and reaches it through the methods below only.
 
+mod audit;
 pub mod detached;
 mod errors;
 pub mod events;
@@ -40,6 +41,15 @@ use crate::tenancy::TenantDirs;
 use crate::workspace::Workspace;
 use crate::workspace::quota::QuotaMode;
 
+/// One MCP session's count in [`App::mcp_sessions`], released on drop.
+pub struct McpSessionGuard(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for McpSessionGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// One tenant's server: its own workspace, skills, PII vault, stats and sandbox, over the
 /// state every tenant shares.
 pub struct App {
@@ -66,6 +76,12 @@ pub struct App {
     tasks: rmcp::task_manager::TaskManager,
     /// This tenant's changes, for `subscriptions/listen` streams.
     events: Arc<events::Events>,
+    /// The tenant's name (none on a server without tenants).
+    tenant: Option<String>,
+    /// This tenant's audit trail on this node (`--audit`).
+    audit: Option<Arc<crate::audit::AuditLog>>,
+    /// MCP sessions open on this tenant (each `CodeExecutionServer` holds one count).
+    mcp_sessions: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl App {
@@ -131,7 +147,11 @@ impl App {
         let sessions = Arc::new(sessions::Sessions::new(store, engine_dir));
         sweep_sessions(&sessions);
         let paused = paused::PausedTable::new(tenant, shared.config.gateway.confirm_wait());
+        let audit = audit::open(&shared, tenant);
         Ok(Self {
+            tenant: tenant.map(str::to_string),
+            audit,
+            mcp_sessions: Default::default(),
             config: shared.config.clone(),
             shared,
             workspace: opened.workspace,
@@ -149,6 +169,33 @@ impl App {
             paused,
             tasks: rmcp::task_manager::TaskManager::new(),
         })
+    }
+
+    /// The tenant's name (none on a server without tenants).
+    pub fn tenant(&self) -> Option<&str> {
+        self.tenant.as_deref()
+    }
+
+    /// This tenant's audit trail on this node, when it is kept.
+    pub fn audit(&self) -> Option<&Arc<crate::audit::AuditLog>> {
+        self.audit.as_ref()
+    }
+
+    /// Counts an MCP session open on this tenant until the guard is dropped.
+    pub fn mcp_session(&self) -> McpSessionGuard {
+        self.mcp_sessions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        McpSessionGuard(self.mcp_sessions.clone())
+    }
+
+    /// MCP sessions open on this tenant.
+    pub fn mcp_sessions(&self) -> usize {
+        self.mcp_sessions.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The PII engine, for counts only (what the model sees goes through [`App::privacy`]).
+    pub fn pii_tokenized(&self) -> Vec<(crate::pii::PiiKind, u64)> {
+        self.pii.tokenized_by_kind()
     }
 
     /// This tenant's executions paused on a question.

@@ -1,7 +1,7 @@
 //! One `Config` for the whole server, built from command-line flags and their environment
 //! variables (clap), in groups of one subsystem each ([`TransportConfig`], [`TenantsConfig`],
 //! [`StorageConfig`], [`SandboxConfig`], [`LimitsConfig`], [`PoolConfig`], [`PiiConfig`],
-//! [`GatewayConfig`]). Each group checks its own flags and converts them into its subsystem's
+//! [`GatewayConfig`], [`OperationsConfig`]). Each group checks its own flags and converts them into its subsystem's
 //! settings; ranges of a single flag are clap value parsers, so a bad value is refused while
 //! parsing, naming the flag. [`Config::validate`] adds the checks that span groups.
 //!
@@ -11,6 +11,7 @@
 
 mod gateway;
 mod limits;
+mod operations;
 mod pii;
 mod pool;
 mod range;
@@ -24,6 +25,7 @@ use clap::Args;
 
 pub use gateway::GatewayConfig;
 pub use limits::LimitsConfig;
+pub use operations::OperationsConfig;
 pub use pii::{PiiConfig, PiiOutput};
 pub use pool::PoolConfig;
 pub use sandbox::{ImageProfile, ImageTreeMode, SandboxConfig};
@@ -80,6 +82,8 @@ pub struct Config {
     pub pii: PiiConfig,
     #[command(flatten, next_help_heading = "Upstream MCP servers")]
     pub gateway: GatewayConfig,
+    #[command(flatten, next_help_heading = "Operations (metrics, audit trail)")]
+    pub operations: OperationsConfig,
 }
 
 impl Config {
@@ -125,6 +129,7 @@ impl Config {
         self.sessions.validate()?;
         self.pii.validate()?;
         self.gateway.validate()?;
+        self.operations.validate()?;
         if self.tenants.has_tokens() {
             if self.transport.transport == Transport::Stdio {
                 return Err(ConfigError::Conflict("--tokens-file and CEM_TOKENS authenticate HTTP clients, and stdio has one client (the process that started the server): remove them, or serve with --transport http".into()));

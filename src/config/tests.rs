@@ -62,6 +62,12 @@ const FLAGS: &[(&str, &str)] = &[
         "CEM_UPSTREAM_CONNECT_TIMEOUT_SECS",
     ),
     ("confirm-wait-secs", "CEM_CONFIRM_WAIT_SECS"),
+    ("metrics-listen", "CEM_METRICS_LISTEN"),
+    ("audit", "CEM_AUDIT"),
+    ("audit-code", "CEM_AUDIT_CODE"),
+    ("audit-required", "CEM_AUDIT_REQUIRED"),
+    ("audit-max-mb", "CEM_AUDIT_MAX_MB"),
+    ("audit-keep", "CEM_AUDIT_KEEP"),
 ];
 
 #[test]
@@ -102,6 +108,35 @@ fn defaults_are_valid_and_match_the_original_limits() {
     assert_eq!(c.transport.transport, Transport::Stdio);
     assert_eq!(c.pii.pii_output, PiiOutput::Tokenize, "privacy by default");
     assert_eq!(c.storage.workspace_quota_bytes(), 1 << 30);
+    assert!(
+        c.operations.audit_settings().is_some(),
+        "the audit trail is on"
+    );
+    assert_eq!(c.operations.metrics_listen, None, "metrics are off");
+}
+
+#[test]
+fn audit_flags_parse_and_need_the_trail() {
+    let c = Config::try_from_args(["--audit", "false"]).unwrap();
+    assert_eq!(c.operations.audit_settings(), None);
+    let c =
+        Config::try_from_args(["--audit-code", "--audit-required", "--audit-max-mb", "8"]).unwrap();
+    let settings = c.operations.audit_settings().unwrap();
+    assert!(settings.include_code && settings.required);
+    assert_eq!(settings.max_file_bytes, 8 << 20);
+    let c = Config::try_from_args(["--audit", "false", "--audit-required"]).unwrap();
+    assert!(
+        c.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--audit false")
+    );
+    assert!(Config::try_from_args(["--audit-max-mb", "0"]).is_err());
+    let c = Config::try_from_args(["--metrics-listen", "127.0.0.1:9464"]).unwrap();
+    assert_eq!(
+        c.operations.metrics_listen,
+        Some("127.0.0.1:9464".parse().unwrap())
+    );
 }
 
 #[test]

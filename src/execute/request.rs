@@ -25,6 +25,8 @@ pub struct ExecuteRequest {
     /// `"new"` or a session's handle: the code starts with the session's variables, and leaves
     /// its own for the next call.
     pub session: Option<String>,
+    /// The MCP client's name, as it introduced itself (for the audit trail).
+    pub client: Option<String>,
 }
 
 impl std::fmt::Debug for ExecuteRequest {
@@ -36,6 +38,7 @@ impl std::fmt::Debug for ExecuteRequest {
             .field("tap", &self.tap.is_some())
             .field("confirm", &self.confirm.is_some())
             .field("session", &self.session)
+            .field("client", &self.client)
             .finish()
     }
 }

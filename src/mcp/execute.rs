@@ -231,7 +231,7 @@ impl CodeExecutionServer {
             client.tasks || (client.modern && client.elicits && self.app.gateway().is_some());
         if detach {
             let (code, session) = (args.code.clone(), args.session.clone());
-            let detached = self.app.execute_detached(request_of(args));
+            let detached = self.app.execute_detached(request_of(args, &ctx));
             if client.tasks {
                 return self.run_as_task(detached, &ctx).await;
             }
@@ -242,9 +242,12 @@ impl CodeExecutionServer {
     }
 }
 
-/// The request `args` make, without a way to ask or to report progress yet.
-fn request_of(args: ExecuteCodeArgs) -> ExecuteRequest {
+/// The request `args` make within `ctx`, without a way to ask or to report progress yet.
+fn request_of(args: ExecuteCodeArgs, ctx: &RequestContext<RoleServer>) -> ExecuteRequest {
     ExecuteRequest {
+        client: ctx
+            .client_info()
+            .map(|c| crate::text::prefix_chars(&c.name, 100).to_owned()),
         code: args.code,
         context_vars: args.context_vars.map(Value::Object),
         timeout_seconds: args.timeout_seconds,
@@ -266,7 +269,7 @@ impl CodeExecutionServer {
     ) -> Result<Reply, Reply> {
         let token = ctx.meta.get_progress_token();
         let (tap, latest) = LatestLine::new();
-        let mut request = request_of(args);
+        let mut request = request_of(args, &ctx);
         request.tap = token.is_some().then(|| Arc::new(tap) as _);
         let legacy_elicits =
             !ClientKind::of(&ctx).modern && !ctx.peer.supported_elicitation_modes().is_empty();

@@ -69,11 +69,14 @@ pub struct CodeExecutionServer {
     tool_router: ToolRouter<Self>,
     /// The workspace resources this session subscribed to.
     subscriptions: resources::Subscriptions,
+    /// Counts this session in the tenant's open MCP sessions while any clone of it lives.
+    _session: Arc<crate::app::McpSessionGuard>,
 }
 
 impl CodeExecutionServer {
     pub fn new(app: Arc<App>) -> Self {
         Self {
+            _session: Arc::new(app.mcp_session()),
             app,
             tool_router: Self::execute_router()
                 + Self::discovery_router()

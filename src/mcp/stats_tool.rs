@@ -113,6 +113,10 @@ pub struct ExecutionStatsResponse {
     pub executions_paused: usize,
     /// Executions running as tasks (the tasks extension).
     pub tasks_running: usize,
+    /// The audit trail of this tenant on this node (absent with `--audit false`): whether its
+    /// writes succeed, records written and failed since the server started.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub audit: Option<crate::audit::AuditHealth>,
 }
 
 #[tool_router(router = stats_router, vis = "pub(crate)")]
@@ -217,6 +221,7 @@ impl CodeExecutionServer {
             }),
             executions_paused: app.paused().len(),
             tasks_running: app.tasks().running_task_count(),
+            audit: app.audit().map(|log| log.health()),
         }))
     }
 }

@@ -43,6 +43,13 @@ impl Access {
         }
     }
 
+    fn shared(&self) -> &Arc<Shared> {
+        match self {
+            Access::Open(app) => app.shared(),
+            Access::Tokens { shared, .. } => shared,
+        }
+    }
+
     fn engine(&self) -> &Engine {
         match self {
             Access::Open(app) => &app.shared().engine,
@@ -156,6 +163,10 @@ pub async fn serve_http(
     };
     let config = access.config();
     let state = Arc::new(HttpState {
+        open_app: match &access {
+            Access::Open(app) => Some(app.clone()),
+            Access::Tokens { .. } => None,
+        },
         endpoint,
         engine: access.engine().clone(),
         storage: config
@@ -163,6 +174,20 @@ pub async fn serve_http(
             .shared_data
             .then(|| crate::host::storage::StorageWatch::start(config.storage.data_dir())),
     });
+    let metrics_state = state.clone();
+    let metrics =
+        super::metrics_endpoint(access.shared(), Arc::new(move || metrics_state.apps())).await;
+    let _metrics = match metrics {
+        Ok(metrics) => metrics,
+        Err(e) => {
+            match (&access, &state.endpoint) {
+                (Access::Open(app), _) => app.shutdown_all().await,
+                (_, Endpoint::Tokens(tenants)) => tenants.shutdown().await,
+                _ => {}
+            }
+            return Err(e);
+        }
+    };
     let hosts = access.config().transport.allowed_hosts.join(",");
     let router = axum::Router::new()
         .route(
@@ -207,9 +232,23 @@ enum Endpoint {
 
 struct HttpState {
     endpoint: Endpoint,
+    /// The one application of a server without tokens.
+    open_app: Option<Arc<App>>,
     engine: Engine,
     /// With `--shared-data`, the watch of the data directory `/health` also consults.
     storage: Option<Arc<crate::host::storage::StorageWatch>>,
+}
+
+impl HttpState {
+    /// The applications open now: the one without tokens, else the tenants that have called.
+    fn apps(&self) -> Vec<Arc<App>> {
+        match &self.endpoint {
+            Endpoint::Open(_) => self.open_app.iter().cloned().collect(),
+            Endpoint::Tokens(tenants) => (tenants.opened().into_iter())
+                .map(|t| t.app.clone())
+                .collect(),
+        }
+    }
 }
 
 /// The MCP service a request is for, found by [`authenticate`].
@@ -286,7 +325,37 @@ async fn health(State(state): State<Arc<HttpState>>) -> Response {
     if let Some(Err(reason)) = state.storage.as_ref().map(|w| w.verdict()) {
         return unavailable(&reason);
     }
-    json_answer(StatusCode::OK, serde_json::json!({"status": "ok"}))
+    // A failing audit trail: unavailable when executions wait for it (--audit-required), a
+    // warning otherwise. Tenant names only: no paths.
+    let mut warnings = Vec::new();
+    for app in state.apps() {
+        let Some(log) = app.audit() else { continue };
+        let health = log.health();
+        if health.ok {
+            continue;
+        }
+        let whose = app
+            .tenant()
+            .map_or(String::new(), |t| format!(" of tenant {t}"));
+        let reason = format!(
+            "the audit trail{whose} cannot be written: {}",
+            health.error.unwrap_or_default()
+        );
+        if log.settings().required {
+            return unavailable(&format!(
+                "{reason}; executions are refused (--audit-required)"
+            ));
+        }
+        warnings.push(format!("{reason}; executions go on unrecorded"));
+    }
+    if warnings.is_empty() {
+        json_answer(StatusCode::OK, serde_json::json!({"status": "ok"}))
+    } else {
+        json_answer(
+            StatusCode::OK,
+            serde_json::json!({"status": "ok", "warnings": warnings}),
+        )
+    }
 }
 
 /// Asks `GET /health` of a server listening on `listen` (loopback for an unspecified address);

@@ -35,6 +35,21 @@ pub enum ServeError {
     Health(String),
     #[error("HTTP server failed: {0}")]
     Http(std::io::Error),
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::MetricsError),
+}
+
+/// The metrics endpoint of `--metrics-listen`, when it is set, over the tenants `apps` lists.
+pub(crate) async fn metrics_endpoint(
+    shared: &std::sync::Arc<crate::app::Shared>,
+    apps: crate::metrics::OpenApps,
+) -> Result<Option<crate::metrics::MetricsServer>, ServeError> {
+    let Some(addr) = shared.config.operations.metrics_listen else {
+        return Ok(None);
+    };
+    Ok(Some(
+        crate::metrics::serve(addr, shared.clone(), apps).await?,
+    ))
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -29,6 +29,15 @@ pub async fn serve_stdio(
     app: Arc<App>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
+    let one = app.clone();
+    let _metrics =
+        match super::metrics_endpoint(app.shared(), Arc::new(move || vec![one.clone()])).await {
+            Ok(metrics) => metrics,
+            Err(e) => {
+                app.shutdown_all().await;
+                return Err(e);
+            }
+        };
     let server = CodeExecutionServer::new(app.clone());
     let running = match server.serve(stdio()).await {
         Ok(running) => running,

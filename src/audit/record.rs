@@ -1,0 +1,110 @@
+//! One audit record: what the trail keeps of one `execute_code` call. Field names are stable
+//! (README's "Audit trail" lists them); new fields may be added, none renamed.
+
+use serde::{Deserialize, Serialize};
+
+/// One `execute_code` call as the audit trail keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// When the call ended: RFC 3339, UTC, milliseconds.
+    pub time: String,
+    /// The tenant (none on a server without tenants).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// The node that ran it (`--node-name`, else the engine's host name).
+    pub node: String,
+    /// The execution's id, as its log lines name it.
+    pub execution_id: String,
+    /// The MCP client's name, as it introduced itself (tokenized).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// The `session` handle the call ran in, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// SHA-256 (hex) of the code as the client sent it.
+    pub code_sha256: String,
+    /// The code, tokenized (only with `--audit-code`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// ok, error, timeout, memory_limit, output_limit, cancelled; `refused` when the call
+    /// never ran (its checks failed, or the server was busy or shutting down) and
+    /// `engine_failure` when the engine failed it.
+    pub status: String,
+    /// The Python exception's type, for status `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+    /// The call's time in the server, milliseconds.
+    pub duration_ms: f64,
+    /// The upstream tool calls the code made (the first 1,000).
+    #[serde(default)]
+    pub calls: Vec<AuditCall>,
+    /// Workspace files the code created or changed (tokenized names, at most the listing's
+    /// bound); `files_truncated` when there were more.
+    #[serde(default)]
+    pub files_changed: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub files_truncated: bool,
+}
+
+/// One upstream tool call of an execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditCall {
+    pub server: String,
+    pub tool: String,
+    /// ok, error, denied, declined, timeout, refused.
+    pub outcome: String,
+    /// allow, deny, confirm_accepted, confirm_declined, confirm_failed; absent when the call
+    /// was refused before the policy was consulted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// SHA-256 (hex) of the arguments as the code passed them (JSON with sorted keys; personal
+    /// data as tokens). Equal arguments give equal digests; the values are not kept.
+    pub arguments_sha256: String,
+    pub duration_ms: f64,
+}
+
+/// The current time as the trail writes it.
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// SHA-256 (hex) of `code`.
+pub fn code_digest(code: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(code.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_round_trips_and_leaves_out_what_it_does_not_have() {
+        let record = AuditRecord {
+            time: now(),
+            tenant: None,
+            node: "n1".into(),
+            execution_id: "exe_0123456789abcdef".into(),
+            client: None,
+            session: None,
+            code_sha256: code_digest("print(1)"),
+            code: None,
+            status: "ok".into(),
+            error_type: None,
+            duration_ms: 12.5,
+            calls: vec![],
+            files_changed: vec![],
+            files_truncated: false,
+        };
+        let line = serde_json::to_string(&record).unwrap();
+        for absent in ["tenant", "client", "session", "\"code\"", "files_truncated"] {
+            assert!(!line.contains(absent), "{absent} in {line}");
+        }
+        assert_eq!(serde_json::from_str::<AuditRecord>(&line).unwrap(), record);
+        assert_eq!(
+            record.code_sha256,
+            "d287bb7f9d15abdc5b6e98536263815744b6ef21c8f3c839fc434ca70d8efe99"
+        );
+        assert!(record.time.ends_with('Z'));
+    }
+}
