@@ -157,16 +157,16 @@ impl AuditLog {
         } else {
             line.to_string()
         };
-        match file.write_all(line.as_bytes()) {
+        match write_whole(file, line.as_bytes()) {
             Ok(()) => {
                 *size += line.len() as u64;
                 open.torn = false;
                 Ok(())
             }
-            Err(e) => {
+            Err((written, e)) => {
                 // Reopened next time: the directory may have been fixed or replaced.
                 open.file = None;
-                open.torn = true;
+                open.torn = written > 0;
                 Err(err(e))
             }
         }
@@ -249,6 +249,20 @@ impl AuditLog {
         }
         Ok(())
     }
+}
+
+/// Writes all of `bytes`; on failure, how many were written before it.
+fn write_whole(file: &mut File, bytes: &[u8]) -> Result<(), (usize, std::io::Error)> {
+    let mut done = 0;
+    while done < bytes.len() {
+        match file.write(&bytes[done..]) {
+            Ok(0) => return Err((done, std::io::ErrorKind::WriteZero.into())),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err((done, e)),
+        }
+    }
+    Ok(())
 }
 
 /// The time part of a rotated file of `stem` (`STEM.20261126T101500.123Z.jsonl`), or `None`
