@@ -346,11 +346,21 @@ pub struct LoggedServer {
 impl LoggedServer {
     /// Starts `serve` (see [`serve_command`]) logging at its default level, and connects.
     pub async fn start(dir: &Path, args: &[&str]) -> Self {
+        Self::start_with_env(dir, args, &[]).await
+    }
+
+    /// [`LoggedServer::start`] with these environment variables besides.
+    pub async fn start_with_env(
+        dir: &Path,
+        args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Self {
         use rmcp::ServiceExt;
         use tokio::io::AsyncReadExt;
         let _starting = SERVER_STARTS.read().await;
         let mut child = serve_command(dir, args)
             .env("RUST_LOG", "code_execution_mcp=info,warn")
+            .envs(env.iter().copied())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("spawn the server binary");
@@ -399,6 +409,9 @@ pub fn serve_command(dir: &Path, args: &[&str]) -> Command {
         .args(["serve", "--workspace-quota-mb", "0"])
         // As in `config_in`: no preloading unless a test asks (a flag beats the variable).
         .env("CEM_PRELOAD", "none")
+        // The server's data (the audit trail among it) in the test's directory, not the
+        // user's data home (a test's --data-dir beats the variable).
+        .env("CEM_DATA_DIR", dir.join("data"))
         .env("CEM_IMAGE_TREE_DIR", shared_image_trees())
         .arg("--workspace")
         .arg(dir.join("workspace"))
@@ -641,6 +654,19 @@ pub fn python_client_env() -> [(&'static str, std::ffi::OsString); 2] {
 /// Runs `tests/python/SCRIPT BINARY DATA_DIR` with the interpreter of the official MCP Python
 /// SDK ([`upstreams::sdk_python`]), asserting the SDK is there and the script passed.
 pub fn run_python_client(script: &str) {
+    run_python_client_with(script, &[]);
+}
+
+/// What a Python client script printed, and the data directory its servers used
+/// (`CEM_DATA_DIR`), kept until this is dropped.
+pub struct PythonRun {
+    pub stdout: String,
+    pub data: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// [`run_python_client`] with these environment variables besides (its servers inherit them).
+pub fn run_python_client_with(script: &str, env: &[(&str, &str)]) -> PythonRun {
     let python = upstreams::sdk_python();
     let has_sdk = std::process::Command::new(&python)
         .args(["-c", "import mcp, yaml"])
@@ -655,13 +681,31 @@ pub fn run_python_client(script: &str) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/python")
         .join(script);
-    let status = std::process::Command::new(&python)
+    let data = dir.path().join("data");
+    let out = std::process::Command::new(&python)
         .args(["-W", "ignore::DeprecationWarning"])
         .arg(script)
         .arg(BIN)
         .arg(dir.path())
         .envs(python_client_env())
-        .status()
+        .env("CEM_DATA_DIR", &data)
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .output()
         .expect("run the Python client");
-    assert!(status.success(), "the Python client failed: {status}");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    // Shown as the script printed it (libtest shows it for a failing test).
+    print!("{stdout}");
+    assert!(
+        out.status.success(),
+        "the Python client failed: {}",
+        out.status
+    );
+    PythonRun {
+        stdout,
+        data,
+        _dir: dir,
+    }
 }

@@ -5,7 +5,7 @@
 //! stderr, a policy that denies, and an upstream still starting when the first execution comes.
 
 use code_execution_mcp::execute::request::ExecuteRequest;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{app_with, app_with_ready, run, run_ok, status_after_failure, statuses};
 use crate::common::upstreams::fixture_entry;
@@ -115,6 +115,21 @@ result = out
         .collect();
     assert_eq!(failed[..3], ["slow", "big", "fail"]);
     assert_eq!(failed.len(), 7, "three errors and four refused: {failed:?}");
+    // The same calls as the metrics count them, by tool and outcome.
+    let metrics = crate::metrics_of(&t).await;
+    for (tool, outcome, n) in [
+        ("echo", "ok", 5),
+        ("slow", "timeout", 1),
+        ("slow", "ok", 4),
+        ("slow", "refused", 4),
+        ("big", "error", 1),
+        ("fail", "error", 1),
+    ] {
+        let series = format!(
+            "cem_upstream_calls_total{{tenant=\"\",server=\"fx\",tool=\"{tool}\",outcome=\"{outcome}\"}} {n}\n"
+        );
+        assert!(metrics.contains(&series), "{series} in {metrics}");
+    }
 
     // The call budget: 40 per execution.
     let o = run(
@@ -275,6 +290,43 @@ result = {
         "{r}"
     );
     assert_eq!(r["allowed"], "deleted", "a rule beats the destructive hint");
+    // The metrics: connections, calls by outcome (a tool its upstream does not list is never a
+    // label), and the policy's decisions.
+    let metrics = crate::metrics_of(&t).await;
+    for series in [
+        "cem_upstream_up{server=\"ok\"} 1",
+        "cem_upstream_up{server=\"gone\"} 0",
+        "cem_upstream_calls_total{tenant=\"\",server=\"ok\",tool=\"echo\",outcome=\"ok\"} 1",
+        "cem_upstream_calls_total{tenant=\"\",server=\"guarded\",tool=\"echo\",outcome=\"denied\"} 1",
+        "cem_upstream_calls_total{tenant=\"\",server=\"hangs\",tool=\"(other)\",outcome=\"refused\"} 1",
+        "cem_policy_decisions_total{tenant=\"\",server=\"guarded\",decision=\"deny\"} 1",
+        "cem_policy_decisions_total{tenant=\"\",server=\"guarded\",decision=\"allow\"} 1",
+        "cem_upstream_call_duration_seconds_count{tenant=\"\",server=\"guarded\"} 2",
+    ] {
+        assert!(
+            metrics.contains(&format!("{series}\n")),
+            "{series} in {metrics}"
+        );
+    }
+    // The audit record of the execution: each call with its outcome, decision and the digest of
+    // its arguments, never their values.
+    let trail = t.dir.path().join("data/audit/_default");
+    let file = std::fs::read_dir(&trail)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let text = std::fs::read_to_string(file).unwrap();
+    let record: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let denied = (record["calls"].as_array().unwrap().iter())
+        .find(|c| c["server"] == "guarded" && c["tool"] == "echo")
+        .unwrap_or_else(|| panic!("{record}"));
+    assert_eq!(denied["outcome"], "denied");
+    assert_eq!(denied["policy"], "deny");
+    assert_eq!(denied["arguments_sha256"].as_str().unwrap().len(), 64);
+    assert!(!denied.to_string().contains("\"value\""), "{denied}");
+    assert_eq!(record["status"], "ok");
 
     let gone = status_after_failure(&t, "gone").await;
     assert!(

@@ -31,8 +31,10 @@ ERAS = {"legacy": "2025-11-25", "auto": "2026-07-28"}
 def server_env():
     """What a stdio server of a script inherits beside the SDK's short default list: the test
     harness's settings for the servers it starts (tests/common `python_client_env`), so that a
-    stdio server shares the image-tree copy and answers `server/discover` in time."""
-    return {k: v for k, v in os.environ.items() if k in ("CEM_IMAGE_TREE_DIR", "CEM_PRELOAD")}
+    stdio server shares the image-tree copy and answers `server/discover` in time, keeps its
+    data (the audit trail among it) where the harness looks, and logs as asked."""
+    return {k: v for k, v in os.environ.items()
+            if k in ("CEM_IMAGE_TREE_DIR", "CEM_PRELOAD", "CEM_DATA_DIR", "CEM_AUDIT_CODE", "RUST_LOG")}
 
 
 @contextlib.asynccontextmanager
@@ -197,8 +199,9 @@ result = {
 
     r = await client.call_tool("get_execution_stats", {})
     p = payload(r)
-    check(p["executions"]["executions_total"] >= 7 and p["limits"]["default_memory_mb"] == 500, f"{label}: {p}")
-    print(f"{label}: original examples ok")
+    total = p["executions"]["executions_total"]
+    check(total >= 7 and p["limits"]["default_memory_mb"] == 500, f"{label}: {p}")
+    print(f"{label}: original examples ok ({total} executions)", flush=True)
 
 
 def free_port():

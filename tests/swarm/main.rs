@@ -206,6 +206,29 @@ fn a_swarm_serves_tenants_through_the_proxy_and_loses_nothing_with_a_node() {
         );
     }
 
+    // The audit trail on the shared volume: per tenant, one file per node that served it.
+    let server = swarm
+        .server_container(victim)
+        .expect("the rejoined node's server");
+    for tenant in TENANTS {
+        let out = swarm
+            .docker(
+                victim,
+                &["exec", &server, "ls", &format!("/data/audit/{tenant}")],
+            )
+            .output()
+            .unwrap();
+        let files = stdout(&out);
+        let mut served = vec![&first_nodes[tenant], &after_loss[tenant]];
+        served.dedup();
+        for node in served {
+            assert!(
+                files.lines().any(|f| f == format!("{node}.jsonl")),
+                "{tenant}'s audit trail has no file of {node}: {files}"
+            );
+        }
+    }
+
     // Down: every server removes its sandboxes, then the swarm goes.
     swarm.remove_stack();
     for i in 1..=3 {

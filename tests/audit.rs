@@ -1,0 +1,274 @@
+//! The audit trail with the real engine and the real binary: after the original README
+//! examples (driven by the official MCP Python SDK, code included in the records), one record
+//! per execution and none of the personal data those examples print; `code-execution-mcp
+//! audit` reads them back; a read-only or full audit directory is reported (the log,
+//! `get_execution_stats`, `/health`, the metrics) and executions go on, or stop with
+//! `--audit-required` until the trail can be written again.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use code_execution_mcp::audit::AuditRecord;
+use code_execution_mcp::execute::request::ExecuteRequest;
+
+/// The values the original examples put into code and output, which the trail must never hold.
+const CANARIES: [&str; 6] = [
+    "ann.lee@example.com",
+    "bob@example.org",
+    "4111 1111 1111 1111",
+    "5500 0000 0000 0004",
+    "john@example.com",
+    "555-123-4567",
+];
+
+fn records_in(dir: &Path) -> Vec<AuditRecord> {
+    let mut records = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        // An empty line: a record a full disk cut short was followed by a fresh line.
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            records.push(
+                serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("{}: {e}: {line}", path.display())),
+            );
+        }
+    }
+    records
+}
+
+#[test]
+fn the_original_examples_leave_one_record_per_execution_and_no_personal_data() {
+    let run = common::run_python_client_with(
+        "original_examples.py",
+        &[("CEM_AUDIT_CODE", "true"), ("RUST_LOG", "warn")],
+    );
+    // Each leg's server says how many executions it ran.
+    let executions: usize = (run.stdout.lines())
+        .filter_map(|l| l.split_once("original examples ok (")?.1.split_once(' '))
+        .map(|(n, _)| n.parse::<usize>().unwrap())
+        .sum();
+    assert!(executions >= 4 * 7, "executions counted: {}", run.stdout);
+    let trail = run.data.join("audit/_default");
+    let raw: String = std::fs::read_dir(&trail)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    for canary in CANARIES {
+        assert!(!raw.contains(canary), "{canary} is in the audit trail");
+    }
+    let records = records_in(&trail);
+    assert_eq!(records.len(), executions, "one record per execution");
+    let mut ids: Vec<&str> = records.iter().map(|r| r.execution_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), records.len(), "execution ids are unique");
+    for r in &records {
+        assert_eq!(r.tenant, None);
+        assert_eq!(r.code_sha256.len(), 64);
+        assert!(r.code.is_some(), "--audit-code keeps the code: {r:?}");
+        assert!(r.duration_ms > 0.0);
+        assert!(
+            r.client.as_deref().is_some_and(|c| !c.is_empty()),
+            "the client's name: {r:?}"
+        );
+    }
+    let count = |status: &str| records.iter().filter(|r| r.status == status).count();
+    assert_eq!(count("error"), 4, "1/0 on each leg");
+    assert_eq!(count("timeout"), 4, "the endless loop on each leg");
+    assert!(
+        (records.iter()).any(|r| r.error_type.as_deref() == Some("ZeroDivisionError")),
+        "the error's type is kept"
+    );
+    // The code that held emails and cards is there, tokenized.
+    let tokenized = (records.iter())
+        .filter_map(|r| r.code.as_deref())
+        .find(|c| c.contains("contacting"))
+        .expect("the privacy example's record");
+    assert!(
+        tokenized.contains("[EMAIL_") && tokenized.contains("[CREDIT_CARD_"),
+        "{tokenized}"
+    );
+    assert!(
+        (records.iter()).any(|r| r.files_changed == ["report.txt"]),
+        "the workspace example's changed file"
+    );
+
+    // The command reads the same records back, oldest first, and filters them.
+    let audit = |args: &[&str]| {
+        let out = Command::new(common::BIN)
+            .arg("audit")
+            .arg("--data-dir")
+            .arg(&run.data)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let all = audit(&[]);
+    let read: Vec<AuditRecord> = all
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(read.len(), records.len());
+    assert!(
+        read.windows(2).all(|w| w[0].time <= w[1].time),
+        "oldest first"
+    );
+    assert_eq!(
+        audit(&["--tenant", "_default", "--since", "1h"])
+            .lines()
+            .count(),
+        records.len()
+    );
+    assert_eq!(audit(&["--since", "2999-01-01"]), "");
+    let one = audit(&["--execution", &records[3].execution_id]);
+    assert_eq!(one.lines().count(), 1);
+    assert!(one.contains(&records[3].code_sha256));
+    let refused = Command::new(common::BIN)
+        .args(["audit", "--since", "yesterday", "--data-dir"])
+        .arg(&run.data)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("span back from now"));
+}
+
+/// A tmpfs mounted over a directory for the test's length, unmounted when dropped.
+struct Mounted(PathBuf);
+
+impl Mounted {
+    fn tmpfs(at: &Path, options: &str) -> Self {
+        std::fs::create_dir_all(at).unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(at)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount tmpfs at {}", at.display());
+        Self(at.to_path_buf())
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// The audit directory of a server without tenants, its trail not yet written.
+fn tenant_dir(data: &Path) -> PathBuf {
+    data.join("audit/_default")
+}
+
+#[tokio::test]
+#[ignore = "needs root: mounts a read-only tmpfs over the audit directory"]
+async fn a_read_only_audit_directory_is_reported_and_executions_go_on() {
+    common::require_root("a read-only audit directory");
+    let dir = tempfile::tempdir().unwrap();
+    let _ro = Mounted::tmpfs(&tenant_dir(&dir.path().join("data")), "ro,size=1m");
+    let server = common::LoggedServer::start_with_env(
+        dir.path(),
+        &["--pool-size", "0"],
+        &[("CEM_DATA_DIR", dir.path().join("data").as_os_str())],
+    )
+    .await;
+    for _ in 0..2 {
+        let r = common::execute_code(server.client.peer(), "result = 6 * 7").await;
+        let body = r.structured_content.clone().unwrap();
+        assert_eq!(body["result"], 42, "executions go on: {body}");
+    }
+    let (_, stats) = common::call_tool(
+        server.client.peer(),
+        "get_execution_stats",
+        serde_json::json!({}),
+    )
+    .await;
+    let audit = &stats["audit"];
+    assert_eq!(audit["ok"], false, "{stats}");
+    assert_eq!(audit["write_failures"], 2, "{stats}");
+    assert!(
+        audit["error"]
+            .as_str()
+            .unwrap()
+            .contains("Read-only file system"),
+        "{stats}"
+    );
+    let log = server.finish().await;
+    let reports = log.matches("cannot write the audit trail").count();
+    assert_eq!(
+        reports, 1,
+        "the failure is logged once, not per execution: {log}"
+    );
+    assert!(log.contains("go on unrecorded"), "{log}");
+}
+
+#[tokio::test]
+#[ignore = "needs root: mounts a full tmpfs over the audit directory"]
+async fn a_full_audit_disk_stops_executions_with_audit_required_until_space_returns() {
+    common::require_root("a full audit disk");
+    let t = common::TestApp::start_with(|c| {
+        c.operations.audit_required = true;
+        c.pool.pool_size = 0;
+        c.pool.pool_max = 0;
+    })
+    .await;
+    let trail = tenant_dir(&t.dir.path().join("data"));
+    // Larger than the 1 MiB the trail wants free before it tries again, and full.
+    let disk = Mounted::tmpfs(&trail, "size=2m");
+    let filler = trail.join("filler");
+    let _ = std::fs::write(&filler, vec![0u8; 2 << 20]);
+    let run = |code: &'static str| {
+        let app = t.app.clone();
+        async move {
+            app.execute(ExecuteRequest::code(code), Default::default())
+                .await
+        }
+    };
+    // While healthy, executions run; the failed write turns the trail unhealthy.
+    let mut ran = 0;
+    while t.app.audit().unwrap().is_ok() {
+        assert!(run("result = 1").await.is_ok());
+        ran += 1;
+        assert!(ran < 50, "the full disk never failed a write");
+    }
+    code_execution_mcp::install_tls_provider();
+    let http = common::HttpServer::start(t.app.clone()).await;
+    let health = reqwest::get(format!("http://{}/health", http.addr))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 503, "required and failing: unavailable");
+    let body = health.text().await.unwrap();
+    assert!(
+        body.contains("audit trail") && body.contains("--audit-required"),
+        "{body}"
+    );
+    let refused = run("open('/workspace/ran', 'w')").await.unwrap_err();
+    let message = refused.to_string();
+    assert!(
+        message.contains("audit trail") && message.contains("no code ran"),
+        "{message}"
+    );
+    assert!(
+        !t.workspace().join("ran").exists(),
+        "the refused code did not run"
+    );
+    let metrics =
+        code_execution_mcp::metrics::collect::render(t.app.shared(), &[t.app.clone()]).await;
+    assert!(metrics.contains("cem_audit_ok{tenant=\"\"} 0"), "{metrics}");
+    // Space returns: the next execution runs and is recorded.
+    std::fs::remove_file(&filler).unwrap();
+    let ok = run("result = 2")
+        .await
+        .expect("runs once the trail can be written");
+    assert_eq!(ok.outcome.result, 2);
+    assert!(t.app.audit().unwrap().is_ok());
+    let records = records_in(&trail);
+    assert_eq!(records.last().unwrap().execution_id, ok.id);
+    http.stop().await;
+    drop(disk);
+    t.app.shutdown_all().await;
+}
