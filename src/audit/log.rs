@@ -213,11 +213,11 @@ impl AuditLog {
         let mut failing = self.failing.lock().expect("audit lock");
         if failing.is_none() {
             tracing::error!(
-                "{e}. Executions {} while it cannot (--audit-required); free space or make {} writable",
+                "{e}. Executions {} while it cannot; free space or make {} writable",
                 if self.settings.required {
-                    "are refused"
+                    "are refused (--audit-required)"
                 } else {
-                    "go on unrecorded"
+                    "go on unrecorded (--audit-required would refuse them)"
                 },
                 self.dir.display()
             );

@@ -21,7 +21,8 @@ pub struct OperationsConfig {
 
     /// Keep the audit trail: one JSON line per execute_code call under
     /// DATA_DIR/audit/TENANT/NODE.jsonl (digests and tokens, never personal data's values).
-    #[arg(long, env = "CEM_AUDIT", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    #[arg(long, env = "CEM_AUDIT", default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub audit: bool,
 
     /// Audit records carry the code itself (tokenized), not only its SHA-256.

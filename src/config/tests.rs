@@ -119,6 +119,8 @@ fn defaults_are_valid_and_match_the_original_limits() {
 fn audit_flags_parse_and_need_the_trail() {
     let c = Config::try_from_args(["--audit", "false"]).unwrap();
     assert_eq!(c.operations.audit_settings(), None);
+    let c = Config::try_from_args(["--audit"]).unwrap();
+    assert!(c.operations.audit_settings().is_some());
     let c =
         Config::try_from_args(["--audit-code", "--audit-required", "--audit-max-mb", "8"]).unwrap();
     let settings = c.operations.audit_settings().unwrap();
