@@ -32,6 +32,8 @@
 //!   records, files and reader;
 //!   [`shipped`]: the catalog and starter skills built into the binary.
 //! - [`host`]: the machine underneath: engine paths, storage, processes, link-safe files.
+//! - [`logging`]: the log on stderr (`--log-format`): human lines, or JSON lines with the
+//!   tenant, execution and request ids of the spans around each event.
 //! - Internal: `text` (cutting text on character boundaries).
 
 pub mod app;
@@ -42,6 +44,7 @@ pub mod discovery;
 pub mod execute;
 pub mod gateway;
 pub mod host;
+pub mod logging;
 pub mod mcp;
 pub mod metrics;
 pub mod pii;

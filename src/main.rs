@@ -10,6 +10,7 @@ use code_execution_mcp::app::App;
 use code_execution_mcp::cli::{self, doctor};
 use code_execution_mcp::config::ImageProfile;
 use code_execution_mcp::config::{Config, Transport};
+use code_execution_mcp::logging::{self, LogFormat};
 use code_execution_mcp::sandbox::image;
 use code_execution_mcp::transport as serve;
 
@@ -20,6 +21,11 @@ use code_execution_mcp::transport as serve;
     about = "MCP server that runs agent-written Python in a fresh, locked-down Docker container per execution"
 )]
 struct Cli {
+    /// How log lines on stderr are written: `human`, or `json` (one object per line with
+    /// `time`, `level`, `target`, `message`, and `tenant`, `execution_id`, `request_id` when
+    /// known; other fields under `fields`). `RUST_LOG` filters either.
+    #[arg(long, env = "CEM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human, global = true)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -65,21 +71,21 @@ enum ImageCommand {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        // Colour codes only for a terminal, not in `docker logs` or files.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "code_execution_mcp=info,warn".into()),
-        )
-        .init();
     let cli = Cli::parse();
+    if let Err(e) = logging::init(cli.log_format) {
+        eprintln!("code-execution-mcp: cannot start logging: {e}");
+        return ExitCode::FAILURE;
+    }
+    let format = cli.log_format;
     let runtime = tokio::runtime::Runtime::new().expect("starting the async runtime");
     let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("code-execution-mcp: {e:#}");
+            match format {
+                LogFormat::Human => eprintln!("code-execution-mcp: {e:#}"),
+                // A log pipeline reads why the server stopped as one of its lines.
+                LogFormat::Json => tracing::error!("{e:#}"),
+            }
             ExitCode::FAILURE
         }
     };
