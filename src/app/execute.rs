@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use super::{App, ExecuteError};
 use crate::execute::calls::ServerCalls;
 use crate::execute::request::{self, ExecLimits, ExecuteRequest};
@@ -38,21 +40,22 @@ impl App {
         request: ExecuteRequest,
         cancel: tokio_util::sync::CancellationToken,
     ) -> Result<Executed, ExecuteError> {
-        use tracing::Instrument;
         let call_started = std::time::Instant::now();
         let execution_id = new_execution_id();
-        let span = tracing::info_span!("execution", execution_id = %execution_id);
-        let audit = self.audit_begin(&request).await?;
-        let executed = self
-            .execute_timed(request, cancel, &execution_id)
-            .instrument(span)
-            .await;
-        let took = call_started.elapsed();
-        self.stats.phase(crate::sandbox::stats::Phase::Call, took);
-        if let Some(audit) = audit {
-            self.audit_end(audit, &execution_id, &executed, took).await;
+        let span = crate::logging::execution_span(&execution_id);
+        async {
+            let audit = self.audit_begin(&request).await?;
+            let executed = self.execute_timed(request, cancel, &execution_id).await;
+            let took = call_started.elapsed();
+            self.stats.phase(crate::sandbox::stats::Phase::Call, took);
+            log_end(&executed, took);
+            if let Some(audit) = audit {
+                self.audit_end(audit, &execution_id, &executed, took).await;
+            }
+            executed
         }
-        executed
+        .instrument(span)
+        .await
     }
 
     async fn execute_timed(
@@ -190,6 +193,19 @@ impl App {
             "No space left: {workspace} and /tmp at most {} MiB. Delete files you no longer need (delete_file in code, or the delete_workspace_file tool) or write less",
             self.config.sandbox.tmpfs_mb
         )
+    }
+}
+
+/// The execution's last line (at debug level): how it ended, or why it did not run.
+fn log_end(executed: &Result<Executed, ExecuteError>, took: std::time::Duration) {
+    let elapsed_ms = took.as_millis() as u64;
+    match executed {
+        Ok(e) => tracing::debug!(
+            status = e.outcome.status.as_str(),
+            elapsed_ms,
+            "execution ended"
+        ),
+        Err(e) => tracing::debug!(elapsed_ms, "execution did not run: {e}"),
     }
 }
 

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedMutexGuard, oneshot};
+use tracing::Instrument;
 
 use crate::sandbox::Prepared;
 use crate::sandbox::carry::{Carry, SnapshotStore, SnapshotWriter, StateReport};
@@ -188,7 +189,7 @@ impl Turn {
             prepared.cancel();
         }
         let taken = saved.store.taken();
-        tokio::spawn(async move {
+        let ending = async move {
             if !taken {
                 drop(guard);
                 return;
@@ -210,7 +211,8 @@ impl Turn {
                 Err(_) => tracing::warn!("a session's snapshot was abandoned"),
             }
             drop(guard);
-        });
+        };
+        tokio::spawn(ending.in_current_span());
     }
 }
 

@@ -25,6 +25,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant as TokioInstant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::backend::Backend;
 use super::channel::{CallHandler, HarnessLimits};
@@ -177,7 +178,7 @@ pub(crate) async fn execute(
             crate::sandbox::carry::receive_limit(s.1)
         });
     let (ended_tx, ended) = tokio::sync::oneshot::channel::<()>();
-    runner.cleanup.tracker.spawn(async move {
+    let drained = async move {
         if let Some((writer, max_bytes, pending, splitter)) = snapshot {
             crate::sandbox::carry::receive(writer, max_bytes, pending, splitter, &mut output).await;
         }
@@ -185,7 +186,8 @@ pub(crate) async fn execute(
         if tokio::time::timeout(DRAIN_LIMIT, drain).await.is_ok() {
             let _ = ended_tx.send(());
         }
-    });
+    };
+    runner.cleanup.tracker.spawn(drained.in_current_span());
 
     let elapsed = started.elapsed();
     tracing::debug!(
@@ -212,11 +214,12 @@ pub(crate) async fn execute(
     }
     // The removal waits (briefly, in the background) for the container to end by itself, so
     // that it may go through the backlog; dropped at once, the guard removes it at once.
-    runner.cleanup.tracker.spawn(async move {
+    let removal = async move {
         match tokio::time::timeout(grace, ended).await {
             Ok(Ok(())) => guard.ended(),
             _ => drop(guard),
         }
-    });
+    };
+    runner.cleanup.tracker.spawn(removal.in_current_span());
     outcome
 }

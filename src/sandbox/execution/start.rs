@@ -9,6 +9,7 @@ use futures::{FutureExt, StreamExt};
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant as TokioInstant;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use super::{Job, Runner};
 use crate::sandbox::backend::{Backend, InputSink, OutputStream};
@@ -81,7 +82,8 @@ impl Drop for ContainerGuard {
                         }
                     }
                     removal::remove(backend.as_ref(), &id, &stats).await;
-                },
+                }
+                .in_current_span(),
                 &handle,
             );
         }
