@@ -23,6 +23,7 @@ use std::sync::{Arc, Weak};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast};
 use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::Instrument;
 
 use crate::gateway::GatewayView;
 
@@ -267,7 +268,7 @@ fn watch_upstreams(view: Arc<GatewayView>, events: &Arc<Events>) {
     let mut changes = view.watch();
     let stop = events.stop.clone();
     let events: Weak<Events> = Arc::downgrade(events);
-    tokio::spawn(async move {
+    let watch = async move {
         let listing = |view: Arc<GatewayView>| async move {
             tokio::task::spawn_blocking(move || view.listing().ok())
                 .await
@@ -289,7 +290,8 @@ fn watch_upstreams(view: Arc<GatewayView>, events: &Arc<Events>) {
                 }
             }
         }
-    });
+    };
+    tokio::spawn(watch.in_current_span());
 }
 
 #[cfg(test)]

@@ -21,6 +21,8 @@ mod workspace;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 pub use errors::{ExecuteError, StartError};
 pub use execute::Executed;
 pub use image_tree::decide as decide_image_tree;
@@ -82,6 +84,9 @@ pub struct App {
     audit: Option<Arc<crate::audit::AuditLog>>,
     /// MCP sessions open on this tenant (each `CodeExecutionServer` holds one count).
     mcp_sessions: Arc<std::sync::atomic::AtomicUsize>,
+    /// The span naming the tenant, which its background work (pool starts, sweeps, timers)
+    /// runs in ([`crate::logging::tenant_span`]).
+    span: tracing::Span,
 }
 
 impl App {
@@ -95,11 +100,25 @@ impl App {
 
     /// One tenant of a started server: prepares its workspace (with its quota) and skills, and
     /// starts its PII engine, stats and sandbox (whose pool starts filling now). `tenant` names
-    /// it in logs, and limits it to `--tenant-max-concurrency` executions at once.
+    /// it in logs (its opening and its background work run in its span), and limits it to
+    /// `--tenant-max-concurrency` executions at once.
     pub async fn open(
         shared: Arc<Shared>,
         dirs: TenantDirs,
         tenant: Option<&str>,
+    ) -> Result<Self, StartError> {
+        let span = crate::logging::tenant_span(tenant);
+        Self::assemble(shared, dirs, tenant, span.clone())
+            .instrument(span)
+            .await
+    }
+
+    /// [`App::open`]'s steps, in the tenant's `span`.
+    async fn assemble(
+        shared: Arc<Shared>,
+        dirs: TenantDirs,
+        tenant: Option<&str>,
+        span: tracing::Span,
     ) -> Result<Self, StartError> {
         if let Some(name) = tenant {
             tracing::info!("opening tenant {name}: {}", dirs.workspace.display());
@@ -130,6 +149,7 @@ impl App {
             tenant.is_some(),
             Arc::new(ServerCalls::new(skills.clone(), pii.clone())),
             stats.clone(),
+            span.clone(),
         )?;
         let privacy = Privacy::new(pii.clone(), shared.config.pii.tokenizes());
         let store = crate::sessions::SessionStore::new(
@@ -145,7 +165,7 @@ impl App {
             }
         };
         let sessions = Arc::new(sessions::Sessions::new(store, engine_dir));
-        sweep_sessions(&sessions);
+        sweep_sessions(&sessions, &span);
         let paused = paused::PausedTable::new(tenant, shared.config.gateway.confirm_wait());
         let audit = audit::open(&shared, tenant);
         Ok(Self {
@@ -168,6 +188,7 @@ impl App {
             sessions,
             paused,
             tasks: rmcp::task_manager::TaskManager::new(),
+            span,
         })
     }
 
@@ -196,6 +217,11 @@ impl App {
     /// The PII engine, for counts only (what the model sees goes through [`App::privacy`]).
     pub fn pii_tokenized(&self) -> Vec<(crate::pii::PiiKind, u64)> {
         self.pii.tokenized_by_kind()
+    }
+
+    /// The span naming the tenant, for work that runs apart from any request.
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
     }
 
     /// This tenant's executions paused on a question.
@@ -359,9 +385,9 @@ fn open_skills(dir: &Path) -> Result<SkillStore, StartError> {
 }
 
 /// Removes expired sessions now and every minute while the tenant's `App` lives.
-fn sweep_sessions(sessions: &Arc<sessions::Sessions>) {
+fn sweep_sessions(sessions: &Arc<sessions::Sessions>, span: &tracing::Span) {
     let weak = Arc::downgrade(sessions);
-    tokio::spawn(async move {
+    let sweep = async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
         loop {
             tick.tick().await;
@@ -370,5 +396,6 @@ fn sweep_sessions(sessions: &Arc<sessions::Sessions>) {
             };
             crate::host::blocking_here(|| sessions.sweep());
         }
-    });
+    };
+    tokio::spawn(sweep.instrument(span.clone()));
 }

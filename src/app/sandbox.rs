@@ -21,13 +21,15 @@ pub(super) struct Mounts<'a> {
 }
 
 /// Starts the sandbox of one tenant (`tenant`: an HTTP tenant, limited to its share of the
-/// server and giving its pool back when idle) and begins filling its pool.
+/// server and giving its pool back when idle) and begins filling its pool. Its background work
+/// runs in `span`, the tenant's.
 pub(super) fn start(
     shared: &Shared,
     mounts: Mounts<'_>,
     tenant: bool,
     calls: Arc<dyn CallHandler>,
     stats: Arc<Stats>,
+    span: tracing::Span,
 ) -> Result<Arc<Sandbox>, StartError> {
     let config = &shared.config;
     let for_engine = |path: &Path| {
@@ -86,6 +88,7 @@ pub(super) fn start(
         seccomp,
         oom_reported: shared.engine_info.reports_oom_kills(),
         image_tree: shared.image_tree.clone(),
+        span,
     };
     let sandbox = Arc::new(Sandbox::new(
         Arc::new(shared.engine.clone()),

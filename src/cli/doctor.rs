@@ -310,6 +310,7 @@ async fn memory_enforced(
         seccomp,
         oom_reported,
         image_tree: None,
+        span: tracing::Span::none(),
     };
     let sandbox = Sandbox::new(
         engine,

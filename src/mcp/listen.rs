@@ -18,6 +18,7 @@ use std::time::Duration;
 use rmcp::model::{ErrorCode, ErrorData, SubscriptionFilter};
 use rmcp::service::{SubscriptionContext, SubscriptionSendError};
 use rmcp::{Peer, RoleServer};
+use tracing::Instrument;
 
 use crate::app::App;
 use crate::app::events::{Interest, ListenError, Notice};
@@ -100,7 +101,7 @@ pub fn forward_tool_changes(app: &App, peer: Peer<RoleServer>) {
         return;
     }
     let mut changes = app.events().tool_changes();
-    tokio::spawn(async move {
+    let forward = async move {
         let mut check = tokio::time::interval(SESSION_CHECK);
         loop {
             tokio::select! {
@@ -112,7 +113,8 @@ pub fn forward_tool_changes(app: &App, peer: Peer<RoleServer>) {
                 _ = check.tick() => if peer.is_transport_closed() { return },
             }
         }
-    });
+    };
+    tokio::spawn(forward.instrument(app.span().clone()));
 }
 
 #[cfg(test)]

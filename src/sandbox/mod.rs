@@ -42,6 +42,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 pub use backend::Backend;
 pub use channel::{BuiltinCalls, CallHandler, HarnessLimits};
@@ -121,6 +122,10 @@ pub struct SandboxSettings {
     /// The image's `/usr` served from the host ([`image_tree`]); used only while the pool's
     /// image is the one it was made from.
     pub image_tree: Option<image_tree::TreeMount>,
+    /// The span the sandbox's own background work (pool starts, prepared containers, the
+    /// engine watch) runs in, rather than that of the execution that happened to start it.
+    /// The app gives its tenant's; the sandbox does not look inside.
+    pub span: tracing::Span,
 }
 
 /// Identity of this server process, written on every container it creates.
@@ -526,7 +531,7 @@ impl Sandbox {
             let name = self.next_name();
             let shutdown = self.shutdown.clone();
             let limit = self.settings.start_limit;
-            self.cleanup.tracker.spawn(async move {
+            let fill = async move {
                 // Offered only once its interpreter and preload are ready: a call never waits
                 // on a preload in progress.
                 let start = async {
@@ -549,7 +554,10 @@ impl Sandbox {
                         tracing::warn!("could not start a pooled sandbox container: {e}");
                     }
                 }
-            });
+            };
+            self.cleanup
+                .tracker
+                .spawn(fill.instrument(self.settings.span.clone()));
         }
     }
 
@@ -585,13 +593,14 @@ impl Sandbox {
         // Unclaimed this long, a prepared container gives its memory back, as the pool does.
         let unused = (!self.settings.pool_idle.is_zero()).then_some(self.settings.pool_idle);
         let (ends, handle) = (prepared.ends.clone(), prepared.clone());
-        self.cleanup.tracker.spawn(async move {
+        let readying = async move {
             let work = async {
                 let t = std::time::Instant::now();
                 let mut started = match pooled {
                     Some(started) => started,
                     None => {
-                        let mut started = execution::start(&backend, &spec, &name, &cleanup).await?;
+                        let mut started =
+                            execution::start(&backend, &spec, &name, &cleanup).await?;
                         started.announced(execution::Announcement::Ready).await?;
                         if spec.state.is_some() {
                             // It mapped the mounted snapshot before it said ready.
@@ -643,7 +652,10 @@ impl Sandbox {
             }
             // Still unclaimed: dropping it removes the container.
             handle.slot.lock().await.take();
-        });
+        };
+        self.cleanup
+            .tracker
+            .spawn(readying.instrument(self.settings.span.clone()));
         Some(prepared)
     }
 

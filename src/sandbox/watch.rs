@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
+use tracing::Instrument;
 
 use super::backend::{EngineEvent, EventFilter};
 use super::{Sandbox, pool};
@@ -18,7 +19,7 @@ impl Sandbox {
     /// `keep_pool_filled`).
     pub fn watch_engine(self: &Arc<Self>) {
         let sandbox = self.clone();
-        self.cleanup.tracker.spawn(async move {
+        let watch = async move {
             let shutdown = sandbox.shutdown.clone();
             tokio::select! {
                 _ = shutdown.cancelled() => {}
@@ -27,7 +28,10 @@ impl Sandbox {
                 _ = sandbox.keep_pool_filled() => {}
                 _ = sandbox.shrink_pool_when_idle() => {}
             }
-        });
+        };
+        self.cleanup
+            .tracker
+            .spawn(watch.instrument(self.settings.span.clone()));
     }
 
     /// Lets the pool breathe out: once no execution has asked for a container for

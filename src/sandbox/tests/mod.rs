@@ -58,6 +58,7 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         seccomp: Default::default(),
         oom_reported: true,
         image_tree: None,
+        span: tracing::Span::none(),
     }
 }
 
