@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::{App, ExecuteError, Executed};
 use crate::execute::progress::{self, LatestLine, Progress};
@@ -111,7 +112,7 @@ impl App {
             events: events.clone(),
         }));
         let (app, stop) = (self.clone(), cancel.clone());
-        tokio::spawn(async move {
+        let run = async move {
             let run = app.execute(request, stop);
             let shown = |line| app.privacy().text_cut(line, progress::MAX_LINE_CHARS);
             let report = |p: Progress| {
@@ -120,7 +121,9 @@ impl App {
             };
             let ran = progress::with_progress(run, latest, shown, report).await;
             let _ = events.send(Event::Done(Box::new(ran))).await;
-        });
+        };
+        // The request's span (its id, the tenant) goes with the execution into its task.
+        tokio::spawn(run.in_current_span());
         Detached {
             events: received,
             cancel,

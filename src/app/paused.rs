@@ -21,6 +21,7 @@ use std::time::Duration;
 use rmcp::model::{RequestStateCodec, RequestStateError, SealOptions};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use tracing::Instrument;
 
 use super::detached::{Detached, Question};
 
@@ -183,12 +184,13 @@ impl PausedTable {
         }
         let (table, id, round) = (Arc::downgrade(self), sealed.id, sealed.round);
         let wait = self.wait;
-        tokio::spawn(async move {
+        let expiry = async move {
             tokio::time::sleep(wait).await;
             if let Some(table) = table.upgrade() {
                 table.expire(&id, round);
             }
-        });
+        };
+        tokio::spawn(expiry.in_current_span());
         Ok(state)
     }
 

@@ -24,16 +24,18 @@ mod workspace_tools;
 use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CancelTaskParams, ErrorData, GetSkillRequestParams, GetSkillResult, GetTaskParams,
-    GetTaskResult, Implementation, ListResourceTemplatesResult, ListResourcesResult,
-    ListSkillsResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ErrorData, GetSkillRequestParams,
+    GetSkillResult, GetTaskParams, GetTaskResult, Implementation, ListResourceTemplatesResult,
+    ListResourcesResult, ListSkillsResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler, tool_handler};
 use serde::Serialize;
+use tracing::Instrument;
 
 use crate::app::App;
 use crate::privacy::Reply;
@@ -162,6 +164,18 @@ impl ServerHandler for CodeExecutionServer {
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.listed_tool(name)
+    }
+
+    /// Every tool call runs in a span naming its JSON-RPC request and the tenant, so that
+    /// what it logs, and what the work it starts logs, says which call it was.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let span = crate::logging::request_span(&context.id, self.app.tenant());
+        let call = ToolCallContext::new(self, request, context);
+        self.tool_router.call(call).instrument(span).await
     }
 
     async fn list_resources(

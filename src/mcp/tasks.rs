@@ -17,6 +17,7 @@ use rmcp::model::{CallToolResponse, CreateTaskResult};
 use rmcp::service::RequestContext;
 use rmcp::task_manager::{TaskContext, TaskExit, TaskOptions};
 use rmcp::{ErrorData, Peer, RoleServer};
+use tracing::Instrument;
 
 use super::CodeExecutionServer;
 use super::rounds::elicitation;
@@ -68,8 +69,14 @@ impl CodeExecutionServer {
             .with_poll_interval_ms(POLL_MS)
             .with_status_message("running");
         let (server, peer) = (self.clone(), ctx.peer.clone());
+        // The task outlives this request, and keeps its span (its id, the tenant).
+        let span = tracing::Span::current();
         let task = self.app.tasks().spawn(options, move |task| {
-            Box::pin(async move { server.drive_task(detached, first, task, peer).await })
+            Box::pin(
+                server
+                    .drive_task(detached, first, task, peer)
+                    .instrument(span),
+            )
         });
         Ok(CreateTaskResult::new(task).into())
     }
@@ -91,7 +98,7 @@ impl CodeExecutionServer {
         let mut ask = |question: Question| {
             asked += 1;
             let (key, task) = (format!("confirm-{asked}"), task.clone());
-            tokio::spawn(async move {
+            let asking = async move {
                 let answer = match task
                     .request_input(key, elicitation(&question.message))
                     .await
@@ -100,7 +107,8 @@ impl CodeExecutionServer {
                     Err(_) => Answer::Cancel,
                 };
                 question.answer(answer);
-            });
+            };
+            tokio::spawn(asking.in_current_span());
         };
         if let Some(question) = first {
             ask(question);
