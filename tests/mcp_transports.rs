@@ -483,3 +483,283 @@ async fn every_output_schema_is_an_object_schema() {
     client.cancel().await.unwrap();
     t.finish().await;
 }
+
+/// Sends `execute_code` with `code` as a request of its own, so that its JSON-RPC id is known:
+/// returns the id as the server's log writes it, and the result.
+async fn execute_with_id(
+    client: &rmcp::Peer<rmcp::RoleClient>,
+    code: &str,
+) -> (String, rmcp::model::CallToolResult) {
+    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ServerResult};
+    let params = CallToolRequestParams::new("execute_code")
+        .with_arguments(json!({"code": code}).as_object().cloned().unwrap());
+    let handle = client
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            rmcp::service::PeerRequestOptions::no_options(),
+        )
+        .await
+        .expect("tools/call sent");
+    let id = handle.id.to_string();
+    match handle.await_response().await.expect("tools/call answered") {
+        ServerResult::CallToolResult(result) => (id, result),
+        other => panic!("not a tool result: {other:?}"),
+    }
+}
+
+/// The server's stderr under `--log-format json`: every line one JSON object with `time`,
+/// `level`, `target` and `message`.
+fn json_log(log: &str) -> Vec<serde_json::Value> {
+    assert!(!log.is_empty(), "the server logged nothing");
+    log.lines()
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("a log line is not JSON ({e}): {line}"));
+            for key in ["time", "level", "target", "message"] {
+                assert!(value[key].is_string(), "no {key}: {line}");
+            }
+            value
+        })
+        .collect()
+}
+
+/// Checks that the log has lines of the execution that request `id` ran, each with one
+/// execution id, among them its `execution ended` line; returns them.
+fn lines_of_the_call<'a>(lines: &'a [serde_json::Value], id: &str) -> Vec<&'a serde_json::Value> {
+    let of_call: Vec<_> = lines
+        .iter()
+        .filter(|l| l["request_id"] == id && l.get("execution_id").is_some())
+        .collect();
+    let ended = of_call
+        .iter()
+        .find(|l| l["message"] == "execution ended")
+        .unwrap_or_else(|| panic!("no `execution ended` line of request {id}: {lines:#?}"));
+    assert_eq!(ended["level"], "DEBUG");
+    assert_eq!(ended["fields"]["status"], "ok", "{ended}");
+    let execution = ended["execution_id"].as_str().unwrap();
+    let hex = execution
+        .strip_prefix("exe_")
+        .unwrap_or_else(|| panic!("{execution}"));
+    assert!(
+        hex.len() == 16 && hex.bytes().all(|c| c.is_ascii_hexdigit()),
+        "{execution}"
+    );
+    assert!(
+        of_call.iter().all(|l| l["execution_id"] == execution),
+        "one call, one execution: {of_call:#?}"
+    );
+    of_call
+}
+
+#[tokio::test]
+async fn json_logs_over_stdio_carry_each_calls_request_and_execution_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::LoggedServer::start_with_env(
+        dir.path(),
+        &["--log-format", "json", "--pool-size", "1"],
+        &[("RUST_LOG", "code_execution_mcp=debug".as_ref())],
+    )
+    .await;
+    let (first, result) = execute_with_id(&server.client, "print('a \"quoted\"\\nline')").await;
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let (second, result) = execute_with_id(&server.client, "result = 2").await;
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    assert_ne!(first, second);
+    let log = server.finish().await;
+    let lines = json_log(&log);
+    let a = lines_of_the_call(&lines, &first);
+    let b = lines_of_the_call(&lines, &second);
+    assert_ne!(a[0]["execution_id"], b[0]["execution_id"]);
+    assert!(
+        lines.iter().all(|l| l.get("tenant").is_none()),
+        "the single tenant has no name: {lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l["level"] == "INFO"),
+        "the start's lines are JSON too: {lines:#?}"
+    );
+}
+
+#[tokio::test]
+async fn json_logs_over_http_name_the_tenant_of_each_call() {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use std::os::unix::fs::PermissionsExt;
+    use tokio::io::AsyncReadExt;
+    const TOKEN: &str = "json-logs-alice-0123456789abcdef0123456789";
+    code_execution_mcp::install_tls_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("alice:{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let starting = common::SERVER_STARTS.read().await;
+    let mut child = Command::new(BIN)
+        .args(["serve", "--transport", "http", "--listen", &listen])
+        .args([
+            "--workspace-quota-mb",
+            "0",
+            "--pool-size",
+            "1",
+            "--pool-max",
+            "1",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--tokens-file")
+        .arg(&tokens)
+        .env("CEM_LOG_FORMAT", "json")
+        .env("RUST_LOG", "code_execution_mcp=debug")
+        .env("CEM_PRELOAD", "none")
+        .env("CEM_IMAGE_TREE_DIR", common::shared_image_trees())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the server binary");
+    let mut stderr = child.stderr.take().unwrap();
+    let log = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text).await;
+        text
+    });
+    let health = format!("http://{listen}/health");
+    let mut up = false;
+    for _ in 0..300 {
+        if reqwest::get(&health).await.is_ok_and(|r| r.status() == 200) {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(up, "the server did not answer /health within 30 s");
+    drop(starting);
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{listen}/mcp"))
+        .auth_header(TOKEN);
+    let client =
+        ().serve(StreamableHttpClientTransport::from_config(config))
+            .await
+            .expect("MCP handshake over HTTP");
+    let (id, result) = execute_with_id(&client, "print(1)").await;
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    client.cancel().await.unwrap();
+    let pid = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the server stops on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let lines = json_log(&log.await.unwrap());
+    for line in lines_of_the_call(&lines, &id) {
+        assert_eq!(line["tenant"], "alice", "{line}");
+    }
+    let opening = lines
+        .iter()
+        .find(|l| {
+            l["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("opening tenant alice")
+        })
+        .unwrap_or_else(|| panic!("no line opening the tenant: {lines:#?}"));
+    assert_eq!(opening["tenant"], "alice", "{opening}");
+    assert!(opening.get("request_id").is_none(), "{opening}");
+    common::assert_no_containers_under(dir.path()).await;
+}
+
+#[tokio::test]
+async fn a_failed_start_under_json_logs_says_why_in_a_json_line() {
+    let stderr = failed_start(
+        &[
+            ("DOCKER_HOST", "unix:///nonexistent/docker.sock"),
+            ("CEM_LOG_FORMAT", "json"),
+        ],
+        &[],
+    )
+    .await;
+    let lines = json_log(&stderr);
+    assert!(
+        lines.iter().any(|l| l["level"] == "ERROR"
+            && l["message"]
+                .as_str()
+                .unwrap()
+                .contains("cannot reach the Docker engine")),
+        "{stderr}"
+    );
+}
+
+/// Log lines kept in memory, for a [`JsonLines`] layer in this process.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+
+    fn make_writer(&'a self) -> Captured {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn a_detached_execution_logs_under_the_request_that_started_it() {
+    use code_execution_mcp::app::detached::Event;
+    use code_execution_mcp::execute::request::ExecuteRequest;
+    use code_execution_mcp::logging::{JsonLines, request_span};
+    use tracing_subscriber::layer::SubscriberExt;
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_subscriber::EnvFilter::new(
+            "code_execution_mcp=debug",
+        ))
+        .with(JsonLines::new(captured.clone()));
+    // This test's runtime runs every task on this thread, so they all log here.
+    let logging = tracing::subscriber::set_default(subscriber);
+    let t = TestApp::start().await;
+    let mut detached = {
+        let _request = request_span(&"detached-1", Some("acme")).entered();
+        t.app.execute_detached(ExecuteRequest {
+            code: "print(1)".into(),
+            ..Default::default()
+        })
+    };
+    loop {
+        match detached
+            .events
+            .recv()
+            .await
+            .expect("the execution reports its end")
+        {
+            Event::Done(ran) => {
+                (*ran).expect("the execution ran");
+                break;
+            }
+            Event::Progress(_) | Event::Question(_) => {}
+        }
+    }
+    t.finish().await;
+    drop(logging);
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let lines = json_log(&log);
+    for line in lines_of_the_call(&lines, "detached-1") {
+        assert_eq!(line["tenant"], "acme", "{line}");
+    }
+}
