@@ -257,7 +257,8 @@ async fn a_full_audit_disk_stops_executions_with_audit_required_until_space_retu
         "the refused code did not run"
     );
     let metrics =
-        code_execution_mcp::metrics::collect::render(t.app.shared(), &[t.app.clone()]).await;
+        code_execution_mcp::metrics::collect::render(t.app.shared(), std::slice::from_ref(&t.app))
+            .await;
     assert!(metrics.contains("cem_audit_ok{tenant=\"\"} 0"), "{metrics}");
     // Space returns: the next execution runs and is recorded.
     std::fs::remove_file(&filler).unwrap();

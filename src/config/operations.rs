@@ -58,7 +58,7 @@ impl OperationsConfig {
 
     /// The trail's settings, `None` when it is off.
     pub fn audit_settings(&self) -> Option<crate::audit::AuditSettings> {
-        self.audit.then(|| crate::audit::AuditSettings {
+        self.audit.then_some(crate::audit::AuditSettings {
             max_file_bytes: self.audit_max_mb << 20,
             keep_rotated: self.audit_keep,
             include_code: self.audit_code,

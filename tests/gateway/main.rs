@@ -77,12 +77,12 @@ pub async fn app_with_ready(
     t
 }
 
-/// Runs code (with the default limits but a long timeout).
 /// The metrics endpoint's text for this one application.
 pub async fn metrics_of(t: &TestApp) -> String {
-    code_execution_mcp::metrics::collect::render(t.app.shared(), &[t.app.clone()]).await
+    code_execution_mcp::metrics::collect::render(t.app.shared(), std::slice::from_ref(&t.app)).await
 }
 
+/// Runs code (with the default limits but a long timeout).
 pub async fn run(t: &TestApp, code: &str) -> Executed {
     t.app
         .execute(
