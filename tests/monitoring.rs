@@ -1,6 +1,8 @@
 //! Monitoring with Prometheus: the configuration and alert rules of `images/prometheus/` pass
 //! `promtool check`, and `promtool test rules` with `tests/monitoring/alerts.test.yml` shows each
-//! alert firing on the series that should raise it and none on a healthy server.
+//! alert firing on the series that should raise it and none on a healthy server. The compose
+//! stack's Prometheus (`images/prometheus/compose.yaml`) is tested with the stack, in
+//! tests/compose.rs.
 
 mod common;
 
@@ -45,6 +47,38 @@ fn promtool_accepts_the_configuration_and_each_alert_fires_as_its_unit_test_says
             "{ALERT_TESTS} does not check that {alert} stays silent on a healthy server"
         );
     }
+}
+
+/// The monitoring is a compose file of its own because `docker stack deploy` refuses compose
+/// files with `profiles`: compose.yaml and swarm.yaml must still load as a stack.
+#[test]
+fn compose_yaml_still_loads_as_a_swarm_stack() {
+    let loads = Command::new("docker")
+        .args(["stack", "config", "--help"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !loads {
+        return common::skip(
+            "compose_yaml_still_loads_as_a_swarm_stack",
+            "the docker CLI has no `stack config` (Docker CLI 20.10 or later)",
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["tokens", "pii-key"] {
+        std::fs::write(dir.path().join(file), "").unwrap();
+    }
+    let out = Command::new("docker")
+        .args(["stack", "config", "-c", "compose.yaml", "-c", "swarm.yaml"])
+        .current_dir(MANIFEST_DIR)
+        .env("CEM_TOKENS_FILE", dir.path().join("tokens"))
+        .env("CEM_PII_KEY_FILE", dir.path().join("pii-key"))
+        .output()
+        .expect("run docker stack config");
+    assert!(
+        out.status.success(),
+        "compose.yaml + swarm.yaml no longer load as a stack: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Whether `program --version` runs.
