@@ -1,17 +1,25 @@
 //! Monitoring with Prometheus: the configuration and alert rules of `images/prometheus/` pass
 //! `promtool check`, and `promtool test rules` with `tests/monitoring/alerts.test.yml` shows each
-//! alert firing on the series that should raise it and none on a healthy server. The compose
-//! stack's Prometheus (`images/prometheus/compose.yaml`) is tested with the stack, in
+//! alert firing on the series that should raise it and none on a healthy server. A real
+//! Prometheus (Debian's `prometheus`, in a temp directory of its own) scrapes the real server's
+//! `--metrics-listen` endpoint while it runs executions, counts them through PromQL and evaluates
+//! the rules on its real series; `promtool check metrics` accepts what the server serves. The
+//! compose stack's Prometheus (`images/prometheus/compose.yaml`) is tested with the stack, in
 //! tests/compose.rs.
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
 
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 const RULES: &str = "images/prometheus/rules/code-execution-mcp.yml";
 const ALERT_TESTS: &str = "tests/monitoring/alerts.test.yml";
+/// The scrape job's name the rules expect.
+const JOB: &str = "code-execution-mcp";
 
 #[test]
 fn promtool_accepts_the_configuration_and_each_alert_fires_as_its_unit_test_says() {
@@ -79,6 +87,257 @@ fn compose_yaml_still_loads_as_a_swarm_stack() {
         "compose.yaml + swarm.yaml no longer load as a stack: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[tokio::test]
+async fn prometheus_scrapes_the_server_and_counts_its_executions() {
+    if !runs("prometheus") || !runs("promtool") {
+        return common::skip(
+            "prometheus_scrapes_the_server_and_counts_its_executions",
+            "prometheus or promtool is missing (Debian: `apt-get install prometheus`)",
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = format!("127.0.0.1:{}", free_loopback_port());
+    let (mut child, client) = common::spawn_server_with(
+        dir.path(),
+        &[],
+        &["--metrics-listen", &metrics, "--pool-size", "1"],
+    )
+    .await;
+    let prometheus = Prometheus::start(&metrics);
+    prometheus.wait_ready().await;
+
+    // Four executions that end ok and one whose code raises.
+    const OK: u64 = 4;
+    for i in 0..OK {
+        let (err, v) = common::call_tool(
+            &client,
+            "execute_code",
+            json!({"code": format!("print({i})")}),
+        )
+        .await;
+        assert!(!err, "{v}");
+    }
+    let (err, v) = common::call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "raise ValueError('bad')"}),
+    )
+    .await;
+    assert!(err && v["status"] == "error", "{v}");
+
+    // Counted by the server, scraped every second, summed by PromQL.
+    let total = prometheus
+        .until("sum(cem_executions_total)", |r| {
+            r.len() == 1 && value(&r[0]) == (OK + 1) as f64
+        })
+        .await;
+    assert_eq!(value(&total[0]), (OK + 1) as f64);
+    let by_status = prometheus
+        .query("sum by (status) (cem_executions_total)")
+        .await;
+    let count = |status: &str| {
+        by_status
+            .iter()
+            .find(|s| s["metric"]["status"] == status)
+            .map_or(0.0, value)
+    };
+    assert_eq!(count("ok"), OK as f64, "{by_status:?}");
+    assert_eq!(count("error"), 1.0, "{by_status:?}");
+    let up = prometheus.query(&format!("up{{job=\"{JOB}\"}}")).await;
+    assert!(up.len() == 1 && value(&up[0]) == 1.0, "{up:?}");
+    let engine = prometheus.query("cem_engine_up").await;
+    assert!(engine.len() == 1 && value(&engine[0]) == 1.0, "{engine:?}");
+
+    // The rules evaluate on the real series without error, and a healthy server fires none.
+    let rules = prometheus.api("rules", "").await;
+    let rules: Vec<&Value> = rules["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .collect();
+    assert!(rules.len() >= 6, "rules loaded: {rules:?}");
+    for rule in &rules {
+        assert_eq!(rule["health"], "ok", "{rule}");
+    }
+    let firing = prometheus.query("ALERTS{alertstate=\"firing\"}").await;
+    assert!(firing.is_empty(), "alerts firing: {firing:?}");
+
+    // What the server serves passes promtool's checks of the exposition format and its naming.
+    code_execution_mcp::install_tls_provider();
+    let text = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .unwrap();
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    {
+        use std::io::Write;
+        check
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    drop(prometheus);
+    client.cancel().await.expect("the client closes");
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the server exits when its client leaves")
+        .unwrap();
+    assert!(status.success(), "the server exited with {status}");
+    common::assert_no_containers_under(dir.path()).await;
+}
+
+/// Debian's `prometheus` with a configuration, a TSDB and a log in a temp directory of its own,
+/// on a free loopback port, scraping `target` every second under the job name the rules expect
+/// and evaluating them every second. Killed, and its directory removed, when dropped (a failed
+/// assertion included).
+struct Prometheus {
+    child: std::process::Child,
+    url: String,
+    dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(target: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let rules = Path::new(MANIFEST_DIR).join("images/prometheus/rules/*.yml");
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+             rule_files:\n  - {rules:?}\n\
+             scrape_configs:\n  - job_name: {JOB}\n    static_configs:\n      - targets: [{target:?}]\n",
+            rules = rules.display().to_string(),
+        );
+        std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
+        let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
+        let listen = format!("127.0.0.1:{}", free_loopback_port());
+        let child = Command::new("prometheus")
+            .arg(flag("config.file", &dir.path().join("prometheus.yml")))
+            .arg(flag("storage.tsdb.path", &dir.path().join("data")))
+            .arg(format!("--web.listen-address={listen}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        Self {
+            child,
+            url: format!("http://{listen}"),
+            dir,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
+    }
+
+    async fn wait_ready(&self) {
+        code_execution_mcp::install_tls_provider();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(r) = reqwest::get(format!("{}/-/ready", self.url)).await
+                && r.status() == 200
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!("prometheus was not ready in 60 s:\n{}", self.log());
+    }
+
+    /// `data` of a GET of `/api/v1/{path}?{query}`.
+    async fn api(&self, path: &str, query: &str) -> Value {
+        let answer = reqwest::get(format!("{}/api/v1/{path}?{query}", self.url))
+            .await
+            .unwrap_or_else(|e| panic!("prometheus API {path}: {e}\n{}", self.log()));
+        let body: Value = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
+        assert_eq!(body["status"], "success", "{path}?{query}: {body}");
+        body["data"].clone()
+    }
+
+    /// The instant vector `promql` evaluates to now.
+    async fn query(&self, promql: &str) -> Vec<Value> {
+        let query = format!("query={}", encode(promql));
+        let data = self.api("query", &query).await;
+        assert_eq!(data["resultType"], "vector", "{promql}: {data}");
+        data["result"].as_array().unwrap().clone()
+    }
+
+    /// Queries `promql` until `done` holds (bounded: 60 s, sixty scrapes).
+    async fn until(&self, promql: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let result = self.query(promql).await;
+            if done(&result) {
+                return result;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{promql} is still {result:?} after 60 s; targets: {}\n{}",
+                self.api("targets", "").await,
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The number in an instant vector's sample.
+fn value(sample: &Value) -> f64 {
+    sample["value"][1]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("not a sample: {sample}"))
+}
+
+/// Percent-encodes a query parameter.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn flag(name: &str, path: &Path) -> String {
+    format!("--{name}={}", path.display())
+}
+
+/// A loopback port nothing listens on now.
+fn free_loopback_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a loopback port")
+        .port()
 }
 
 /// Whether `program --version` runs.
