@@ -4,7 +4,9 @@
 //! (`tests/python/original_examples.py`) side by side with the official MCP Python SDK over
 //! authenticated streamable HTTP, neither seeing the other's files or skills, and both tenants'
 //! data still there (and still apart) after the server container is restarted and after it is
-//! recreated.
+//! recreated. The stack runs with its monitoring (`images/prometheus/compose.yaml`): its
+//! Prometheus scrapes the server over the stack's network, sees the examples' executions and
+//! loads the alert rules, while the server's metrics port stays unpublished.
 //!
 //! The server image carries the binary these tests were built with, on the base the sandbox
 //! image was built on (the pinned one, or the offline base without a registry).
@@ -55,6 +57,7 @@ async fn compose_stack_serves_two_tenants_apart_and_keeps_their_data_across_rest
     );
 
     stack.python("examples", &url).await;
+    stack.prometheus_sees_the_server().await;
     // The server (root in its container) keeps tenant directories 0700: a test run by another
     // user asks the server's container, whose /data is the host directory.
     let tenants = stack.data.path().join("tenants");
@@ -92,8 +95,16 @@ async fn compose_stack_serves_two_tenants_apart_and_keeps_their_data_across_rest
     stack.down().await;
 }
 
+/// The compose files of the stack: compose.yaml and its monitoring.
+const FILES: [&str; 4] = ["-f", "compose.yaml", "-f", "images/prometheus/compose.yaml"];
+
+/// The Prometheus image's tag. Kept between runs: it depends on its Dockerfile and the base
+/// alone, and the engine's build cache makes the next build instant.
+const PROMETHEUS_IMAGE: &str = "code-execution-mcp-prometheus:test";
+
 /// One compose project with its own image tag, hostname, data directory and tokens; taken
-/// down (containers, network, image) when dropped, even after a failed assertion.
+/// down (containers, network, volumes, the server's image) when dropped, even after a failed
+/// assertion.
 struct Stack {
     project: String,
     image: String,
@@ -132,7 +143,7 @@ impl Stack {
             compose,
             down: false,
         };
-        stack.compose(&["build", "server"]).await;
+        stack.compose(&["build", "server", "prometheus"]).await;
         stack.compose(&["up", "-d"]).await;
         stack
     }
@@ -149,6 +160,8 @@ impl Stack {
             ("CEM_BUILD_IMAGE", common::images::sandbox_base()),
             ("CEM_HOSTNAME", self.project.clone()),
             ("CEM_PUBLISH", "127.0.0.1:".into()),
+            ("CEM_PROMETHEUS_IMAGE", PROMETHEUS_IMAGE.into()),
+            ("CEM_PROMETHEUS_PUBLISH", "127.0.0.1:".into()),
             ("CEM_DATA_HOST_DIR", path_str(self.data.path())),
             (
                 "CEM_TOKENS_FILE",
@@ -164,7 +177,7 @@ impl Stack {
     async fn compose(&self, args: &[&str]) -> Output {
         let out = Command::new(&self.compose[0])
             .args(&self.compose[1..])
-            .args(["-f", "compose.yaml"])
+            .args(FILES)
             .args(args)
             .current_dir(MANIFEST_DIR)
             .envs(self.env())
@@ -184,7 +197,8 @@ impl Stack {
     async fn logs(&self) -> String {
         let out = Command::new(&self.compose[0])
             .args(&self.compose[1..])
-            .args(["-f", "compose.yaml", "logs", "--no-color", "--tail", "40"])
+            .args(FILES)
+            .args(["logs", "--no-color", "--tail", "40"])
             .current_dir(MANIFEST_DIR)
             .envs(self.env())
             .output()
@@ -215,6 +229,72 @@ impl Stack {
         panic!("the server never answered /health:\n{}", self.logs().await);
     }
 
+    /// The stack's Prometheus, through the loopback port the test publishes it on: the server's
+    /// target up, the executions so far counted, every alert rule loaded and evaluating without
+    /// error; and the server's metrics port published nowhere.
+    async fn prometheus_sees_the_server(&self) {
+        let out = self.compose(&["port", "prometheus", "9090"]).await;
+        let addr = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(addr.starts_with("127.0.0.1:"), "published on {addr:?}");
+        let id = self.compose(&["ps", "-q", "server"]).await;
+        let id = String::from_utf8_lossy(&id.stdout).trim().to_string();
+        let published = Command::new("docker")
+            .args(["port", &id])
+            .output()
+            .await
+            .expect("docker port");
+        let published = String::from_utf8_lossy(&published.stdout).to_string();
+        assert!(
+            published.contains("8080/tcp") && !published.contains("9464"),
+            "the server publishes {published:?}: 8080 only, never the metrics port"
+        );
+        let http = reqwest::Client::new();
+        let api = async |path: &str| -> Option<serde_json::Value> {
+            let answer = http
+                .get(format!("http://{addr}/api/v1/{path}"))
+                .send()
+                .await
+                .ok()?;
+            let body: serde_json::Value = serde_json::from_str(&answer.text().await.ok()?).ok()?;
+            (body["status"] == "success").then(|| body["data"].clone())
+        };
+        let first = |data: &serde_json::Value| -> Option<f64> {
+            data["result"][0]["value"][1].as_str()?.parse().ok()
+        };
+        // Scraped every 15 s: the first scrape after the examples sees both tenants' executions.
+        let up = "query?query=up%7Bjob%3D%22code-execution-mcp%22%7D";
+        let tenants = "query?query=count(sum%20by%20(tenant)%20(cem_executions_total)%20%3E%200)";
+        let mut seen = (None, None);
+        for _ in 0..90 {
+            seen = (
+                api(up).await.as_ref().and_then(first),
+                api(tenants).await.as_ref().and_then(first),
+            );
+            if seen == (Some(1.0), Some(2.0)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        assert_eq!(
+            seen,
+            (Some(1.0), Some(2.0)),
+            "Prometheus saw (up, tenants with executions) {seen:?}; targets: {:?}\n{}",
+            api("targets").await,
+            self.logs().await
+        );
+        let rules = api("rules").await.expect("the rules API answers");
+        let rules: Vec<&serde_json::Value> = rules["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_array().unwrap())
+            .collect();
+        assert!(rules.len() >= 6, "rules loaded: {rules:?}");
+        for rule in rules {
+            assert_eq!(rule["health"], "ok", "{rule}");
+        }
+    }
+
     /// Runs tests/python/tenants_over_http.py's `phase` against the stack.
     async fn python(&self, phase: &str, url: &str) {
         let python = common::upstreams::sdk_python();
@@ -238,7 +318,8 @@ impl Stack {
     /// Stops the stack (the server removes its sandbox containers on SIGTERM) and checks that
     /// none is left.
     async fn down(mut self) {
-        self.compose(&["down", "--timeout", "45"]).await;
+        self.compose(&["down", "--volumes", "--timeout", "45"])
+            .await;
         self.down = true;
         let left = sandboxes_of(&self.project).await;
         assert!(left.is_empty(), "sandbox containers left: {left:?}");
@@ -251,7 +332,8 @@ impl Drop for Stack {
         if !self.down {
             let mut down = std::process::Command::new(&self.compose[0]);
             down.args(&self.compose[1..])
-                .args(["-f", "compose.yaml", "down", "--timeout", "45"])
+                .args(FILES)
+                .args(["down", "--volumes", "--timeout", "45"])
                 .current_dir(MANIFEST_DIR)
                 .envs(self.env());
             cleanup.push(down);
