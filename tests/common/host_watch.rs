@@ -111,10 +111,11 @@ impl HostWatch {
         Self::new(t.dir.path(), &app_dirs(t))
     }
 
-    /// A watch over a [`RawStdio`] server's temp dir (workspace and skills left out).
+    /// A watch over a [`RawStdio`] server's temp dir (workspace, skills and the server's own
+    /// data directory left out: see [`spawned_dirs`]).
     pub fn for_raw(raw: &RawStdio) -> Self {
         let dir = raw._dir.path();
-        Self::new(dir, &[dir.join("workspace"), dir.join("skills")])
+        Self::new(dir, &spawned_dirs(dir))
     }
 
     /// The canary secret's absolute host path.
@@ -222,7 +223,22 @@ pub fn app_dirs(t: &TestApp) -> Vec<PathBuf> {
     let ws = t.workspace();
     let mut image = ws.clone().into_os_string();
     image.push(code_execution_mcp::workspace::quota::IMAGE_SUFFIX);
-    vec![ws, t.app.skills_dir().to_path_buf(), PathBuf::from(image)]
+    // The audit trail: the server's own record of each execution, out of the sandbox's reach
+    // (nothing mounts it) and written on every call.
+    let audit = (t.app.config().storage.data_dir()).join(code_execution_mcp::audit::DIR_NAME);
+    vec![
+        ws,
+        t.app.skills_dir().to_path_buf(),
+        PathBuf::from(image),
+        audit,
+    ]
+}
+
+/// What a server spawned by `serve_command` in `dir` writes beside the sandbox's directories:
+/// its workspace and skills, and its data directory (`CEM_DATA_DIR`: seccomp file, audit
+/// trail), which it creates once started, after the watch's snapshot.
+pub fn spawned_dirs(dir: &Path) -> Vec<PathBuf> {
+    vec![dir.join("workspace"), dir.join("skills"), dir.join("data")]
 }
 
 /// Asserts that the server still runs code: `print(1)` prints `1`.

@@ -8,7 +8,7 @@ use code_execution_mcp::config::ImageProfile;
 use code_execution_mcp::execute::request::ExecuteRequest;
 use serde_json::{Value, json};
 
-use crate::common::host_watch::HostWatch;
+use crate::common::host_watch::{HostWatch, spawned_dirs};
 use crate::common::{self, assert_ok, call_tool, mcp_client};
 use crate::harness::{token, verdict, watched, watched_with};
 
@@ -20,10 +20,7 @@ use crate::harness::{token, verdict, watched, watched_with};
 #[tokio::test]
 async fn case_36_the_servers_environment_never_reaches_the_sandbox() {
     let dir = tempfile::tempdir().unwrap();
-    let watch = HostWatch::new(
-        dir.path(),
-        &[dir.path().join("workspace"), dir.path().join("skills")],
-    );
+    let watch = HostWatch::new(dir.path(), &spawned_dirs(dir.path()));
     let marker = format!("CEMLEAK{}", uuid::Uuid::new_v4().simple());
     let secrets = [
         ("CEM_TEST_API_TOKEN", format!("{marker}-token")),
