@@ -284,25 +284,10 @@ pub fn rotated_stamp<'a>(name: &'a str, stem: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::record::{code_digest, now};
+    use crate::audit::record::{now, sample};
 
     fn record(i: usize) -> AuditRecord {
-        AuditRecord {
-            time: now(),
-            tenant: Some("alice".into()),
-            node: "n1".into(),
-            execution_id: format!("exe_{i:016x}"),
-            client: None,
-            session: None,
-            code_sha256: code_digest("print(1)"),
-            code: None,
-            status: "ok".into(),
-            error_type: None,
-            duration_ms: 1.0,
-            calls: vec![],
-            files_changed: vec![],
-            files_truncated: false,
-        }
+        sample(Some("alice"), &now(), &format!("exe_{i:016x}"))
     }
 
     fn settings(max: u64, keep: usize) -> AuditSettings {

@@ -221,25 +221,10 @@ fn bad_since(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::audit::log::{AuditLog, AuditSettings};
-    use crate::audit::record::code_digest;
+    use crate::audit::record::sample;
 
     fn record(tenant: &str, time: &str, id: &str) -> AuditRecord {
-        AuditRecord {
-            time: time.into(),
-            tenant: Some(tenant.into()),
-            node: "n".into(),
-            execution_id: id.into(),
-            client: None,
-            session: None,
-            code_sha256: code_digest(id),
-            code: None,
-            status: "ok".into(),
-            error_type: None,
-            duration_ms: 1.0,
-            calls: vec![],
-            files_changed: vec![],
-            files_truncated: false,
-        }
+        sample(Some(tenant), time, id)
     }
 
     #[test]

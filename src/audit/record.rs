@@ -74,28 +74,34 @@ pub fn code_digest(code: &str) -> String {
     hex::encode(Sha256::digest(code.as_bytes()))
 }
 
+/// A record of an `ok` execution of `print(1)` at `time`, for the audit tests.
+#[cfg(test)]
+pub(crate) fn sample(tenant: Option<&str>, time: &str, execution_id: &str) -> AuditRecord {
+    AuditRecord {
+        time: time.into(),
+        tenant: tenant.map(str::to_string),
+        node: "n1".into(),
+        execution_id: execution_id.into(),
+        client: None,
+        session: None,
+        code_sha256: code_digest("print(1)"),
+        code: None,
+        status: "ok".into(),
+        error_type: None,
+        duration_ms: 12.5,
+        calls: vec![],
+        files_changed: vec![],
+        files_truncated: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_record_round_trips_and_leaves_out_what_it_does_not_have() {
-        let record = AuditRecord {
-            time: now(),
-            tenant: None,
-            node: "n1".into(),
-            execution_id: "exe_0123456789abcdef".into(),
-            client: None,
-            session: None,
-            code_sha256: code_digest("print(1)"),
-            code: None,
-            status: "ok".into(),
-            error_type: None,
-            duration_ms: 12.5,
-            calls: vec![],
-            files_changed: vec![],
-            files_truncated: false,
-        };
+        let record = sample(None, &now(), "exe_0123456789abcdef");
         let line = serde_json::to_string(&record).unwrap();
         for absent in ["tenant", "client", "session", "\"code\"", "files_truncated"] {
             assert!(!line.contains(absent), "{absent} in {line}");

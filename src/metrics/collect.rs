@@ -20,21 +20,6 @@ use crate::sandbox::stats::Phase;
 /// How long a scrape waits for the engine's ping.
 const PING_LIMIT: Duration = Duration::from_secs(2);
 
-/// The phases of a container's life (the call and the run have families of their own).
-const CONTAINER_PHASES: [Phase; 11] = [
-    Phase::Create,
-    Phase::Attach,
-    Phase::Start,
-    Phase::Ready,
-    Phase::PoolWait,
-    Phase::StateSent,
-    Phase::JobWritten,
-    Phase::FirstFrame,
-    Phase::Done,
-    Phase::KillWait,
-    Phase::Remove,
-];
-
 /// The exposition of `shared` and its open tenants `apps`.
 pub async fn render(shared: &Shared, apps: &[Arc<App>]) -> String {
     let engine_up = shared.engine.ping(PING_LIMIT).await;
@@ -125,7 +110,8 @@ fn executions(e: &mut Exposition, tenants: &[(&str, &App)]) {
         "Each phase of a sandbox container's life (create, attach, start, ready, pool_wait, state_sent, job_written, first_frame, done, kill_wait, remove).",
     );
     for (tenant, app) in tenants {
-        for phase in CONTAINER_PHASES {
+        // The call and the run have families of their own.
+        for phase in (Phase::ALL.into_iter()).filter(|p| !matches!(p, Phase::Run | Phase::Call)) {
             e.histogram(
                 "cem_phase_duration_seconds",
                 &[("tenant", tenant), ("phase", phase.as_str())],
