@@ -282,17 +282,7 @@ impl Stack {
             api("targets").await,
             self.logs().await
         );
-        let rules = api("rules").await.expect("the rules API answers");
-        let rules: Vec<&serde_json::Value> = rules["groups"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|g| g["rules"].as_array().unwrap())
-            .collect();
-        assert!(rules.len() >= 6, "rules loaded: {rules:?}");
-        for rule in rules {
-            assert_eq!(rule["health"], "ok", "{rule}");
-        }
+        common::assert_rules_healthy(&api("rules").await.expect("the rules API answers"));
     }
 
     /// Runs tests/python/tenants_over_http.py's `phase` against the stack.

@@ -709,3 +709,18 @@ pub fn run_python_client_with(script: &str, env: &[(&str, &str)]) -> PythonRun {
         _dir: dir,
     }
 }
+
+/// Asserts that a Prometheus `/api/v1/rules` answer (its `data`) holds the alert rules of
+/// images/prometheus/rules/, each evaluating without error on the series it sees.
+pub fn assert_rules_healthy(answer: &Value) {
+    let rules: Vec<&Value> = answer["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .collect();
+    assert!(rules.len() >= 6, "rules loaded: {rules:?}");
+    for rule in rules {
+        assert_eq!(rule["health"], "ok", "{rule}");
+    }
+}
