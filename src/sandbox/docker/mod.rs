@@ -14,7 +14,7 @@ use bollard::Docker;
 use bollard::query_parameters::InspectContainerOptions;
 
 pub use archive::EngineStorage;
-pub use error::EngineError;
+pub use error::{EngineError, start_hint};
 pub use image::BuildFailure;
 
 mod archive;
@@ -83,13 +83,18 @@ impl EngineInfo {
 }
 
 /// What the engine supports of the sandbox's hardening, for `doctor`.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct EngineFeatures {
     /// Memory and swap limits (the memory cgroup with swap accounting).
     pub memory_and_swap_limits: bool,
     pub seccomp: bool,
     /// The cgroup version the engine runs containers under (1 or 2; 0 when it does not say).
     pub cgroup_version: u8,
+    /// A rootless engine: the `rootless` security option (Docker's and Podman's `/info`).
+    pub rootless: bool,
+    /// The engine's cgroup driver (`cgroupfs`, `systemd`, or `none`: no cgroups at all, as a
+    /// rootless engine on cgroup v1 has); empty when it does not say.
+    pub cgroup_driver: String,
 }
 
 impl EngineFeatures {
@@ -97,7 +102,12 @@ impl EngineFeatures {
     /// these at start and `doctor` fails on them.
     pub fn problems(&self) -> Vec<(&'static str, &'static str)> {
         let mut problems = Vec::new();
-        if !self.memory_and_swap_limits {
+        if !self.memory_and_swap_limits && self.rootless {
+            problems.push((
+                "memory and swap limits",
+                crate::sandbox::rootless::NO_CGROUPS_FIX,
+            ));
+        } else if !self.memory_and_swap_limits {
             problems.push((
                 "memory and swap limits",
                 "the engine reports no memory or swap limit support, so a sandbox's memory is not bounded: enable the memory cgroup with swap accounting (kernel command line `cgroup_enable=memory swapaccount=1`, or cgroup v2) and restart the engine",
@@ -146,14 +156,13 @@ impl Engine {
             .info()
             .await
             .map_err(|e| EngineError::api("report its features", e))?;
+        let options = sys.security_options.unwrap_or_default();
         Ok(EngineFeatures {
             memory_and_swap_limits: sys.memory_limit.unwrap_or(false)
                 && sys.swap_limit.unwrap_or(false),
-            seccomp: sys
-                .security_options
-                .unwrap_or_default()
-                .iter()
-                .any(|o| o.contains("seccomp")),
+            seccomp: options.iter().any(|o| o.contains("seccomp")),
+            rootless: crate::sandbox::rootless::rootless_option(&options),
+            cgroup_driver: sys.cgroup_driver.map(|d| d.to_string()).unwrap_or_default(),
             cgroup_version: match sys.cgroup_version.map(|v| v.to_string()).as_deref() {
                 Some("1") => 1,
                 Some("2") => 2,
