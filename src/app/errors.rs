@@ -65,6 +65,9 @@ pub enum StartError {
     SeccompInMount { profile: PathBuf, mount: PathBuf },
     #[error(transparent)]
     Storage(#[from] crate::host::storage::StorageError),
+    /// The engine does not enforce the sandbox's limits (see `engine_limits`).
+    #[error("{0}")]
+    LimitsNotEnforced(String),
 }
 
 /// Why an execution request did not run.

@@ -7,6 +7,7 @@
 
 mod audit;
 pub mod detached;
+pub mod engine_limits;
 mod errors;
 pub mod events;
 mod execute;

@@ -45,6 +45,9 @@ pub struct Shared {
     /// or why not.
     pub image_tree: Option<crate::sandbox::image_tree::TreeMount>,
     pub image_tree_reason: String,
+    /// Whether the engine is rootless and which limits it does not enforce (accepted with
+    /// `--allow-unenforced-limits`).
+    pub engine_limits: super::engine_limits::EngineLimits,
     /// Holds the copy (a shared lock) so no other server removes it while this one runs.
     _image_tree_hold: Option<crate::sandbox::image_tree::Prepared>,
 }
@@ -130,6 +133,8 @@ impl Shared {
             )
             .await?
         };
+        let engine_limits =
+            super::engine_limits::check(&config, &engine, &engine_info, &image).await?;
         let tree = super::image_tree::serve(&config, &engine, &image_id, &host_paths).await;
         let registry_dir = config.storage.registry_dir();
         let discovery =
@@ -170,6 +175,7 @@ impl Shared {
             discovery,
             host_paths,
             seccomp,
+            engine_limits,
             image_tree: tree.mount,
             image_tree_reason: tree.reason,
             _image_tree_hold: tree.hold,

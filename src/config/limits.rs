@@ -39,6 +39,12 @@ pub struct LimitsConfig {
     #[arg(long, env = "CEM_MAX_MEMORY_MB", default_value_t = 4096)]
     pub max_memory_mb: u64,
 
+    /// Serve even where the engine does not enforce the sandbox's memory or pids limits (a
+    /// rootless engine without cgroups: see README, "Engines"). Without it the server refuses
+    /// to start there; with it every result lists the limits not enforced.
+    #[arg(long, env = "CEM_ALLOW_UNENFORCED_LIMITS")]
+    pub allow_unenforced_limits: bool,
+
     /// Largest accepted `code` argument, in bytes.
     #[arg(long, env = "CEM_MAX_CODE_BYTES", default_value_t = 1024 * 1024, value_parser = MAX_CODE.parser::<usize>())]
     pub max_code_bytes: usize,

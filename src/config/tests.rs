@@ -25,6 +25,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("start-timeout-secs", "CEM_START_TIMEOUT_SECS"),
     ("default-memory-mb", "CEM_DEFAULT_MEMORY_MB"),
     ("max-memory-mb", "CEM_MAX_MEMORY_MB"),
+    ("allow-unenforced-limits", "CEM_ALLOW_UNENFORCED_LIMITS"),
     ("max-concurrency", "CEM_MAX_CONCURRENCY"),
     ("tenant-max-concurrency", "CEM_TENANT_MAX_CONCURRENCY"),
     ("pool-size", "CEM_POOL_SIZE"),

@@ -50,6 +50,11 @@ pub struct AppliedLimits {
     /// What was changed from the request to fit the server's bounds, if anything.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub adjustments: Vec<String>,
+    /// Limits this server's engine does not enforce (`memory_mb`, `pids_limit`), so the code
+    /// ran without them: only on a server started with --allow-unenforced-limits (a rootless
+    /// engine without cgroups). `notes` says why.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub not_enforced: Vec<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -343,6 +348,7 @@ impl CodeExecutionServer {
                 timeout_seconds: limits.timeout.as_secs_f64(),
                 memory_mb: (limits.memory_bytes / (1024 * 1024)) as u64,
                 adjustments: limits.adjustments,
+                not_enforced: self.app.shared().engine_limits.not_enforced(),
             },
             tool_calls,
             images: produced
@@ -369,7 +375,9 @@ impl CodeExecutionServer {
                 .map(|f| self.file_info(f))
                 .collect(),
             files_truncated: produced.files_truncated,
-            notes: produced.notes,
+            notes: (self.app.shared().engine_limits.note().into_iter())
+                .chain(produced.notes)
+                .collect(),
             session: ran.session,
             state: ran.state,
         };
