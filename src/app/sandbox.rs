@@ -59,13 +59,14 @@ pub(super) fn start(
             Seccomp::File(on_engine)
         }
     };
+    let (uid, gid) = (shared.engine_limits).sandbox_ids((mounts.user.uid, mounts.user.gid));
     let settings = SandboxSettings {
         image: shared.image.clone(),
         workspace: for_engine(mounts.workspace)?,
         skills: Some(for_engine(mounts.skills)?),
         servers: servers.as_deref().map(for_engine).transpose()?,
-        uid: mounts.user.uid,
-        gid: mounts.user.gid,
+        uid,
+        gid,
         container: config.sandbox.container(),
         limits: config.limits.harness_limits(),
         max_concurrency: if tenant {
