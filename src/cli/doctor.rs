@@ -79,7 +79,7 @@ pub async fn run(config: &Config) -> Vec<Check> {
             checks.push(Check::fail(
                 "engine",
                 e.to_string(),
-                "start the Docker engine (`systemctl start docker`, or `dockerd &` as root), or set DOCKER_HOST",
+                crate::sandbox::docker::start_hint(),
             ));
             return checks;
         }
@@ -170,8 +170,9 @@ pub async fn run(config: &Config) -> Vec<Check> {
     }
 
     if image_present {
-        checks.push(memory_enforced(engine, config, &kind, oom_reported, tag).await);
+        checks.push(memory_enforced(engine.clone(), config, &kind, oom_reported, tag).await);
     }
+    super::doctor_limits::add(&engine, config, image_present, &mut checks).await;
     checks
 }
 

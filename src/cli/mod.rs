@@ -4,4 +4,5 @@
 
 pub mod audit;
 pub mod doctor;
+mod doctor_limits;
 pub mod image;
