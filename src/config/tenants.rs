@@ -1,4 +1,5 @@
-//! HTTP tenants: the bearer tokens that name them, and how much of the server one may use.
+//! HTTP tenants: the bearer tokens that name them, how much of the server one may use, and the
+//! uids their sandboxes run as.
 
 use std::path::PathBuf;
 
@@ -8,6 +9,7 @@ use super::ConfigError;
 
 use super::Secret;
 use super::range::Range;
+use crate::tenancy::uid::UidRange;
 
 const TENANT_MAX_CONCURRENCY: Range = Range::at_least("--tenant-max-concurrency", 1);
 
@@ -28,6 +30,13 @@ pub struct TenantsConfig {
     /// every slot [default: half of --max-concurrency, at least 1].
     #[arg(long, env = "CEM_TENANT_MAX_CONCURRENCY", value_parser = TENANT_MAX_CONCURRENCY.parser::<usize>())]
     pub tenant_max_concurrency: Option<usize>,
+
+    /// Uids tenants' sandboxes run as, FIRST-LAST: each tenant gets one derived from its name
+    /// (the same on every server), owning its workspace, and its group alone reads its skills.
+    /// Needs a server running as root; two tenants whose names give one uid are refused at
+    /// start. Within 65536-2147483647; the default is a block no common software assigns.
+    #[arg(long, env = "CEM_TENANT_UID_RANGE", default_value_t = UidRange::default())]
+    pub tenant_uid_range: UidRange,
 }
 
 impl TenantsConfig {

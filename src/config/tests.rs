@@ -28,6 +28,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("allow-unenforced-limits", "CEM_ALLOW_UNENFORCED_LIMITS"),
     ("max-concurrency", "CEM_MAX_CONCURRENCY"),
     ("tenant-max-concurrency", "CEM_TENANT_MAX_CONCURRENCY"),
+    ("tenant-uid-range", "CEM_TENANT_UID_RANGE"),
     ("pool-size", "CEM_POOL_SIZE"),
     ("pool-max", "CEM_POOL_MAX"),
     ("pool-idle-secs", "CEM_POOL_IDLE_SECS"),
@@ -114,6 +115,12 @@ fn defaults_are_valid_and_match_the_original_limits() {
         "the audit trail is on"
     );
     assert_eq!(c.operations.metrics_listen, None, "metrics are off");
+    assert_eq!(
+        c.tenants.tenant_uid_range,
+        crate::tenancy::uid::DEFAULT_RANGE
+    );
+    let c = Config::try_from_args(["--tenant-uid-range", "200000-265535"]).unwrap();
+    assert_eq!(c.tenants.tenant_uid_range.to_string(), "200000-265535");
 }
 
 #[test]
@@ -202,6 +209,8 @@ fn out_of_range_values_are_refused_while_parsing_naming_the_flag() {
         ("--tmpfs-mb", "0"),
         ("--pii-vault-size", "0"),
         ("--max-code-bytes", "0"),
+        ("--tenant-uid-range", "10001-70000"),
+        ("--tenant-uid-range", "70000"),
     ] {
         let err = Config::try_from_args([flag, bad]).unwrap_err().to_string();
         assert!(

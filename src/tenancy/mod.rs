@@ -1,10 +1,12 @@
 //! Tenants: who they are and where their data lives. A tenant is named by the tokens file
 //! ([`tokens`]); its name becomes a directory name, so it is checked by allowlist before any
 //! path is built from it, and its directories ([`TenantDirs`]) are made private to the server.
+//! Its sandboxes run as a uid of its own, derived from the name ([`uid`]).
 //! Per-tenant limits are the configuration's tenants group (`config::TenantsConfig`); the
 //! HTTP transport opens each tenant's `App` at its first request (`transport::tenants`).
 
 pub mod tokens;
+pub mod uid;
 
 use std::path::PathBuf;
 

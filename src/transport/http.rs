@@ -74,6 +74,8 @@ pub async fn http_access(config: Config) -> Result<Access, ServeError> {
     }
     let env = config.tenants.tokens.as_ref().map(|t| t.0.clone());
     let tokens = TokenTable::load(config.tenants.tokens_file.as_deref(), env.as_deref())?;
+    // Tenants never share a sandbox uid: refused before anything starts, whoever runs it.
+    crate::tenancy::uid::assign(tokens.tenants(), config.tenants.tenant_uid_range)?;
     tracing::info!(
         "bearer tokens configured for {} tenants: {}",
         tokens.tenants().len(),

@@ -29,6 +29,8 @@ pub enum ServeError {
     NotLoopback(SocketAddr),
     #[error("bearer tokens: {0}")]
     Tokens(#[from] crate::tenancy::tokens::TokenError),
+    #[error("bearer tokens: {0}")]
+    TenantUids(#[from] crate::tenancy::uid::UidCollision),
     #[error("cannot start: {0}")]
     Start(crate::app::StartError),
     #[error("unhealthy: {0}")]
