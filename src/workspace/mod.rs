@@ -54,6 +54,8 @@
 //!   never picks root. When the server runs as root, files and directories it creates are
 //!   `fchown`ed to that owner. Modes are 0644 for files and 0755 for directories: the sandbox
 //!   runs as the owner, so owner bits suffice and nothing is opened up to the host's other users.
+//!   A tenant's workspace is instead handed to the tenant's own uid ([`Workspace::hand_over`]),
+//!   its root 0700.
 //! * **Quota.** See [`quota`]: the kernel enforces it when the workspace is a loop-mounted,
 //!   size-limited ext4 image; otherwise ([`WorkspaceLimits::soft_quota`]) the server refuses tool
 //!   writes and new executions once [`Workspace::usage`] reaches the quota.
@@ -67,7 +69,8 @@
 //! [`Workspace`] and its limits and result types live here; each child module holds one part:
 //! `path` (pure validation), `resolve` (opening beneath the root), `walk` (the bounded directory
 //! walk), `read`, `write` (writes and deletes), `list`, `usage` (and the soft quota), `temp` (temp
-//! file names and the stale-temp sweep), `owner` (the sandbox user and ownership of new entries), `changes` (what an execution
+//! file names and the stale-temp sweep), `owner` (the sandbox user and ownership of new entries),
+//! `handover` (a workspace given to a tenant's own uid), `changes` (what an execution
 //! created or changed),
 //! `error` (errors and their wording) and [`quota`].
 
@@ -76,6 +79,7 @@ pub mod uri;
 
 mod changes;
 mod error;
+mod handover;
 mod list;
 mod owner;
 mod path;
@@ -91,6 +95,7 @@ mod tests;
 
 pub use changes::{FileChange, Snapshot};
 pub use error::WorkspaceError;
+pub use handover::{Handover, PRIVATE_ROOT_MODE};
 pub use path::{validate_relative_path, validate_relative_subpath};
 
 use std::os::fd::{AsFd, OwnedFd};
