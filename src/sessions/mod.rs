@@ -93,6 +93,9 @@ fn now_unix() -> u64 {
 pub struct SessionStore {
     dir: PathBuf,
     limits: SessionLimits,
+    /// The group that alone may read snapshots besides the server (a tenant's own, whose
+    /// sandboxes mount large ones read-only): snapshots are then 0640 to it.
+    reader_gid: Option<u32>,
 }
 
 /// Counts for `get_execution_stats`.
@@ -113,7 +116,18 @@ pub struct SessionCounts {
 impl SessionStore {
     /// The store in `dir` (created on first use, mode 0700).
     pub fn new(dir: PathBuf, limits: SessionLimits) -> Self {
-        Self { dir, limits }
+        Self {
+            dir,
+            limits,
+            reader_gid: None,
+        }
+    }
+
+    /// Snapshots written from now on are `0640` to `gid` (a tenant's own group), not
+    /// readable by every user.
+    pub fn with_reader_group(mut self, gid: Option<u32>) -> Self {
+        self.reader_gid = gid;
+        self
     }
 
     pub fn limits(&self) -> SessionLimits {
@@ -222,6 +236,15 @@ impl SessionStore {
             .create_new(true)
             .open(&tmp)
             .map_err(self.io(&tmp))?;
+        if let Some(gid) = self.reader_gid {
+            use std::os::unix::fs::PermissionsExt;
+            let closed = std::os::unix::fs::fchown(&file, None, Some(gid))
+                .and_then(|()| file.set_permissions(std::fs::Permissions::from_mode(0o640)));
+            if let Err(e) = closed {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(self.io(&tmp)(e));
+            }
+        }
         Ok(StateWriter {
             file: Some(std::io::BufWriter::with_capacity(1 << 20, file)),
             tmp,
