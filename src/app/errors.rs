@@ -68,6 +68,14 @@ pub enum StartError {
     /// The engine does not enforce the sandbox's limits (see `engine_limits`).
     #[error("{0}")]
     LimitsNotEnforced(String),
+    #[error(
+        "cannot give {path} to the tenant's sandbox uid {uid}: {source}. A server running as root gives each tenant a uid of its own (--tenant-uid-range); in a container it needs the CHOWN, FOWNER and DAC_OVERRIDE capabilities (compose.yaml grants them), and a shared volume must let root change owners (no root squashing)"
+    )]
+    TenantUser {
+        path: PathBuf,
+        uid: u32,
+        source: std::io::Error,
+    },
 }
 
 /// Why an execution request did not run.

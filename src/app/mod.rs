@@ -16,6 +16,7 @@ pub mod paused;
 mod sandbox;
 mod sessions;
 mod shared;
+mod tenant_user;
 mod vault;
 mod workspace;
 
@@ -81,6 +82,8 @@ pub struct App {
     events: Arc<events::Events>,
     /// The tenant's name (none on a server without tenants).
     tenant: Option<String>,
+    /// Whether its sandboxes run as the tenant's own uid (`--tenant-uid-range`).
+    own_uid: bool,
     /// This tenant's audit trail on this node (`--audit`).
     audit: Option<Arc<crate::audit::AuditLog>>,
     /// MCP sessions open on this tenant (each `CodeExecutionServer` holds one count).
@@ -125,7 +128,8 @@ impl App {
             tracing::info!("opening tenant {name}: {}", dirs.workspace.display());
             create_tenant_root(&dirs.workspace).await?;
         }
-        let opened = workspace::open(&shared, &dirs.workspace).await?;
+        let own_user = tenant_user::own_user(&shared.config, tenant);
+        let opened = workspace::open(&shared, &dirs.workspace, own_user).await?;
         let skills = Arc::new(open_skills(&dirs.skills)?);
         let pii = Arc::new(vault::open(&shared, tenant, dirs.pii_vault.clone()).await?);
         let gateway =
@@ -138,6 +142,13 @@ impl App {
                     }
                 })?),
             };
+        if let Some(user) = own_user {
+            // What its sandboxes only read: the tenant's group's alone.
+            let package = gateway.as_ref().map(|view| view.tree_root().to_path_buf());
+            for dir in std::iter::once(dirs.skills.clone()).chain(package) {
+                crate::host::blocking_here(|| tenant_user::close_to_group(&dir, user))?;
+            }
+        }
         let stats = Arc::new(Stats::new());
         let sandbox = sandbox::start(
             &shared,
@@ -156,7 +167,8 @@ impl App {
         let store = crate::sessions::SessionStore::new(
             dirs.sessions.clone(),
             shared.config.sessions.limits(),
-        );
+        )
+        .with_reader_group(own_user.map(|user| user.gid));
         // Large snapshots are mounted into sandboxes: the directory as the engine sees it.
         let engine_dir = match crate::host::blocking_here(|| store.ensure_dir()?.canonicalize()) {
             Ok(dir) => shared.host_paths.to_engine(&dir).ok(),
@@ -171,6 +183,7 @@ impl App {
         let audit = audit::open(&shared, tenant);
         Ok(Self {
             tenant: tenant.map(str::to_string),
+            own_uid: own_user.is_some(),
             audit,
             mcp_sessions: Default::default(),
             config: shared.config.clone(),
@@ -196,6 +209,12 @@ impl App {
     /// The tenant's name (none on a server without tenants).
     pub fn tenant(&self) -> Option<&str> {
         self.tenant.as_deref()
+    }
+
+    /// Whether this tenant's sandboxes run as its own uid, derived from its name within
+    /// `--tenant-uid-range` (the uid itself is in the sandbox's settings).
+    pub fn has_own_uid(&self) -> bool {
+        self.own_uid
     }
 
     /// This tenant's audit trail on this node, when it is kept.

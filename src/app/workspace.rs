@@ -1,6 +1,7 @@
 //! Opening a tenant's workspace: its quota (a loop-mounted image, else checked between
-//! executions), the workspace itself, the user sandboxes run as, and a background sweep of
-//! the temp files a killed server left.
+//! executions), the workspace itself, the user sandboxes run as (the tenant's own, which the
+//! workspace is handed to, else the owner's or 10001), and a background sweep of the temp
+//! files a killed server left.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,7 +20,11 @@ pub(super) struct Opened {
     pub user: SandboxUser,
 }
 
-pub(super) async fn open(shared: &Shared, path: &Path) -> Result<Opened, StartError> {
+pub(super) async fn open(
+    shared: &Shared,
+    path: &Path,
+    own_user: Option<SandboxUser>,
+) -> Result<Opened, StartError> {
     let storage = &shared.config.storage;
     let failed = |error: WorkspaceError| StartError::Workspace {
         path: path.to_path_buf(),
@@ -63,9 +68,16 @@ pub(super) async fn open(shared: &Shared, path: &Path) -> Result<Opened, StartEr
         soft_quota: quota_bytes > 0 && !quota.kernel_enforced(quota_bytes),
         ..WorkspaceLimits::default()
     };
-    let workspace = Workspace::open(path, limits).map_err(failed)?;
-    let user = workspace.prepare_for_sandbox(SANDBOX_UID).map_err(failed)?;
-    let workspace = Arc::new(workspace);
+    let workspace = Arc::new(Workspace::open(path, limits).map_err(failed)?);
+    let user = match own_user {
+        Some(user) => {
+            super::tenant_user::hand_over(&workspace, user)
+                .await
+                .map_err(failed)?;
+            user
+        }
+        None => workspace.prepare_for_sandbox(SANDBOX_UID).map_err(failed)?,
+    };
     // Temp files of a server killed mid-write: removed in the background (a walk of a large
     // workspace should not delay the start; only dead writers' files are touched).
     let sweep = workspace.clone();

@@ -1,6 +1,7 @@
 //! `get_execution_stats`: the original's fields (workspace, skills, tool_registry, capabilities,
-//! limits) plus the engine, the image, executions by status with latency percentiles, and the
-//! containers running now, and with upstreams the tool calls made from code per upstream.
+//! limits) plus the engine, the image, the user sandboxes run as, executions by status with
+//! latency percentiles, and the containers running now, and with upstreams the tool calls made
+//! from code per upstream.
 
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
@@ -69,6 +70,17 @@ pub struct NodeStats {
     pub swarm_node_id: Option<String>,
 }
 
+/// Who the sandbox's code runs as on the host.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct SandboxUserStats {
+    pub uid: u32,
+    pub gid: u32,
+    /// "tenant": this tenant's own uid, derived from its name (--tenant-uid-range), which
+    /// alone owns its workspace; "workspace_owner": the owner of the workspace directory;
+    /// "default": the image's sandbox user, 10001.
+    pub source: String,
+}
+
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ImageStats {
     pub name: String,
@@ -99,6 +111,7 @@ pub struct ExecutionStatsResponse {
     pub engine: EngineStats,
     pub node: NodeStats,
     pub image: ImageStats,
+    pub sandbox_user: SandboxUserStats,
     pub executions: StatsSnapshot,
     /// Sessions (`execute_code`'s `session`): how many this tenant holds, their state's size,
     /// the containers prepared for their next calls, and the bounds.
@@ -201,6 +214,21 @@ impl CodeExecutionServer {
             image: ImageStats {
                 name: app.image().0.to_string(),
                 id: app.image().1.to_string(),
+            },
+            sandbox_user: {
+                let settings = app.sandbox().settings();
+                SandboxUserStats {
+                    uid: settings.uid,
+                    gid: settings.gid,
+                    source: if app.has_own_uid() {
+                        "tenant"
+                    } else if settings.uid == crate::config::SANDBOX_UID {
+                        "default"
+                    } else {
+                        "workspace_owner"
+                    }
+                    .into(),
+                }
             },
             executions: app.execution_stats(),
             // Reads each session's meta file: off the async worker.
