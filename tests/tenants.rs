@@ -3,8 +3,10 @@
 //! nothing of another's; requests without a valid token get 401 before a tenant is opened or a
 //! body is read, while `/health` needs none; the Host and Origin allowlists and the body bound
 //! still apply to authenticated requests, and a session id is only served to its own tenant; a
-//! tenant at its `--tenant-max-concurrency` is refused "busy" while another's code runs. After
-//! each test no sandbox container of its server is left.
+//! tenant at its `--tenant-max-concurrency` is refused "busy" while another's code runs; as
+//! root, each tenant's sandboxes run as a uid of its own, and its files stay closed to another
+//! tenant's code even through a mount shared by mistake. After each test no sandbox container
+//! of its server is left.
 
 mod common;
 
@@ -165,6 +167,146 @@ result = {
     "mounts_bob": '/tenants/bob/workspace' in mounts,
 }
 "#;
+
+/// As root, each tenant's sandboxes run as the uid its name gives within `--tenant-uid-range`
+/// (distinct, shown by `get_execution_stats`); its workspace is that uid's alone (0700) and its
+/// skills its group's (0750). Defence in depth: Bob's workspace and skills bind-mounted into
+/// Alice's workspace (a mount shared by mistake) give Alice's code EACCES, while Bob's code
+/// reads the same file.
+#[tokio::test]
+#[ignore = "needs root: tenants' own uids and a bind mount between their workspaces"]
+async fn a_tenants_files_stay_closed_to_another_tenants_sandbox_even_through_a_shared_mount() {
+    use std::os::unix::fs::MetadataExt;
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "tenants' own uids need a server running as root: run with `-- --include-ignored` as root"
+    );
+    // No pool: every container is created after the mount below is made.
+    let server = TenantServer::start(|c| {
+        c.pool.pool_size = 0;
+        c.pool.pool_max = 0;
+    })
+    .await;
+    let range = code_execution_mcp::tenancy::uid::DEFAULT_RANGE;
+    let (alice_uid, bob_uid) = (range.uid_of("alice"), range.uid_of("bob"));
+    assert_ne!(alice_uid, bob_uid);
+    let alice = server.client(ALICE).await;
+    let bob = server.client(BOB).await;
+
+    write_file(&bob, "secret.txt", "bob only").await;
+    let v = call_ok(&bob, "execute_code", json!({"code": WHO_AND_READ})).await;
+    assert_eq!(
+        v["result"],
+        json!({"uid": bob_uid, "gid": bob_uid, "read": "bob only"}),
+        "{v}"
+    );
+    let v = call_ok(&alice, "get_execution_stats", json!({})).await;
+    assert_eq!(
+        v["sandbox_user"],
+        json!({"uid": alice_uid, "gid": alice_uid, "source": "tenant"}),
+        "{v}"
+    );
+
+    // On the host: each workspace its uid's alone, each skills directory its group's.
+    for (tenant, uid) in [("alice", alice_uid), ("bob", bob_uid)] {
+        let dir = server.tenant_dir(tenant);
+        let m = std::fs::metadata(dir.join("workspace")).unwrap();
+        assert_eq!(
+            (m.uid(), m.gid(), m.mode() & 0o7777),
+            (uid, uid, 0o700),
+            "{tenant}"
+        );
+        let m = std::fs::metadata(dir.join("skills")).unwrap();
+        assert_eq!(
+            (m.uid(), m.gid(), m.mode() & 0o7777),
+            (0, uid, 0o750),
+            "{tenant}"
+        );
+    }
+    let m = std::fs::metadata(server.workspace("bob").join("secret.txt")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (bob_uid, bob_uid));
+
+    // A mistake: Bob's directories bound into Alice's workspace.
+    let mounts = BindMounts::new(&[
+        (
+            server.workspace("bob"),
+            server.workspace("alice").join("peek"),
+        ),
+        (
+            server.tenant_dir("bob").join("skills"),
+            server.workspace("alice").join("peek_skills"),
+        ),
+    ]);
+    let v = call_ok(&alice, "execute_code", json!({"code": PEEK})).await;
+    assert_eq!(
+        v["result"],
+        json!({
+            "uid": alice_uid,
+            "list": "EACCES",
+            "read": "EACCES",
+            "skills": "EACCES",
+        }),
+        "{v}"
+    );
+    let v = call_ok(&bob, "execute_code", json!({"code": WHO_AND_READ})).await;
+    assert_eq!(v["result"]["read"], "bob only", "{v}");
+    drop(mounts);
+
+    server.finish([alice, bob]).await;
+}
+
+/// Who the code runs as, and what it reads from `/workspace/secret.txt`.
+const WHO_AND_READ: &str = r#"
+import os
+result = {"uid": os.getuid(), "gid": os.getgid(), "read": open('/workspace/secret.txt').read()}
+"#;
+
+/// Alice's code reaching for Bob's directories, mounted (by mistake) in her workspace.
+const PEEK: &str = r#"
+import errno, os
+def attempt(f):
+    try:
+        f()
+        return "allowed"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+result = {
+    "uid": os.getuid(),
+    "list": attempt(lambda: os.listdir('/workspace/peek')),
+    "read": attempt(lambda: open('/workspace/peek/secret.txt').read()),
+    "skills": attempt(lambda: os.listdir('/workspace/peek_skills')),
+}
+"#;
+
+/// Bind mounts made by the test (`mount --bind SOURCE TARGET`, the target created), undone
+/// when dropped.
+struct BindMounts(Vec<PathBuf>);
+
+impl BindMounts {
+    fn new(pairs: &[(PathBuf, PathBuf)]) -> Self {
+        let mut made = Self(vec![]);
+        for (source, target) in pairs {
+            std::fs::create_dir(target).unwrap();
+            let status = std::process::Command::new("mount")
+                .arg("--bind")
+                .arg(source)
+                .arg(target)
+                .status()
+                .expect("mount runs");
+            assert!(status.success(), "mount --bind {source:?} {target:?}");
+            made.0.push(target.clone());
+        }
+        made
+    }
+}
+
+impl Drop for BindMounts {
+    fn drop(&mut self) {
+        for target in self.0.iter().rev() {
+            let _ = std::process::Command::new("umount").arg(target).status();
+        }
+    }
+}
 
 #[tokio::test]
 async fn http_answers_401_for_missing_or_wrong_tokens_and_health_needs_none() {
