@@ -52,6 +52,9 @@ pub enum StartError {
     },
     #[error(transparent)]
     HostPath(HostPathError),
+    /// The runtime's registration would break a guarantee (gVisor without `--oci-seccomp`).
+    #[error("{what}. Fix: {fix}")]
+    Runtime { what: String, fix: String },
     #[error(
         "cannot write the seccomp profile for the engine to {path}: {source}. The server writes it under --data-dir (CEM_DATA_DIR) when the engine is Podman, whose Docker-compatible API takes the profile as a file; make that directory writable"
     )]

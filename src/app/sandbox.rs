@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{Shared, StartError};
 use crate::gateway::GatewayView;
-use crate::sandbox::spec::Seccomp;
+use crate::sandbox::spec::{ContainerOptions, Seccomp};
 use crate::sandbox::stats::Stats;
 use crate::sandbox::{CallHandler, Sandbox, SandboxSettings};
 use crate::workspace::SandboxUser;
@@ -67,7 +67,10 @@ pub(super) fn start(
         servers: servers.as_deref().map(for_engine).transpose()?,
         uid,
         gid,
-        container: config.sandbox.container(),
+        container: ContainerOptions {
+            runtime_kind: shared.runtime_kind,
+            ..config.sandbox.container()
+        },
         limits: config.limits.harness_limits(),
         max_concurrency: if tenant {
             config.tenant_max_concurrency()
@@ -84,7 +87,7 @@ pub(super) fn start(
         removals: shared.removals.clone(),
         pool_memory_bytes: (config.limits.default_memory_mb * 1024 * 1024) as i64,
         image_id: shared.image_id.clone(),
-        start_limit: config.sandbox.start_timeout(),
+        start_limit: (shared.runtime_kind).start_limit(config.sandbox.start_timeout()),
         preload: config.sandbox.preload(),
         seccomp,
         oom_reported: shared.engine_info.reports_oom_kills(),

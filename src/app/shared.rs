@@ -14,6 +14,7 @@ use crate::gateway::Gateway;
 use crate::host::engine_paths::HostPaths;
 use crate::pii::PiiKey;
 use crate::sandbox::image;
+use crate::sandbox::runtime::RuntimeKind;
 use crate::sandbox::seccomp_file;
 use crate::sandbox::spec::Seccomp;
 use crate::sandbox::{Engine, EngineError, EngineInfo, reaper};
@@ -33,6 +34,9 @@ pub struct Shared {
     pub host_paths: HostPaths,
     /// How the seccomp profile reaches the engine (a file's path as this process sees it).
     pub seccomp: Seccomp,
+    /// What kind of runtime `--runtime` names (gVisor changes the profile, the pids limit and
+    /// the start limit: `sandbox::runtime`).
+    pub runtime_kind: RuntimeKind,
     /// The upstream MCP servers of `--upstreams`, connecting in the background.
     pub gateway: Option<Arc<Gateway>>,
     /// The budget every tenant's pool grows within (`--pool-max`).
@@ -97,26 +101,18 @@ impl Shared {
             );
         }
         reaper::reap_orphans(&engine).await?;
-        if let Some(runtime) = &config.sandbox.runtime {
-            let registered = engine.runtimes().await?;
-            if !registered.contains(runtime) {
-                return Err(crate::config::ConfigError::RuntimeNotRegistered {
-                    runtime: runtime.clone(),
-                    registered: registered.join(", "),
-                }
-                .into());
-            }
-        }
+        let runtime_kind = match &config.sandbox.runtime {
+            None => RuntimeKind::Native,
+            Some(runtime) => runtime_kind(&engine, runtime).await?,
+        };
         let host_paths = HostPaths::detect(&engine)
             .await
             .map_err(StartError::HostPath)?;
         let seccomp_dir = config.storage.data_dir().join(seccomp_file::DIR_NAME);
-        let seccomp =
-            seccomp_file::for_engine(&engine_info.kind, &seccomp_dir).map_err(|source| {
-                StartError::SeccompFile {
-                    path: seccomp_dir.clone(),
-                    source,
-                }
+        let seccomp = seccomp_file::for_engine(&engine_info.kind, runtime_kind, &seccomp_dir)
+            .map_err(|source| StartError::SeccompFile {
+                path: seccomp_dir.clone(),
+                source,
             })?;
 
         let image = config.sandbox.image_tag();
@@ -176,11 +172,39 @@ impl Shared {
             host_paths,
             seccomp,
             engine_limits,
+            runtime_kind,
             image_tree: tree.mount,
             image_tree_reason: tree.reason,
             _image_tree_hold: tree.hold,
         }))
     }
+}
+
+/// The kind of the registered runtime `name`; refuses one that is not registered, or whose
+/// registration would break a guarantee, and logs what it should change otherwise.
+async fn runtime_kind(engine: &Engine, name: &str) -> Result<RuntimeKind, StartError> {
+    let registered = engine.runtimes().await?;
+    let Some(registration) = registered.get(name) else {
+        let mut names: Vec<&str> = registered.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        return Err(crate::config::ConfigError::RuntimeNotRegistered {
+            runtime: name.to_string(),
+            registered: names.join(", "),
+        }
+        .into());
+    };
+    for problem in registration.problems() {
+        if problem.fatal {
+            return Err(StartError::Runtime {
+                what: problem.what,
+                fix: problem.fix,
+            });
+        }
+        tracing::warn!("{}; {}", problem.what, problem.fix);
+    }
+    let kind = registration.kind();
+    tracing::info!(runtime = name, kind = ?kind, path = %registration.path, "sandbox runtime");
+    Ok(kind)
 }
 
 impl Shared {

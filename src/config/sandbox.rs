@@ -119,6 +119,7 @@ impl SandboxConfig {
             pids_limit: self.pids_limit,
             tmpfs_bytes: self.tmpfs_mb * 1024 * 1024,
             runtime: self.runtime.clone(),
+            runtime_kind: Default::default(),
         }
     }
 

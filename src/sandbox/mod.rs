@@ -29,6 +29,7 @@ pub(crate) mod reaper;
 pub mod removal;
 pub mod returned;
 pub mod rootless;
+pub mod runtime;
 pub mod seccomp_file;
 pub mod spec;
 pub mod stats;
@@ -324,6 +325,8 @@ impl Sandbox {
             let linked = LinkedCancel::new(&cancel, &self.shutdown);
             let runner = execution::Runner {
                 oom_reported: self.settings.oom_reported,
+                runtime: self.settings.container.runtime_kind,
+                pids_limit: self.settings.container.pids_limit,
                 backend: &self.backend,
                 limits: self.settings.limits,
                 calls: self.calls.as_ref(),

@@ -13,32 +13,34 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{self as rfs, Mode, OFlags};
 use sha2::{Digest, Sha256};
 
-use super::spec::{SECCOMP_PROFILE, Seccomp};
+use super::runtime::RuntimeKind;
+use super::spec::Seccomp;
 use crate::host::safe_fs::{AtomicWriteError, temp_name, write_atomic};
 
 /// The directory under the data directory that holds the profile. No sandbox mounts it.
 pub const DIR_NAME: &str = "engine";
 
-/// The profile's file name: its sha256, so a changed profile gets a new file.
-pub fn file_name() -> String {
-    let digest = hex::encode(Sha256::digest(SECCOMP_PROFILE.as_bytes()));
+/// The file name of `profile`: its sha256, so a changed profile (or another runtime's) gets a
+/// file of its own.
+pub fn file_name(profile: &str) -> String {
+    let digest = hex::encode(Sha256::digest(profile.as_bytes()));
     format!("seccomp-{}.json", &digest[..16])
 }
 
-/// How the profile reaches an engine of `kind` ([`super::EngineInfo::kind`]): inline for Docker;
-/// for Podman, written into `dir` and named by its path as this process sees it (a server in a
-/// container translates it for the engine like any mount).
-pub fn for_engine(kind: &str, dir: &Path) -> std::io::Result<Seccomp> {
+/// How the profile for `runtime` reaches an engine of `kind` ([`super::EngineInfo::kind`]):
+/// inline for Docker; for Podman, written into `dir` and named by its path as this process sees
+/// it (a server in a container translates it for the engine like any mount).
+pub fn for_engine(kind: &str, runtime: RuntimeKind, dir: &Path) -> std::io::Result<Seccomp> {
     if kind == "Podman" {
-        Ok(Seccomp::File(write(dir)?))
+        Ok(Seccomp::File(write(dir, runtime.seccomp_profile())?))
     } else {
         Ok(Seccomp::Inline)
     }
 }
 
-/// Writes the profile into `dir` (created, mode 0755: a rootless engine reads it as the same
+/// Writes `profile` into `dir` (created, mode 0755: a rootless engine reads it as the same
 /// user, a rootful one as root) atomically, mode 0644, and returns the file's path.
-pub fn write(dir: &Path) -> std::io::Result<PathBuf> {
+pub fn write(dir: &Path, profile: &str) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -49,11 +51,11 @@ pub fn write(dir: &Path) -> std::io::Result<PathBuf> {
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
-    let name = file_name();
+    let name = file_name(profile);
     write_atomic(
         fd.as_fd(),
         &name,
-        SECCOMP_PROFILE.as_bytes(),
+        profile.as_bytes(),
         Mode::from(0o644),
         || temp_name(".seccomp-"),
         |_| Ok(()),
@@ -77,16 +79,21 @@ mod tests {
         std::fs::write(&target, "keep").unwrap();
         let engine_dir = dir.path().join(DIR_NAME);
         std::fs::create_dir(&engine_dir).unwrap();
-        std::os::unix::fs::symlink(&target, engine_dir.join(file_name())).unwrap();
+        let profile = RuntimeKind::Native.seccomp_profile();
+        std::os::unix::fs::symlink(&target, engine_dir.join(file_name(profile))).unwrap();
 
-        let path = write(&engine_dir).unwrap();
-        assert_eq!(path, engine_dir.join(file_name()));
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), SECCOMP_PROFILE);
+        let path = write(&engine_dir, profile).unwrap();
+        assert_eq!(path, engine_dir.join(file_name(profile)));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), profile);
         let meta = std::fs::symlink_metadata(&path).unwrap();
         assert!(meta.is_file());
         assert_eq!(meta.permissions().mode() & 0o777, 0o644);
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
         // Twice is fine: the same name, the same content.
-        assert_eq!(write(&engine_dir).unwrap(), path);
+        assert_eq!(write(&engine_dir, profile).unwrap(), path);
+        // gVisor's variant is a file of its own beside it.
+        let gvisor = write(&engine_dir, RuntimeKind::Gvisor.seccomp_profile()).unwrap();
+        assert_ne!(gvisor, path);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), profile);
     }
 }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use super::image_tree;
+use super::runtime::RuntimeKind;
 use bollard::models::{
     ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountBindOptions,
     MountBindOptionsPropagationEnum, MountType, ResourcesUlimits,
@@ -77,10 +78,11 @@ pub enum Seccomp {
 }
 
 impl Seccomp {
-    /// The `SecurityOpt` entry.
-    fn security_opt(&self) -> String {
+    /// The `SecurityOpt` entry, with the profile for `runtime` when inline (a file holds the
+    /// profile it was written with).
+    fn security_opt(&self, runtime: RuntimeKind) -> String {
         match self {
-            Seccomp::Inline => format!("seccomp={SECCOMP_PROFILE}"),
+            Seccomp::Inline => format!("seccomp={}", runtime.seccomp_profile()),
             Seccomp::File(path) => format!("seccomp={}", path.display()),
         }
     }
@@ -90,11 +92,15 @@ impl Seccomp {
 /// (`config::SandboxConfig::container`).
 #[derive(Debug, Clone)]
 pub struct ContainerOptions {
+    /// Processes and threads the code may run at once (`--pids-limit`); the engine's limit is
+    /// this scaled for the runtime ([`RuntimeKind::engine_pids_limit`]).
     pub pids_limit: i64,
     /// Size of the writable /tmp (tmpfs); counts against the memory limit.
     pub tmpfs_bytes: u64,
     /// Another OCI runtime registered with the engine (runsc, crun, kata); `None` = default.
     pub runtime: Option<String>,
+    /// What kind of runtime `runtime` is, from its registration (`Native` for the default).
+    pub runtime_kind: RuntimeKind,
 }
 
 /// Everything that varies between containers.
@@ -138,11 +144,13 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
         memory: Some(spec.memory_bytes),
         memory_swap: Some(spec.memory_bytes),
         memory_swappiness: Some(0),
-        pids_limit: Some(spec.container.pids_limit),
+        pids_limit: Some(
+            (spec.container.runtime_kind).engine_pids_limit(spec.container.pids_limit),
+        ),
         cap_drop: Some(vec!["ALL".into()]),
         security_opt: Some(vec![
             "no-new-privileges=true".into(),
-            spec.seccomp.security_opt(),
+            spec.seccomp.security_opt(spec.container.runtime_kind),
         ]),
         tmpfs: Some(
             std::iter::once(("/tmp".to_string(), tmpfs_options))
@@ -258,6 +266,7 @@ mod tests {
                 pids_limit: 64,
                 tmpfs_bytes: 64 << 20,
                 runtime: None,
+                runtime_kind: RuntimeKind::Native,
             },
             workspace: "/srv/ws".into(),
             skills: Some("/srv/skills".into()),

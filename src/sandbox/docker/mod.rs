@@ -137,16 +137,18 @@ impl Engine {
         Ok(Self { docker })
     }
 
-    /// The OCI runtimes registered with the engine, sorted.
-    pub async fn runtimes(&self) -> Result<Vec<String>, EngineError> {
+    /// The OCI runtimes registered with the engine, by name, with their binaries and arguments.
+    pub async fn runtimes(
+        &self,
+    ) -> Result<std::collections::HashMap<String, super::runtime::Registration>, EngineError> {
         let info = self
             .docker
             .info()
             .await
             .map_err(|e| EngineError::api("report its runtimes", e))?;
-        let mut names: Vec<String> = info.runtimes.unwrap_or_default().into_keys().collect();
-        names.sort();
-        Ok(names)
+        Ok(super::runtime::Registration::from_info(
+            info.runtimes.unwrap_or_default(),
+        ))
     }
 
     /// What the engine supports of the sandbox's hardening.

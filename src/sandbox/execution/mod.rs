@@ -89,6 +89,10 @@ pub(crate) struct Runner<'a> {
     /// Whether the engine reports OOM kills; when it does not, an exit by SIGKILL is reported
     /// as a likely memory-limit kill without waiting for an event that never comes.
     pub oom_reported: bool,
+    /// The runtime's kind: under gVisor, an exit with code 2 is the process limit.
+    pub runtime: crate::sandbox::runtime::RuntimeKind,
+    /// The process limit the code has (`--pids-limit`), for the message when it is reached.
+    pub pids_limit: i64,
     pub breaks: &'a EngineBreaks,
     /// The start limit, for the message when it is reached.
     pub start_limit: Duration,

@@ -328,6 +328,11 @@ pub(super) async fn classify(
                 outcome.error = Some(memory_message(job.memory_bytes));
             } else if exit_code == Some(SIGKILL_EXIT) && !runner.oom_reported {
                 outcome.error = Some(unreported_kill_message(job.memory_bytes));
+            } else if runner.runtime.ended_at_process_limit(exit_code) {
+                outcome.error = Some(format!(
+                    "The sandbox reached its process limit ({} processes and threads) and gVisor ended it (exit code 2) before it could report a result: start fewer processes or threads (a pool of workers rather than one per item), or raise --pids-limit",
+                    runner.pids_limit
+                ));
             } else {
                 outcome.error = Some(format!(
                     "The sandbox exited (code {}) before reporting a result: the code may have closed the harness's channel or killed the interpreter (os._exit, signals)",

@@ -35,6 +35,7 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
             pids_limit: 64,
             tmpfs_bytes: 8 << 20,
             runtime: None,
+            runtime_kind: Default::default(),
         },
         limits: HarnessLimits {
             max_output_bytes: 1024,

@@ -219,6 +219,7 @@ async fn shutdown_sweeps_containers_of_this_instance_that_no_guard_holds() {
             pids_limit: 64,
             tmpfs_bytes: 1,
             runtime: None,
+            runtime_kind: Default::default(),
         },
         workspace: "/nonexistent".into(),
         skills: None,
