@@ -16,14 +16,17 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tokio::process::Command;
 
+/// Runs doctor with `env` besides this process's (a variable given as empty is removed).
 async fn doctor(env: &[(&str, &str)], args: &[&str]) -> (bool, String) {
-    let out: Output = Command::new(common::BIN)
-        .arg("doctor")
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .await
-        .expect("run doctor");
+    let mut command = Command::new(common::BIN);
+    command.arg("doctor").args(args);
+    for (name, value) in env {
+        match value {
+            &"" => command.env_remove(name),
+            value => command.env(name, value),
+        };
+    }
+    let out: Output = command.output().await.expect("run doctor");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     (out.status.success(), stdout)
 }
@@ -59,11 +62,21 @@ async fn every_check_passes_on_this_engine_and_names_it() {
         "storage",
         "image",
         "containers",
+        "runtime",
         "memory limit",
+        "setuid",
+        "threads",
     ] {
         let (line, fix) = check(&out, name);
         assert!(line.starts_with("ok"), "{line}");
         assert!(fix.is_none(), "{out}");
+    }
+    // Under `CEM_RUNTIME` (CI runs this file under gVisor too), the checks that ran code ran
+    // under it.
+    let (runtime, _) = check(&out, "runtime");
+    match std::env::var("CEM_RUNTIME").ok().filter(|r| !r.is_empty()) {
+        Some(name) => assert!(runtime.contains(&format!("{name}: ")), "{runtime}"),
+        None => assert!(runtime.contains("the engine's default"), "{runtime}"),
     }
     let (engine, _) = check(&out, "engine");
     let kind = if std::env::var("DOCKER_HOST").is_ok_and(|h| h.contains("podman")) {
@@ -140,6 +153,46 @@ async fn an_old_api_missing_limits_and_seccomp_and_a_failing_list_each_fail_with
     assert_fails(&out, "containers", "check the engine");
 }
 
+/// `--runtime`: one the engine does not have fails with the registration to add; gVisor
+/// registered without `--oci-seccomp` (which would ignore the seccomp profile) fails with the
+/// registration that keeps it.
+#[tokio::test]
+async fn a_runtime_missing_or_registered_to_ignore_seccomp_fails_with_its_registration() {
+    let engine = FakeEngine::start(Fake {
+        api_version: "1.41",
+        limits: true,
+        seccomp: true,
+        podman: false,
+    })
+    .await;
+    let env = [
+        ("DOCKER_HOST", engine.host()),
+        ("CEM_RUNTIME", String::new()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (ok, out) = doctor(&env, &["--runtime", "kata-runtime"]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        check(&out, "runtime").0.contains("registered: runc, runsc"),
+        "{out}"
+    );
+    assert_fails(&out, "runtime", r#""--oci-seccomp""#);
+    let (ok, out) = doctor(&env, &["--runtime", "runsc"]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        check(&out, "runtime").0.contains("without --oci-seccomp"),
+        "{out}"
+    );
+    assert_fails(
+        &out,
+        "runtime",
+        r#""runtimeArgs": ["--network=none", "--oci-seccomp"]"#,
+    );
+    let (_, out) = doctor(&env, &[]).await;
+    let (line, fix) = check(&out, "runtime");
+    assert!(line.starts_with("ok") && fix.is_none(), "{out}");
+}
+
 /// What the fake engine reports.
 #[derive(Clone, Copy)]
 struct Fake {
@@ -212,6 +265,10 @@ async fn answer(fake: Fake, uri: Uri) -> Response {
             "SwapLimit": fake.limits,
             "SecurityOptions": if fake.seccomp { vec!["name=seccomp,profile=default"] } else { vec![] },
             "CgroupVersion": "2",
+            "Runtimes": {
+                "runc": {"path": "runc"},
+                "runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]},
+            },
         }))
         .into_response(),
         p if p.starts_with("/images/") => (

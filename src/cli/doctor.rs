@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
+use crate::sandbox::runtime::RuntimeKind;
 use crate::sandbox::spec::{LABEL_MANAGED, Seccomp};
 use crate::sandbox::stats::Stats;
 use crate::sandbox::{
@@ -169,8 +170,19 @@ pub async fn run(config: &Config) -> Vec<Check> {
         Err(e) => checks.push(Check::fail("containers", e.to_string(), "check the engine")),
     }
 
+    let runtime_kind = match runtime_check(&engine, config).await {
+        Ok((check, kind)) => {
+            checks.push(check);
+            kind
+        }
+        Err(check) => {
+            checks.push(check);
+            return checks;
+        }
+    };
     if image_present {
-        checks.push(memory_enforced(engine.clone(), config, &kind, oom_reported, tag).await);
+        let probes = sandbox_checks(engine.clone(), config, &kind, oom_reported, tag, runtime_kind);
+        checks.extend(probes.await);
     }
     super::doctor_limits::add(&engine, config, image_present, &mut checks).await;
     checks
@@ -220,124 +232,298 @@ fn storage_check(config: &Config, swarm: Option<&SwarmNode>) -> Check {
     Check::pass("storage", detail)
 }
 
-/// Runs a container with a 64 MB limit that allocates 256 MB and expects a memory-limit kill.
-/// The check's workspace is made under the data directory when it exists: in a container (the
-/// Compose or Swarm deployment) that is the mount the engine can bind, through the same path
+/// The runtime `--runtime` names: registered, and registered so the guarantees hold. Without
+/// `--runtime`, the engine's default. Fails (and stops the checks that run code) when the
+/// server would refuse to start.
+async fn runtime_check(engine: &Engine, config: &Config) -> Result<(Check, RuntimeKind), Check> {
+    let Some(name) = &config.sandbox.runtime else {
+        return Ok((
+            Check::pass("runtime", "the engine's default (no --runtime)"),
+            RuntimeKind::Native,
+        ));
+    };
+    let registered = engine
+        .runtimes()
+        .await
+        .map_err(|e| Check::fail("runtime", e.to_string(), "check the engine's logs"))?;
+    let Some(registration) = registered.get(name) else {
+        let mut names: Vec<&str> = registered.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        return Err(Check::fail(
+            "runtime",
+            format!(
+                "{name} is not registered with the engine (registered: {})",
+                names.join(", ")
+            ),
+            format!(
+                "register it under \"runtimes\" in the engine's daemon.json and reload the engine; for gVisor: {}",
+                crate::sandbox::runtime::GVISOR_REGISTRATION
+            ),
+        ));
+    };
+    let kind = registration.kind();
+    let mut detail = format!(
+        "{name}: {} {}{}",
+        registration.path,
+        registration.args.join(" "),
+        if kind == RuntimeKind::Gvisor {
+            " (gVisor)"
+        } else {
+            ""
+        }
+    );
+    let problems = registration.problems();
+    if let Some(fatal) = problems.iter().find(|p| p.fatal) {
+        return Err(Check::fail(
+            "runtime",
+            fatal.what.clone(),
+            fatal.fix.clone(),
+        ));
+    }
+    for warning in &problems {
+        detail.push_str(&format!("; note: {}", warning.what));
+    }
+    Ok((Check::pass("runtime", detail), kind))
+}
+
+/// A sandbox made the way the server makes them (under `--runtime`), for checks that run code.
+/// Its workspace is made under the data directory when it exists: in a container (the Compose
+/// or Swarm deployment) that is the mount the engine can bind, through the same path
 /// translation as the server's workspaces; elsewhere the temp directory.
-async fn memory_enforced(
+struct ProbeSandbox {
+    sandbox: Sandbox,
+    dir: std::path::PathBuf,
+}
+
+impl ProbeSandbox {
+    async fn new(
+        engine: Engine,
+        config: &Config,
+        kind: &str,
+        oom_reported: bool,
+        image: String,
+        runtime_kind: RuntimeKind,
+    ) -> Result<Self, Check> {
+        let parent = Some(config.storage.data_dir())
+            .filter(|d| d.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = parent.join(format!(".cem-doctor-{}", uuid::Uuid::new_v4().simple()));
+        let workspace = dir.join("workspace");
+        let prepared = std::fs::create_dir_all(&workspace)
+            .and_then(|()| {
+                std::fs::set_permissions(
+                    &workspace,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o777),
+                )
+            })
+            .and_then(|()| {
+                seccomp_file::for_engine(kind, runtime_kind, &dir.join(seccomp_file::DIR_NAME))
+            });
+        let seccomp = match prepared {
+            Ok(seccomp) => seccomp,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(Check::fail(
+                    "sandbox",
+                    format!("cannot prepare {}: {e}", dir.display()),
+                    "make the data directory (or, without one, the temp directory) writable",
+                ));
+            }
+        };
+        // Both paths as the engine sees them (a doctor in the server's container translates
+        // them).
+        let on_engine = crate::host::engine_paths::HostPaths::detect(&engine)
+            .await
+            .and_then(|paths| {
+                let translate = |p: &std::path::Path| {
+                    paths.to_engine(&p.canonicalize().unwrap_or(p.to_path_buf()))
+                };
+                let seccomp = match &seccomp {
+                    Seccomp::File(f) => Seccomp::File(translate(f)?),
+                    Seccomp::Inline => Seccomp::Inline,
+                };
+                Ok((translate(&workspace)?, seccomp))
+            });
+        let (workspace, seccomp) = match on_engine {
+            Ok(pair) => pair,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(Check::fail(
+                    "sandbox",
+                    format!("cannot hand {} to the engine: {e}", dir.display()),
+                    "run doctor where the server runs, with the same mounts",
+                ));
+            }
+        };
+        let engine: Arc<dyn crate::sandbox::Backend> = Arc::new(engine);
+        let settings = SandboxSettings {
+            image,
+            workspace,
+            skills: None,
+            servers: None,
+            uid: crate::config::SANDBOX_UID,
+            gid: crate::config::SANDBOX_UID,
+            container: crate::sandbox::spec::ContainerOptions {
+                pids_limit: 64,
+                tmpfs_bytes: 8 << 20,
+                runtime: config.sandbox.runtime.clone(),
+                runtime_kind,
+            },
+            limits: HarnessLimits {
+                max_output_bytes: 4096,
+                max_result_bytes: 4096,
+                max_images: 0,
+            },
+            max_concurrency: 1,
+            max_queue: 0,
+            server_slots: Arc::new(tokio::sync::Semaphore::new(1)),
+            pool_size: 0,
+            pool_budget: crate::sandbox::PoolBudget::new(0),
+            pool_idle: Duration::ZERO,
+            pool_idle_floor: 0,
+            removals: crate::sandbox::Removals::new(engine.clone(), 0),
+            pool_memory_bytes: 0,
+            image_id: String::new(),
+            start_limit: runtime_kind.start_limit(crate::sandbox::DEFAULT_START_LIMIT),
+            preload: crate::sandbox::preload::Preload::Fixed(Vec::new()),
+            seccomp,
+            oom_reported,
+            image_tree: None,
+            span: tracing::Span::none(),
+        };
+        let sandbox = Sandbox::new(
+            engine,
+            settings,
+            Arc::new(BuiltinCalls),
+            Arc::new(Stats::new()),
+        );
+        Ok(Self { sandbox, dir })
+    }
+
+    /// Runs `code` in a fresh container of this sandbox with `memory_mb`.
+    async fn run(&self, code: &str, memory_mb: i64) -> Result<crate::sandbox::Outcome, String> {
+        let job = Job {
+            code: code.into(),
+            context_vars: serde_json::Value::Null,
+            timeout: Duration::from_secs(30),
+            memory_bytes: memory_mb << 20,
+            tap: None,
+            calls: None,
+            servers: None,
+            carry: None,
+        };
+        (self.sandbox.run(job, Default::default()).await).map_err(|e| e.to_string())
+    }
+
+    async fn finish(self) {
+        self.sandbox.shutdown().await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs the checks that need code in a sandbox: a 64 MB container allocating 256 MB must be
+/// killed (a limit the engine accepts but does not enforce is worse than none), a setuid bit
+/// must be refused and a thread must start (the seccomp profile as the runtime applies it).
+async fn sandbox_checks(
     engine: Engine,
     config: &Config,
     kind: &str,
     oom_reported: bool,
     image: String,
-) -> Check {
-    let parent = Some(config.storage.data_dir())
-        .filter(|d| d.is_dir())
-        .unwrap_or_else(std::env::temp_dir);
-    let dir = parent.join(format!(".cem-doctor-{}", uuid::Uuid::new_v4().simple()));
-    let workspace = dir.join("workspace");
-    let prepared = std::fs::create_dir_all(&workspace)
-        .and_then(|()| {
-            std::fs::set_permissions(
-                &workspace,
-                std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    runtime_kind: RuntimeKind,
+) -> Vec<Check> {
+    let probe =
+        match ProbeSandbox::new(engine, config, kind, oom_reported, image, runtime_kind).await {
+            Ok(probe) => probe,
+            Err(check) => return vec![check],
+        };
+    let memory = probe
+        .run(
+            "b = bytearray(256 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1",
+            64,
+        )
+        .await;
+    let walls = probe.run(WALLS_PROBE, 128).await;
+    probe.finish().await;
+    let mut checks = vec![memory_verdict(
+        memory.map(|o| (o.status, o.error.unwrap_or_default())),
+        oom_reported,
+    )];
+    checks.extend(walls_verdicts(walls.map(|o| {
+        (
+            o.status,
+            o.stdout.into_string(),
+            o.error.unwrap_or_default(),
+        )
+    })));
+    checks
+}
+
+/// Sets a setuid bit on a workspace file and starts a thread; prints what happened as JSON.
+const WALLS_PROBE: &str = r#"
+import json, os, threading
+seen = {}
+path = "/workspace/.doctor-setuid"
+open(path, "w").close()
+try:
+    os.chmod(path, 0o4755)
+    seen["setuid"] = "set"
+except OSError as e:
+    seen["setuid"] = "refused: " + os.strerror(e.errno)
+os.remove(path)
+try:
+    t = threading.Thread(target=lambda: None)
+    t.start()
+    t.join()
+    seen["thread"] = "started"
+except RuntimeError as e:
+    seen["thread"] = "failed: " + str(e)
+print(json.dumps(seen))
+"#;
+
+/// The setuid and thread checks' verdicts on the walls probe's output.
+fn walls_verdicts(ended: Result<(Status, String, String), String>) -> Vec<Check> {
+    let seen = match ended {
+        Ok((Status::Ok, stdout, _)) => serde_json::from_str::<serde_json::Value>(stdout.trim()),
+        Ok((status, _, error)) => {
+            let detail = format!("the probe ended with status {}: {error}", status.as_str());
+            return vec![Check::fail("setuid", detail, "see the checks above")];
+        }
+        Err(e) => return vec![Check::fail("setuid", e, "see the checks above")],
+    };
+    let Ok(seen) = seen else {
+        return vec![Check::fail(
+            "setuid",
+            "the probe printed no verdict",
+            "see the checks above",
+        )];
+    };
+    let said = |key: &str| seen[key].as_str().unwrap_or("no answer").to_string();
+    let setuid = said("setuid");
+    let thread = said("thread");
+    let runtime_fix = "use the shipped seccomp profile under runc, or register gVisor with --oci-seccomp (README, \"Engines\"); then run doctor again";
+    vec![
+        if setuid.starts_with("refused") {
+            Check::pass("setuid", format!("chmod 4755 in the workspace {setuid}"))
+        } else {
+            Check::fail(
+                "setuid",
+                format!(
+                    "chmod 4755 in the workspace: {setuid}: the seccomp profile is not applied"
+                ),
+                runtime_fix,
             )
-        })
-        .and_then(|()| seccomp_file::for_engine(kind, &dir.join(seccomp_file::DIR_NAME)));
-    let seccomp = match prepared {
-        Ok(seccomp) => seccomp,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&dir);
-            return Check::fail(
-                "memory limit",
-                format!("cannot prepare {}: {e}", dir.display()),
-                "make the data directory (or, without one, the temp directory) writable",
-            );
-        }
-    };
-    // Both paths as the engine sees them (a doctor in the server's container translates them).
-    let on_engine = crate::host::engine_paths::HostPaths::detect(&engine)
-        .await
-        .and_then(|paths| {
-            let translate =
-                |p: &std::path::Path| paths.to_engine(&p.canonicalize().unwrap_or(p.to_path_buf()));
-            let seccomp = match &seccomp {
-                Seccomp::File(f) => Seccomp::File(translate(f)?),
-                Seccomp::Inline => Seccomp::Inline,
-            };
-            Ok((translate(&workspace)?, seccomp))
-        });
-    let (workspace, seccomp) = match on_engine {
-        Ok(pair) => pair,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&dir);
-            return Check::fail(
-                "memory limit",
-                format!("cannot hand {} to the engine: {e}", dir.display()),
-                "run doctor where the server runs, with the same mounts",
-            );
-        }
-    };
-    let engine: Arc<dyn crate::sandbox::Backend> = Arc::new(engine);
-    let settings = SandboxSettings {
-        image,
-        workspace,
-        skills: None,
-        servers: None,
-        uid: crate::config::SANDBOX_UID,
-        gid: crate::config::SANDBOX_UID,
-        container: crate::sandbox::spec::ContainerOptions {
-            pids_limit: 64,
-            tmpfs_bytes: 8 << 20,
-            runtime: None,
         },
-        limits: HarnessLimits {
-            max_output_bytes: 4096,
-            max_result_bytes: 4096,
-            max_images: 0,
+        if thread == "started" {
+            Check::pass("threads", "a thread started")
+        } else {
+            Check::fail(
+                "threads",
+                format!("a thread could not start: {thread}"),
+                "the runtime answers clone3 with an error libc does not fall back from; under gVisor the server allows clone3 (gVisor answers ENOSYS itself): check that --runtime names the registration doctor shows",
+            )
         },
-        max_concurrency: 1,
-        max_queue: 0,
-        server_slots: Arc::new(tokio::sync::Semaphore::new(1)),
-        pool_size: 0,
-        pool_budget: crate::sandbox::PoolBudget::new(0),
-        pool_idle: Duration::ZERO,
-        pool_idle_floor: 0,
-        removals: crate::sandbox::Removals::new(engine.clone(), 0),
-        pool_memory_bytes: 0,
-        image_id: String::new(),
-        start_limit: crate::sandbox::DEFAULT_START_LIMIT,
-        preload: crate::sandbox::preload::Preload::Fixed(Vec::new()),
-        seccomp,
-        oom_reported,
-        image_tree: None,
-        span: tracing::Span::none(),
-    };
-    let sandbox = Sandbox::new(
-        engine,
-        settings,
-        Arc::new(BuiltinCalls),
-        Arc::new(Stats::new()),
-    );
-    let job = Job {
-        code: "b = bytearray(256 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1".into(),
-        context_vars: serde_json::Value::Null,
-        timeout: Duration::from_secs(30),
-        memory_bytes: 64 << 20,
-        tap: None,
-        calls: None,
-        servers: None,
-        carry: None,
-    };
-    let outcome = sandbox.run(job, Default::default()).await;
-    sandbox.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
-    memory_verdict(
-        outcome
-            .map(|o| (o.status, o.error.unwrap_or_default()))
-            .map_err(|e| e.to_string()),
-        oom_reported,
-    )
+    ]
 }
 
 /// The memory check's verdict on how the 64 MB sandbox allocating 256 MB ended.
@@ -373,7 +559,7 @@ fn version_at_least(version: &str, major: u32, minor: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{Status, memory_verdict, version_at_least};
+    use super::{Status, memory_verdict, version_at_least, walls_verdicts};
 
     /// The one check no engine here can be made to fail for real (this kernel enforces memory
     /// limits): a sandbox that was not stopped fails it with the kernel fix. The other checks
@@ -394,6 +580,35 @@ mod tests {
         );
         assert!(check.fix.unwrap().contains("swapaccount=1"));
         assert!(!memory_verdict(Err("engine gone".into()), true).ok);
+    }
+
+    /// What the walls probe can print, and the verdicts: plain runsc lets the setuid bit
+    /// through, runsc with `--oci-seccomp` and the shipped profile stops threads.
+    #[test]
+    fn a_setuid_bit_set_or_a_thread_that_cannot_start_fails_with_the_fix() {
+        let verdicts = |stdout: &str| {
+            walls_verdicts(Ok((Status::Ok, stdout.into(), String::new())))
+                .into_iter()
+                .map(|c| (c.name, c.ok, c.fix.unwrap_or_default()))
+                .collect::<Vec<_>>()
+        };
+        let held =
+            verdicts(r#"{"setuid": "refused: Operation not permitted", "thread": "started"}"#);
+        assert_eq!(held.len(), 2);
+        assert!(held.iter().all(|(_, ok, _)| *ok), "{held:?}");
+        let plain_runsc = verdicts(r#"{"setuid": "set", "thread": "started"}"#);
+        assert_eq!(plain_runsc[0].0, "setuid");
+        assert!(!plain_runsc[0].1 && plain_runsc[0].2.contains("--oci-seccomp"));
+        assert!(plain_runsc[1].1);
+        let no_threads = verdicts(
+            r#"{"setuid": "refused: Operation not permitted", "thread": "failed: can't start new thread"}"#,
+        );
+        assert!(no_threads[0].1 && !no_threads[1].1);
+        assert!(no_threads[1].2.contains("clone3"));
+        let silent = verdicts("");
+        assert!(silent.len() == 1 && !silent[0].1);
+        let crashed = walls_verdicts(Ok((Status::Error, String::new(), "boom".into())));
+        assert!(crashed.len() == 1 && !crashed[0].ok && crashed[0].detail.contains("boom"));
     }
 
     #[test]
