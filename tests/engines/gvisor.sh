@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# A private Docker engine with gVisor's runsc registered, for running the server and its tests
+# under `--runtime runsc` without touching the host's engine. Root only.
+#
+#   tests/engines/gvisor.sh up [DIR]     start it (DIR: /tmp/cem-gvisor), load the sandbox
+#                                         images from the host's engine, print
+#                                         DOCKER_HOST=unix://DIR/run/docker.sock as the last line
+#   tests/engines/gvisor.sh down [DIR]   stop it and remove everything `up` made; safe to repeat
+#
+# The engine runs in network, mount and UTS namespaces of its own: a dockerd in the host's
+# network namespace deletes the host's docker0, even with `--bridge none`. In its mount
+# namespace it gets the cgroup hierarchies `ip netns exec` hides and its own /run (DIR/run),
+# which is where its socket is. It uses the host's `runsc` package (Debian's, installed when
+# missing), registered as README's "Engines" section says:
+#   --network=none  runsc refuses to start containers "with network enabled in root network
+#                   namespace" on kernels that show network sysctls everywhere (gVisor #10704);
+#                   the sandbox has no network anyway.
+#   --oci-seccomp   without it runsc ignores the sandbox's seccomp profile.
+# Only the ptrace platform is used: it needs no virtualisation.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cmd=${1:?usage: gvisor.sh up|down [DIR]}
+dir=${2:-/tmp/cem-gvisor}
+netns_file="$dir/netns"
+
+[ "$(id -u)" = 0 ] || { echo "gvisor.sh: run as root (it starts a dockerd)" >&2; exit 1; }
+
+sock() { echo "$dir/run/docker.sock"; }
+private_docker() { docker -H "unix://$(sock)" "$@"; }
+
+wait_for() {
+  local what=$1 tries=$2; shift 2
+  for _ in $(seq 1 "$tries"); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  echo "gvisor.sh: timed out waiting for $what" >&2
+  return 1
+}
+
+# Runs inside `ip netns exec NS unshare --mount --uts`: the cgroup hierarchies, the engine's
+# own /run, then dockerd (which starts its own containerd under that /run).
+entry() {
+  mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup
+  for c in cpu cpuacct cpuset memory devices freezer blkio pids; do
+    mkdir -p "/sys/fs/cgroup/$c"
+    mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c"
+  done
+  mkdir -p /sys/fs/cgroup/systemd /sys/fs/cgroup/unified
+  mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
+  mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified 2>/dev/null || true
+  hostname cem-gvisor
+  ip link set lo up
+  mount --bind "$dir/run" /run
+  exec dockerd --config-file "$dir/daemon.json" --data-root "$dir/docker" \
+    -H unix:///run/docker.sock --exec-root /run/docker --pidfile /run/docker.pid \
+    --cgroup-parent "/$(cat "$netns_file")" >"$dir/dockerd.log" 2>&1
+}
+
+up() {
+  if [ -e "$netns_file" ]; then
+    echo "gvisor.sh: $dir already holds an engine (gvisor.sh down $dir first)" >&2
+    exit 1
+  fi
+  local runsc
+  runsc=$(command -v runsc || true)
+  if [ -z "$runsc" ]; then
+    echo "gvisor.sh: installing runsc from Debian's archive" >&2
+    apt-get update -q >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q runsc >&2
+    runsc=$(command -v runsc)
+  fi
+  mkdir -p "$dir/run" "$dir/docker"
+  local ns
+  ns="cem-gvisor-$(od -An -N2 -tx2 /dev/urandom | tr -d ' ')"
+  echo "$ns" >"$netns_file"
+  cat >"$dir/daemon.json" <<EOF
+{
+  "storage-driver": "overlay2",
+  "iptables": false,
+  "ip-forward": false,
+  "ip-masq": false,
+  "log-driver": "json-file",
+  "log-opts": {"max-size": "10m"},
+  "runtimes": {
+    "runsc": {"path": "$runsc", "runtimeArgs": ["--network=none", "--oci-seccomp"]}
+  }
+}
+EOF
+  ip netns add "$ns"
+  setsid ip netns exec "$ns" unshare --mount --uts --propagation private -- \
+    bash -c 'echo $$ > "$1/entry.pid"; exec bash "$0" _entry "$1"' "$here/gvisor.sh" "$dir" \
+    >"$dir/entry.log" 2>&1 </dev/null &
+  if ! wait_for "the private engine" 120 private_docker version; then
+    tail -n 30 "$dir/dockerd.log" >&2 || true
+    exit 1
+  fi
+  # The sandbox images the host's engine has (both profiles, whichever were built).
+  local images
+  images=$(docker images --format '{{.Repository}}:{{.Tag}}' | grep '^code-execution-mcp-sandbox:' || true)
+  if [ -z "$images" ]; then
+    echo "gvisor.sh: the host's engine has no sandbox image: build it first (README, \"The sandbox image\")" >&2
+    exit 1
+  fi
+  # shellcheck disable=SC2086
+  docker save $images | private_docker load -q >&2
+  echo "DOCKER_HOST=unix://$(sock)"
+}
+
+down() {
+  [ -e "$netns_file" ] || { rm -rf "$dir"; return 0; }
+  local ns
+  ns=$(cat "$netns_file")
+  # gVisor's sandboxes and gofers run in namespaces of their own: ask runsc to end every
+  # container it still knows under the engine's state root, then end what the namespace runs
+  # (dockerd, containerd, shims) and what the engine's cgroups hold.
+  local root="$dir/run/docker/runtime-runsc/moby"
+  if [ -d "$root" ]; then
+    local id
+    for id in $(runsc --root "$root" list -quiet 2>/dev/null || true); do
+      runsc --root "$root" delete -force "$id" >/dev/null 2>&1 || true
+    done
+  fi
+  local pids
+  pids="$(ip netns pids "$ns" 2>/dev/null || true) $(cat /sys/fs/cgroup/*/"$ns"/*/cgroup.procs /sys/fs/cgroup/*/"$ns"/cgroup.procs 2>/dev/null || true)"
+  # shellcheck disable=SC2086
+  [ -z "${pids// }" ] || kill -9 $pids 2>/dev/null || true
+  wait_for "the engine's processes to end" 60 bash -c "[ -z \"\$(ip netns pids $ns)\" ]" || true
+  ip netns del "$ns" 2>/dev/null || true
+  local d
+  for d in /sys/fs/cgroup/*/"$ns"; do
+    [ -d "$d" ] && { find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; }
+  done
+  # Overlay mounts of the data root died with the engine's mount namespace.
+  rm -rf "$dir"
+}
+
+case "$cmd" in
+  up) up ;;
+  down) down ;;
+  _entry) entry ;;
+  *) echo "gvisor.sh: unknown command $cmd (up or down)" >&2; exit 2 ;;
+esac
