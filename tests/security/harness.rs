@@ -58,3 +58,10 @@ pub(crate) static MEMORY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new
 
 /// Python: the sandbox's own cgroup file `name` (v1 or v2 layout) as text.
 pub(crate) const CGROUP: &str = include_str!("probes/cgroup.py");
+
+/// Whether `t`'s sandboxes run under gVisor (`CEM_RUNTIME` naming runsc): its kernel answers
+/// some attempts differently from the host's (another errno, a file it does not have), and a
+/// case then asserts what gVisor guarantees instead, never less.
+pub(crate) fn gvisor(t: &TestApp) -> bool {
+    t.app.shared().runtime_kind == code_execution_mcp::sandbox::runtime::RuntimeKind::Gvisor
+}
