@@ -12,11 +12,13 @@
 //!   which returns `ENOSYS` itself; every other denial stays denied. A registration without
 //!   `--oci-seccomp` is refused ([`Registration::problems`]).
 //! - **pids**: the container's pids cgroup counts runsc's own threads (about 60) and 4-5 host
-//!   tasks per process inside, so `--pids-limit` is scaled into the engine's limit
-//!   ([`RuntimeKind::engine_pids_limit`]).
-//! - **the end at that limit**: gVisor's kernel cannot make a process's address space when the
-//!   cgroup is full and the whole sandbox exits with code 2 and no output
-//!   ([`RuntimeKind::ended_at_process_limit`]).
+//!   tasks per process inside, and a sandbox that reaches it dies whole: gVisor's kernel cannot
+//!   make a process's address space and exits with code 2 and no output
+//!   ([`RuntimeKind::ended_at_process_limit`]). gVisor's kernel is the sandbox's alone, so its
+//!   `RLIMIT_NPROC` counts this sandbox's processes and threads only (runc's kernel counts a uid
+//!   across every container): under gVisor that rlimit is `--pids-limit`, and code gets `EAGAIN`
+//!   at the limit as under runc, while the engine's pids limit is scaled to stay out of its way
+//!   as a backstop ([`RuntimeKind::engine_pids_limit`], [`RuntimeKind::nproc_limit`]).
 //! - **speed**: system calls go through ptrace on machines without nested virtualisation (about
 //!   80× slower), and a start takes about twice as long ([`RuntimeKind::start_limit`]).
 
@@ -34,8 +36,9 @@ pub enum RuntimeKind {
     Gvisor,
 }
 
-/// The host tasks one process inside gVisor costs the container's pids cgroup (measured: 4-5).
-const GVISOR_TASKS_PER_PROCESS: i64 = 5;
+/// The host tasks one process inside gVisor may cost the container's pids cgroup (measured:
+/// 4-5), with room to spare: the engine's limit is a backstop behind `RLIMIT_NPROC`.
+const GVISOR_TASKS_PER_PROCESS: i64 = 8;
 /// The host tasks gVisor's sandbox and gofer take before any process runs (measured: about 60).
 const GVISOR_OWN_TASKS: i64 = 64;
 /// The exit code of a gVisor sandbox that could not make a process (`unable to activate mm`).
@@ -47,6 +50,16 @@ impl RuntimeKind {
         match self {
             RuntimeKind::Native => processes,
             RuntimeKind::Gvisor => GVISOR_OWN_TASKS + GVISOR_TASKS_PER_PROCESS * processes,
+        }
+    }
+
+    /// The `RLIMIT_NPROC` to give the sandbox for `processes` processes and threads, where
+    /// `host_default` is what runc's sandboxes get (a per-uid count across containers, so far
+    /// above any one sandbox's need).
+    pub fn nproc_limit(self, processes: i64, host_default: i64) -> i64 {
+        match self {
+            RuntimeKind::Native => host_default,
+            RuntimeKind::Gvisor => processes,
         }
     }
 
@@ -258,9 +271,11 @@ mod tests {
     }
 
     #[test]
-    fn gvisor_scales_the_pids_limit_and_reads_exit_2_as_the_limit() {
+    fn gvisor_counts_processes_by_rlimit_and_reads_exit_2_as_the_limit() {
         assert_eq!(RuntimeKind::Native.engine_pids_limit(128), 128);
-        assert_eq!(RuntimeKind::Gvisor.engine_pids_limit(128), 704);
+        assert_eq!(RuntimeKind::Gvisor.engine_pids_limit(128), 1088);
+        assert_eq!(RuntimeKind::Gvisor.nproc_limit(128, 32768), 128);
+        assert_eq!(RuntimeKind::Native.nproc_limit(128, 32768), 32768);
         assert!(RuntimeKind::Gvisor.ended_at_process_limit(Some(2)));
         assert!(!RuntimeKind::Native.ended_at_process_limit(Some(2)));
         assert!(!RuntimeKind::Gvisor.ended_at_process_limit(Some(1)));

@@ -138,6 +138,7 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
         "rw,nosuid,nodev,noexec,size={},mode=1777",
         spec.container.tmpfs_bytes
     );
+    let nproc = (spec.container.runtime_kind).nproc_limit(spec.container.pids_limit, nproc_limit());
     let host_config = HostConfig {
         network_mode: Some("none".into()),
         readonly_rootfs: Some(true),
@@ -188,8 +189,8 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
             },
             ResourcesUlimits {
                 name: Some("nproc".into()),
-                soft: Some(nproc_limit()),
-                hard: Some(nproc_limit()),
+                soft: Some(nproc),
+                hard: Some(nproc),
             },
             ResourcesUlimits {
                 name: Some("core".into()),
