@@ -88,8 +88,19 @@ up() {
   }
 }
 EOF
+  # Mounts made on the host after the engine started (a workspace's loop-mounted quota, made
+  # by the server under /tmp where the tests keep their directories) must reach the engine, as
+  # they would an engine in the host's mount namespace: /tmp becomes a shared mount (a bind of
+  # itself unless it is a mount already) that the engine's namespace follows as a slave, so
+  # nothing the engine mounts comes back.
+  if ! mountpoint -q /tmp; then
+    mount --bind /tmp /tmp
+    touch "$dir/tmp-bound"
+  fi
+  findmnt -no PROPAGATION /tmp >"$dir/tmp-propagation"
+  mount --make-shared /tmp
   ip netns add "$ns"
-  setsid ip netns exec "$ns" unshare --mount --uts --propagation private -- \
+  setsid ip netns exec "$ns" unshare --mount --uts --propagation slave -- \
     bash -c 'echo $$ > "$1/entry.pid"; exec bash "$0" _entry "$1"' "$here/gvisor.sh" "$dir" \
     >"$dir/entry.log" 2>&1 </dev/null &
   if ! wait_for "the private engine" 120 private_docker version; then
@@ -132,6 +143,12 @@ down() {
   for d in /sys/fs/cgroup/*/"$ns"; do
     [ -d "$d" ] && { find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; }
   done
+  # /tmp as it was: unbound, or back to its own propagation.
+  if [ -e "$dir/tmp-bound" ]; then
+    umount /tmp 2>/dev/null || umount -l /tmp
+  elif [ "$(cat "$dir/tmp-propagation" 2>/dev/null)" = private ]; then
+    mount --make-private /tmp
+  fi
   # Overlay mounts of the data root died with the engine's mount namespace.
   rm -rf "$dir"
 }
