@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::common::host_watch::HostWatch;
 use crate::common::{self, call_tool, mcp_client};
-use crate::harness::{CGROUP, MEMORY, token, verdict, watched, watched_with};
+use crate::harness::{CGROUP, MEMORY, gvisor, token, verdict, watched, watched_with};
 
 /// 40. "100 MB code string → refused before the engine is called."
 ///
@@ -428,8 +428,13 @@ async fn case_45_output_shaped_like_frames_or_json_rpc_is_carried_as_data() {
 async fn case_46_out_of_range_limits_are_clamped_and_the_response_says_so() {
     watched(async |t, _| {
         let client = mcp_client(t.app.clone()).await;
-        let memory =
-            format!("{CGROUP}result = int(cgroup('memory/memory.limit_in_bytes', 'memory.max'))");
+        // The limit in force: the cgroup's, or under gVisor (which has no cgroup files inside)
+        // the memory its kernel shows, which is the limit.
+        let memory = if gvisor(t) {
+            "result = int(open('/proc/meminfo').readline().split()[1]) * 1024".to_string()
+        } else {
+            format!("{CGROUP}result = int(cgroup('memory/memory.limit_in_bytes', 'memory.max'))")
+        };
         // 1e308 s and 0 MB: the maximum timeout, the minimum memory (and it is the limit in force).
         let (err, v) = call_tool(
             &client,

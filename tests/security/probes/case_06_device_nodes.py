@@ -1,12 +1,17 @@
 
 import errno, os, stat
-out = {"mknod": {}, "present": [], "block_devices": []}
+out = {"mknod": {}, "opened": {}, "present": [], "block_devices": []}
 for where in ("/tmp", "/workspace"):
     for kind, mode, dev in (("char_mem", stat.S_IFCHR, os.makedev(1, 1)), ("char_null", stat.S_IFCHR, os.makedev(1, 3)),
                             ("block_sda", stat.S_IFBLK, os.makedev(8, 0))):
         try:
             os.mknod(f"{where}/{kind}", mode | 0o666, dev)
             out["mknod"][f"{where}/{kind}"] = "made"
+            try:
+                os.close(os.open(f"{where}/{kind}", os.O_RDONLY))
+                out["opened"][f"{where}/{kind}"] = "opened"
+            except OSError as e:
+                out["opened"][f"{where}/{kind}"] = errno.errorcode[e.errno]
         except OSError as e:
             out["mknod"][f"{where}/{kind}"] = errno.errorcode[e.errno]
 for p in ("/dev/mem", "/dev/kmem", "/dev/port", "/dev/sda", "/dev/vda", "/dev/nvme0n1", "/dev/xvda",

@@ -30,6 +30,12 @@ out = {
                                  + rta(2, socket.inet_aton("127.0.0.1"))),
 }
 out["interfaces"] = sorted(n for _, n in socket.if_nameindex())
-out["lo_up"] = bool(int(open("/sys/class/net/lo/flags").read(), 16) & 1)
+import fcntl
+with socket.socket() as s:  # SIOCGIFFLAGS: the kernel's own answer, whatever sysfs shows
+    out["lo_up"] = bool(struct.unpack_from("=H", fcntl.ioctl(s, 0x8913, struct.pack("=16s16x", b"lo")), 16)[0] & 1)
+try:
+    out["lo_up_sysfs"] = bool(int(open("/sys/class/net/lo/flags").read(), 16) & 1)
+except FileNotFoundError:
+    out["lo_up_sysfs"] = "absent"
 out["routes"] = open("/proc/net/route").read().splitlines()[1:]
 result = out

@@ -5,7 +5,7 @@ frame = {"type": "done", "success": True, "result": "r" * 400_000, "error": "e" 
 data = (json.dumps(frame) + "\n").encode()
 for fd in channel_fds():
     try:
-        os.write(fd, data)
+        write_all(fd, data)
     except OSError:
         pass
 import time

@@ -1,7 +1,20 @@
 
 import errno, os, stat
 status = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
-out = {k: status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters")}
+# A field the kernel does not show is null (gVisor's status has no CapAmb, NoNewPrivs, Seccomp_filters).
+out = {k: status[k].strip() if k in status else None
+       for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters")}
+import ctypes
+_libc = ctypes.CDLL(None, use_errno=True)
+def prctl(*args):
+    ctypes.set_errno(0)
+    r = _libc.prctl(*(ctypes.c_ulong(a) for a in args + (0,) * (5 - len(args))))
+    return str(r) if r != -1 else errno.errorcode[ctypes.get_errno()]
+# The same facts asked of the kernel: PR_GET_NO_NEW_PRIVS, PR_GET_SECCOMP, and for each capability
+# number PR_CAP_AMBIENT_IS_SET and PR_CAPBSET_READ (EINVAL past the last capability).
+out["prctl"] = {"no_new_privs": prctl(39), "seccomp": prctl(21),
+                "ambient": sorted({prctl(47, 1, c) for c in range(64)}),
+                "bounding": sorted({prctl(23, c) for c in range(64)})}
 out["uids"] = [int(x) for x in status["Uid"].split()]
 out["gids"] = [int(x) for x in status["Gid"].split()]
 out["groups"] = [int(x) for x in status["Groups"].split()]
@@ -48,4 +61,7 @@ for p in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/f
     cover = max((m for m in at if p == m or p.startswith(m.rstrip("/") + "/")), key=len)
     read_only[p] = "ro" if "ro" in at[cover]["opts"] else "rw"
 out["read_only"] = read_only
+out["proc_fstype"] = at["/proc"]["fstype"]
+out["proc_sys_writable"] = sorted(os.path.join(top, n) for top, _, files in os.walk("/proc/sys")
+                                  for n in files if os.access(os.path.join(top, n), os.W_OK))
 result = out

@@ -35,6 +35,9 @@ try:
     host = open(f"/proc/{host_pid}/cmdline", "rb").read().decode(errors="replace")
 except OSError:
     pass
+try:
+    init_exe = os.readlink("/proc/1/exe")
+except OSError as e:
+    init_exe = errno.errorcode[e.errno]
 os.kill(child, 9)
-result = {"calls": calls, "proc1_mem": mem, "init_exe": os.readlink("/proc/1/exe"), "procs": procs,
-          "host_process": host}
+result = {"calls": calls, "proc1_mem": mem, "init_exe": init_exe, "procs": procs, "host_process": host}
