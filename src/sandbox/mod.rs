@@ -167,8 +167,9 @@ pub struct Sandbox {
     pool: Arc<pool::Pool>,
     oom: events::OomEvents,
     breaks: events::EngineBreaks,
-    /// Set once the engine answered that it cannot update a container's memory limit: from
-    /// then on a non-default limit runs cold without taking (and wasting) a pooled container.
+    /// Set once the engine answered that it cannot update a container's memory limit, or from
+    /// the start under a runtime that cannot (gVisor's runsc has no `update`): a non-default
+    /// limit then runs cold without taking (and wasting) a pooled container.
     no_memory_update: std::sync::atomic::AtomicBool,
     /// Cancelled (and replaced) when an execution finds the pool empty: prepared containers
     /// give their place back.
@@ -184,6 +185,7 @@ impl Sandbox {
         calls: Arc<dyn CallHandler>,
         stats: Arc<Stats>,
     ) -> Self {
+        let no_memory_update = (!settings.container.runtime_kind.updates_limits()).into();
         Self {
             pool: Arc::new(pool::Pool::new(
                 settings.pool_size,
@@ -208,7 +210,7 @@ impl Sandbox {
             stats,
             oom: events::OomEvents::default(),
             breaks: events::EngineBreaks::default(),
-            no_memory_update: Default::default(),
+            no_memory_update,
             pressure: Default::default(),
             learned: Default::default(),
         }

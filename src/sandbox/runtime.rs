@@ -37,10 +37,12 @@ pub enum RuntimeKind {
 }
 
 /// The host tasks one process inside gVisor may cost the container's pids cgroup (measured:
-/// 4-5), with room to spare: the engine's limit is a backstop behind `RLIMIT_NPROC`.
-const GVISOR_TASKS_PER_PROCESS: i64 = 8;
-/// The host tasks gVisor's sandbox and gofer take before any process runs (measured: about 60).
-const GVISOR_OWN_TASKS: i64 = 64;
+/// 4-6 at rest, more while processes fork), with room to spare: the engine's limit is a
+/// backstop behind `RLIMIT_NPROC`, and a sandbox that reaches it dies whole.
+const GVISOR_TASKS_PER_PROCESS: i64 = 16;
+/// The host tasks gVisor's sandbox and gofer take before any process runs (measured: about
+/// 60), doubled.
+const GVISOR_OWN_TASKS: i64 = 128;
 /// The exit code of a gVisor sandbox that could not make a process (`unable to activate mm`).
 const GVISOR_PROCESS_LIMIT_EXIT: i64 = 2;
 
@@ -78,6 +80,12 @@ impl RuntimeKind {
             RuntimeKind::Native => limit,
             RuntimeKind::Gvisor => limit * 2,
         }
+    }
+
+    /// Whether the engine can change a running container's memory limit (runsc has no
+    /// `update` command: the engine's call fails).
+    pub fn updates_limits(self) -> bool {
+        self == RuntimeKind::Native
     }
 
     /// Whether a container that ended with `exit_code` before its harness reported ended at its
@@ -273,7 +281,7 @@ mod tests {
     #[test]
     fn gvisor_counts_processes_by_rlimit_and_reads_exit_2_as_the_limit() {
         assert_eq!(RuntimeKind::Native.engine_pids_limit(128), 128);
-        assert_eq!(RuntimeKind::Gvisor.engine_pids_limit(128), 1088);
+        assert_eq!(RuntimeKind::Gvisor.engine_pids_limit(128), 2176);
         assert_eq!(RuntimeKind::Gvisor.nproc_limit(128, 32768), 128);
         assert_eq!(RuntimeKind::Native.nproc_limit(128, 32768), 32768);
         assert!(RuntimeKind::Gvisor.ended_at_process_limit(Some(2)));

@@ -196,8 +196,8 @@ async fn case_02_planted_symlinks_are_never_followed_by_the_file_tools() {
 ///    open dir fd, no check-then-open."
 ///
 /// Sandbox code exchanges `d` (a real directory) and `d_swap` (a symlink to the canary's
-/// directory) with `renameat2(RENAME_EXCHANGE)` in a tight loop while the file tools read,
-/// write, list and delete through `d` hundreds of times.
+/// directory) with `renameat2(RENAME_EXCHANGE)` in a tight loop (under gVisor the host does)
+/// while the file tools read, write, list and delete through `d` hundreds of times.
 #[tokio::test]
 async fn case_03_a_directory_swapped_for_a_symlink_mid_call_never_leads_outside() {
     watched(async |t, watch| {
@@ -206,11 +206,14 @@ async fn case_03_a_directory_swapped_for_a_symlink_mid_call_never_leads_outside(
         let flipper = include_str!("probes/case_03_swap_directory.py");
         let app = t.app.clone();
         let outside = watch.canary_dir();
+        // gVisor's kernel cannot exchange two names on the workspace (RENAME_EXCHANGE gets
+        // EINVAL), so there the host swaps them, as fast: the file tools meet the same race.
+        let host_flips = gvisor(t);
         let flipping = tokio::spawn(async move {
             app.execute(
                 ExecuteRequest {
                     code: flipper.into(),
-                    context_vars: Some(json!({ "outside": outside })),
+                    context_vars: Some(json!({ "outside": outside, "flip": !host_flips })),
                     timeout_seconds: Some(120.0),
                     memory_mb: None,
                     ..Default::default()
@@ -226,6 +229,11 @@ async fn case_03_a_directory_swapped_for_a_symlink_mid_call_never_leads_outside(
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         assert!(ws.join("flipping").exists(), "the flipper did not start");
+        let stop_host = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let host_flipper = host_flips.then(|| {
+            let (stop, ws) = (stop_host.clone(), ws.clone());
+            std::thread::spawn(move || host_flip(&ws, &stop))
+        });
 
         let (mut read_ok, mut read_refused, mut write_ok, mut write_refused) = (0, 0, 0, 0);
         let mut i = 0;
@@ -279,7 +287,14 @@ async fn case_03_a_directory_swapped_for_a_symlink_mid_call_never_leads_outside(
         std::fs::write(ws.join("stop"), "1").unwrap();
         let o = flipping.await.unwrap().unwrap().outcome;
         assert_ok(&o);
-        assert!(o.result["flips"].as_u64().unwrap() > 0, "{}", o.result);
+        let flips = match host_flipper {
+            Some(thread) => {
+                stop_host.store(true, std::sync::atomic::Ordering::Relaxed);
+                thread.join().unwrap()
+            }
+            None => o.result["flips"].as_u64().unwrap(),
+        };
+        assert!(flips > 0, "{}", o.result);
         // Both states were seen, so the calls really raced the swap.
         assert!(
             read_ok > 0 && read_refused > 0,
@@ -292,6 +307,31 @@ async fn case_03_a_directory_swapped_for_a_symlink_mid_call_never_leads_outside(
         client.cancel().await.unwrap();
     })
     .await;
+}
+
+/// Exchanges `d` and `d_swap` in `ws` until `stop`; the number of exchanges.
+fn host_flip(ws: &std::path::Path, stop: &std::sync::atomic::AtomicBool) -> u64 {
+    let path = |name: &str| {
+        std::ffi::CString::new(ws.join(name).into_os_string().into_encoded_bytes()).unwrap()
+    };
+    let (d, swap) = (path("d"), path("d_swap"));
+    let mut flips = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        // SAFETY: two valid NUL-terminated paths; renameat2 keeps neither pointer.
+        let done = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                d.as_ptr(),
+                libc::AT_FDCWD,
+                swap.as_ptr(),
+                libc::RENAME_EXCHANGE,
+            )
+        };
+        if done == 0 {
+            flips += 1;
+        }
+    }
+    flips
 }
 
 /// 4. "Hard link from the workspace to another file → EXDEV/EPERM; the server skips files with
