@@ -13,6 +13,7 @@ use crate::config::{Config, SANDBOX_UID};
 use crate::host::engine_paths::HostPaths;
 use crate::sandbox::enforcement::{self, Limit, ProbeSettings, Verdict};
 use crate::sandbox::rootless::{self, Isolation};
+use crate::sandbox::runtime::RuntimeKind;
 use crate::sandbox::spec::Seccomp;
 use crate::sandbox::{Engine, EngineInfo, seccomp_file};
 
@@ -83,6 +84,7 @@ pub async fn isolation(engine: &Engine, info: &EngineInfo) -> Isolation {
 pub async fn probe(
     engine: &Engine,
     config: &Config,
+    runtime_kind: RuntimeKind,
     isolation: &Isolation,
     oom_reported: bool,
     image: &str,
@@ -92,14 +94,26 @@ pub async fn probe(
         .filter(|d| d.is_dir())
         .unwrap_or_else(std::env::temp_dir);
     let dir = parent.join(format!(".cem-probe-{}", uuid::Uuid::new_v4().simple()));
-    let ran = probe_in(engine, config, isolation, oom_reported, image, limits, &dir).await;
+    let ran = probe_in(
+        engine,
+        config,
+        runtime_kind,
+        isolation,
+        oom_reported,
+        image,
+        limits,
+        &dir,
+    )
+    .await;
     let _ = std::fs::remove_dir_all(&dir);
     ran
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn probe_in(
     engine: &Engine,
     config: &Config,
+    runtime_kind: RuntimeKind,
     isolation: &Isolation,
     oom_reported: bool,
     image: &str,
@@ -108,7 +122,13 @@ async fn probe_in(
 ) -> Result<Vec<(Limit, Verdict)>, String> {
     let workspace = dir.join("workspace");
     let seccomp = std::fs::create_dir_all(&workspace)
-        .and_then(|()| seccomp_file::for_engine(&isolation.kind, &dir.join(seccomp_file::DIR_NAME)))
+        .and_then(|()| {
+            seccomp_file::for_engine(
+                &isolation.kind,
+                runtime_kind,
+                &dir.join(seccomp_file::DIR_NAME),
+            )
+        })
         .map_err(|e| format!("cannot prepare {}: {e}", dir.display()))?;
     let paths = HostPaths::detect(engine).await.map_err(|e| e.to_string())?;
     let for_engine = |p: &Path| {
@@ -128,6 +148,7 @@ async fn probe_in(
         uid,
         gid,
         runtime: config.sandbox.runtime.clone(),
+        runtime_kind,
         oom_reported,
     };
     Ok(enforcement::probe(Arc::new(engine.clone()), settings, limits).await)
@@ -137,6 +158,7 @@ async fn probe_in(
 /// Refuses to serve with limits that do not hold unless `--allow-unenforced-limits`.
 pub(super) async fn check(
     config: &Config,
+    runtime_kind: RuntimeKind,
     engine: &Engine,
     info: &EngineInfo,
     image: &str,
@@ -157,6 +179,7 @@ pub(super) async fn check(
     let verdicts = probe(
         engine,
         config,
+        runtime_kind,
         &isolation,
         info.reports_oom_kills(),
         image,

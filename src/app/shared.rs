@@ -130,7 +130,8 @@ impl Shared {
             .await?
         };
         let engine_limits =
-            super::engine_limits::check(&config, &engine, &engine_info, &image).await?;
+            super::engine_limits::check(&config, runtime_kind, &engine, &engine_info, &image)
+                .await?;
         let tree = super::image_tree::serve(&config, &engine, &image_id, &host_paths).await;
         let registry_dir = config.storage.registry_dir();
         let discovery =

@@ -181,10 +181,17 @@ pub async fn run(config: &Config) -> Vec<Check> {
         }
     };
     if image_present {
-        let probes = sandbox_checks(engine.clone(), config, &kind, oom_reported, tag, runtime_kind);
+        let probes = sandbox_checks(
+            engine.clone(),
+            config,
+            &kind,
+            oom_reported,
+            tag,
+            runtime_kind,
+        );
         checks.extend(probes.await);
     }
-    super::doctor_limits::add(&engine, config, image_present, &mut checks).await;
+    super::doctor_limits::add(&engine, config, runtime_kind, image_present, &mut checks).await;
     checks
 }
 

@@ -14,6 +14,7 @@ use crate::sandbox::enforcement::Limit;
 pub(super) async fn add(
     engine: &Engine,
     config: &Config,
+    runtime_kind: crate::sandbox::runtime::RuntimeKind,
     image_present: bool,
     checks: &mut Vec<Check>,
 ) {
@@ -44,6 +45,7 @@ pub(super) async fn add(
     let probed = engine_limits::probe(
         engine,
         config,
+        runtime_kind,
         &isolation,
         info.reports_oom_kills(),
         &tag,

@@ -93,6 +93,7 @@ pub struct ProbeSettings {
     pub uid: u32,
     pub gid: u32,
     pub runtime: Option<String>,
+    pub runtime_kind: super::runtime::RuntimeKind,
     pub oom_reported: bool,
 }
 
@@ -116,6 +117,7 @@ pub async fn probe(
                 pids_limit: PROBE_PIDS_LIMIT,
                 tmpfs_bytes: 8 << 20,
                 runtime: settings.runtime,
+                runtime_kind: settings.runtime_kind,
             },
             limits: HarnessLimits {
                 max_output_bytes: 4096,
