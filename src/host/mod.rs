@@ -5,6 +5,7 @@
 
 pub mod engine_paths;
 pub(crate) mod process;
+pub(crate) mod runtime_leftovers;
 pub(crate) mod safe_fs;
 pub mod storage;
 

@@ -98,4 +98,8 @@ pub trait Backend: Send + Sync + 'static {
     async fn image_id(&self, image: &str) -> Result<Option<String>, EngineError>;
     /// Follows the engine's events matching `filter`.
     fn events(&self, filter: &EventFilter) -> EventStream;
+    /// The engine's id of container `name`, where the engine says (the fake engine does not).
+    async fn container_id(&self, _name: &str) -> Result<Option<String>, EngineError> {
+        Ok(None)
+    }
 }

@@ -16,7 +16,9 @@
 #                   namespace" on kernels that show network sysctls everywhere (gVisor #10704);
 #                   the sandbox has no network anyway.
 #   --oci-seccomp   without it runsc ignores the sandbox's seccomp profile.
-# Only the ptrace platform is used: it needs no virtualisation.
+# Only the ptrace platform is used: it needs no virtualisation. A second registration without
+# --network=none, `runsc-networked`, is there for tests/gvisor.rs: on such kernels every start
+# under it fails after runsc created the sandbox, the failure whose leftovers the server ends.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -84,7 +86,8 @@ up() {
   "log-driver": "json-file",
   "log-opts": {"max-size": "10m"},
   "runtimes": {
-    "runsc": {"path": "$runsc", "runtimeArgs": ["--network=none", "--oci-seccomp"]}
+    "runsc": {"path": "$runsc", "runtimeArgs": ["--network=none", "--oci-seccomp"]},
+    "runsc-networked": {"path": "$runsc", "runtimeArgs": ["--oci-seccomp"]}
   }
 }
 EOF

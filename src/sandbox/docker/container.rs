@@ -151,6 +151,18 @@ impl Backend for Engine {
         }
     }
 
+    async fn container_id(&self, name: &str) -> Result<Option<String>, EngineError> {
+        let inspect = self
+            .docker
+            .inspect_container(name, None::<InspectContainerOptions>)
+            .await;
+        match inspect {
+            Ok(c) => Ok(c.id),
+            Err(e) if is_status(&e, &[404]) => Ok(None),
+            Err(e) => Err(EngineError::api("inspect a sandbox container", e)),
+        }
+    }
+
     async fn remove(&self, name: &str) -> Result<(), EngineError> {
         let opts = RemoveContainerOptionsBuilder::default()
             .force(true)

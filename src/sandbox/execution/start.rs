@@ -16,6 +16,7 @@ use crate::sandbox::backend::{Backend, InputSink, OutputStream};
 use crate::sandbox::channel::ToHarness;
 use crate::sandbox::docker::EngineError;
 use crate::sandbox::removal::{self, Removals};
+use crate::sandbox::runtime::RuntimeKind;
 use crate::sandbox::spec::SandboxSpec;
 use crate::sandbox::stats::{Phase, Stats};
 
@@ -177,7 +178,12 @@ pub(crate) async fn start(
     let attached = backend.attach(name).await?;
     stats.phase(Phase::Attach, t.elapsed());
     let t = Instant::now();
-    backend.start(name).await?;
+    if let Err(e) = backend.start(name).await {
+        if spec.container.runtime_kind == RuntimeKind::Gvisor {
+            end_gvisor_leftovers(backend.as_ref(), name).await;
+        }
+        return Err(e);
+    }
     stats.phase(Phase::Start, t.elapsed());
     Ok(Started {
         name: name.to_string(),
@@ -186,6 +192,22 @@ pub(crate) async fn start(
         guard,
         loaded: false,
     })
+}
+
+/// Ends what a failed gVisor start left running (`host::runtime_leftovers`): runsc created the
+/// sandbox, the start failed, and the engine's removal would leave the shim, the sandbox and the
+/// gofer behind.
+async fn end_gvisor_leftovers(backend: &dyn Backend, name: &str) {
+    let Ok(Some(id)) = backend.container_id(name).await else {
+        return;
+    };
+    let ended = crate::host::runtime_leftovers::end(&id);
+    if ended > 0 {
+        tracing::warn!(
+            container = name,
+            "a failed gVisor start left {ended} processes (containerd shim, runsc sandbox and gofer): killed"
+        );
+    }
 }
 
 /// Where an execution's container comes from.
