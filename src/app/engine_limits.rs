@@ -5,7 +5,7 @@
 //! `--allow-unenforced-limits` accepts it; then every result says which limits do not hold.
 //! The same probe serves `doctor`. Also here: the user sandboxes run as on a rootless engine.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::StartError;
@@ -79,8 +79,7 @@ pub async fn isolation(engine: &Engine, info: &EngineInfo) -> Isolation {
 }
 
 /// Runs the probes of `limits` in sandboxes of `image` made as executions' are (as the user
-/// sandboxes run as on this engine), in a throwaway workspace under the data directory when it
-/// exists (in the server's container, the mount the engine can bind), else the temp directory.
+/// sandboxes run as on this engine), in a throwaway workspace ([`ProbeDir`]).
 pub async fn probe(
     engine: &Engine,
     config: &Config,
@@ -90,68 +89,87 @@ pub async fn probe(
     image: &str,
     limits: &[Limit],
 ) -> Result<Vec<(Limit, Verdict)>, String> {
-    let parent = Some(config.storage.data_dir())
-        .filter(|d| d.is_dir())
-        .unwrap_or_else(std::env::temp_dir);
-    let dir = parent.join(format!(".cem-probe-{}", uuid::Uuid::new_v4().simple()));
-    let ran = probe_in(
-        engine,
-        config,
-        runtime_kind,
-        isolation,
-        oom_reported,
-        image,
-        limits,
-        &dir,
-    )
-    .await;
-    let _ = std::fs::remove_dir_all(&dir);
-    ran
+    let dir = ProbeDir::new(config);
+    let settings = dir
+        .settings(engine, config, runtime_kind, isolation, oom_reported, image)
+        .await?;
+    Ok(enforcement::probe(Arc::new(engine.clone()), settings, limits).await)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn probe_in(
-    engine: &Engine,
-    config: &Config,
-    runtime_kind: RuntimeKind,
-    isolation: &Isolation,
-    oom_reported: bool,
-    image: &str,
-    limits: &[Limit],
-    dir: &Path,
-) -> Result<Vec<(Limit, Verdict)>, String> {
-    let workspace = dir.join("workspace");
-    let seccomp = std::fs::create_dir_all(&workspace)
-        .and_then(|()| {
-            seccomp_file::for_engine(
-                &isolation.kind,
-                runtime_kind,
-                &dir.join(seccomp_file::DIR_NAME),
-            )
+/// A throwaway directory for probe sandboxes (their workspace, and the seccomp profile where
+/// the engine takes a file), removed when dropped: under the data directory when it exists (in
+/// the server's container, the mount the engine can bind), else the temp directory.
+pub struct ProbeDir(PathBuf);
+
+impl ProbeDir {
+    pub fn new(config: &Config) -> Self {
+        let parent = Some(config.storage.data_dir())
+            .filter(|d| d.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        Self(parent.join(format!(".cem-probe-{}", uuid::Uuid::new_v4().simple())))
+    }
+
+    /// Makes the workspace (writable by the sandbox's user) and the profile, and the settings
+    /// of sandboxes that use them, with every path as the engine sees it.
+    pub async fn settings(
+        &self,
+        engine: &Engine,
+        config: &Config,
+        runtime_kind: RuntimeKind,
+        isolation: &Isolation,
+        oom_reported: bool,
+        image: &str,
+    ) -> Result<ProbeSettings, String> {
+        let dir = &self.0;
+        let workspace = dir.join("workspace");
+        let seccomp = std::fs::create_dir_all(&workspace)
+            .and_then(|()| {
+                std::fs::set_permissions(
+                    &workspace,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o777),
+                )
+            })
+            .and_then(|()| {
+                seccomp_file::for_engine(
+                    &isolation.kind,
+                    runtime_kind,
+                    &dir.join(seccomp_file::DIR_NAME),
+                )
+            })
+            .map_err(|e| {
+                format!(
+                    "cannot prepare {}: {e}; make the data directory (or, without one, the temp directory) writable",
+                    dir.display()
+                )
+            })?;
+        let paths = HostPaths::detect(engine).await.map_err(|e| e.to_string())?;
+        let for_engine = |p: &Path| {
+            paths
+                .to_engine(&p.canonicalize().unwrap_or(p.to_path_buf()))
+                .map_err(|e| format!("cannot hand {} to the engine: {e}; run where the server runs, with the same mounts", p.display()))
+        };
+        let seccomp = match seccomp {
+            Seccomp::File(f) => Seccomp::File(for_engine(&f)?),
+            Seccomp::Inline => Seccomp::Inline,
+        };
+        let (uid, gid) = rootless::sandbox_ids(isolation.rootless, (SANDBOX_UID, SANDBOX_UID));
+        Ok(ProbeSettings {
+            image: image.to_string(),
+            workspace: for_engine(&workspace)?,
+            seccomp,
+            uid,
+            gid,
+            runtime: config.sandbox.runtime.clone(),
+            runtime_kind,
+            oom_reported,
         })
-        .map_err(|e| format!("cannot prepare {}: {e}", dir.display()))?;
-    let paths = HostPaths::detect(engine).await.map_err(|e| e.to_string())?;
-    let for_engine = |p: &Path| {
-        paths
-            .to_engine(&p.canonicalize().unwrap_or(p.to_path_buf()))
-            .map_err(|e| format!("cannot hand {} to the engine: {e}", p.display()))
-    };
-    let seccomp = match seccomp {
-        Seccomp::File(f) => Seccomp::File(for_engine(&f)?),
-        Seccomp::Inline => Seccomp::Inline,
-    };
-    let (uid, gid) = rootless::sandbox_ids(isolation.rootless, (SANDBOX_UID, SANDBOX_UID));
-    let settings = ProbeSettings {
-        image: image.to_string(),
-        workspace: for_engine(&workspace)?,
-        seccomp,
-        uid,
-        gid,
-        runtime: config.sandbox.runtime.clone(),
-        runtime_kind,
-        oom_reported,
-    };
-    Ok(enforcement::probe(Arc::new(engine.clone()), settings, limits).await)
+    }
+}
+
+impl Drop for ProbeDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// At start: the engine's isolation and, where its limits are in doubt, the probes' verdicts.

@@ -5,14 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::app::engine_limits::{self, ProbeDir};
 use crate::config::Config;
+use crate::sandbox::enforcement;
 use crate::sandbox::runtime::RuntimeKind;
-use crate::sandbox::spec::{LABEL_MANAGED, Seccomp};
-use crate::sandbox::stats::Stats;
-use crate::sandbox::{
-    Backend, BuiltinCalls, Engine, HarnessLimits, Job, Sandbox, SandboxSettings, Status, SwarmNode,
-    image, image_tree, seccomp_file,
-};
+use crate::sandbox::spec::LABEL_MANAGED;
+use crate::sandbox::{Backend, Engine, Job, Sandbox, Status, SwarmNode, image, image_tree};
 
 /// Where sandboxes read the image's /usr from, and why (`--image-tree`); informational.
 async fn image_tree_check(config: &Config, engine: &Engine, tag: &str) -> Check {
@@ -85,10 +83,9 @@ pub async fn run(config: &Config) -> Vec<Check> {
             return checks;
         }
     };
-    let (mut kind, mut oom_reported, mut swarm) = (String::new(), true, None);
+    let (mut oom_reported, mut swarm) = (true, None);
     match engine.info().await {
         Ok(info) => {
-            kind = info.kind.clone();
             oom_reported = info.reports_oom_kills();
             swarm = info.swarm.clone();
             let api_ok = version_at_least(&info.api_version, 1, 41);
@@ -181,14 +178,7 @@ pub async fn run(config: &Config) -> Vec<Check> {
         }
     };
     if image_present {
-        let probes = sandbox_checks(
-            engine.clone(),
-            config,
-            &kind,
-            oom_reported,
-            tag,
-            runtime_kind,
-        );
+        let probes = sandbox_checks(engine.clone(), config, oom_reported, tag, runtime_kind);
         checks.extend(probes.await);
     }
     super::doctor_limits::add(&engine, config, runtime_kind, image_present, &mut checks).await;
@@ -299,112 +289,34 @@ async fn runtime_check(engine: &Engine, config: &Config) -> Result<(Check, Runti
 /// translation as the server's workspaces; elsewhere the temp directory.
 struct ProbeSandbox {
     sandbox: Sandbox,
-    dir: std::path::PathBuf,
+    _dir: ProbeDir,
 }
 
 impl ProbeSandbox {
     async fn new(
         engine: Engine,
         config: &Config,
-        kind: &str,
         oom_reported: bool,
         image: String,
         runtime_kind: RuntimeKind,
     ) -> Result<Self, Check> {
-        let parent = Some(config.storage.data_dir())
-            .filter(|d| d.is_dir())
-            .unwrap_or_else(std::env::temp_dir);
-        let dir = parent.join(format!(".cem-doctor-{}", uuid::Uuid::new_v4().simple()));
-        let workspace = dir.join("workspace");
-        let prepared = std::fs::create_dir_all(&workspace)
-            .and_then(|()| {
-                std::fs::set_permissions(
-                    &workspace,
-                    std::os::unix::fs::PermissionsExt::from_mode(0o777),
-                )
-            })
-            .and_then(|()| {
-                seccomp_file::for_engine(kind, runtime_kind, &dir.join(seccomp_file::DIR_NAME))
-            });
-        let seccomp = match prepared {
-            Ok(seccomp) => seccomp,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(Check::fail(
-                    "sandbox",
-                    format!("cannot prepare {}: {e}", dir.display()),
-                    "make the data directory (or, without one, the temp directory) writable",
-                ));
-            }
-        };
-        // Both paths as the engine sees them (a doctor in the server's container translates
-        // them).
-        let on_engine = crate::host::engine_paths::HostPaths::detect(&engine)
-            .await
-            .and_then(|paths| {
-                let translate = |p: &std::path::Path| {
-                    paths.to_engine(&p.canonicalize().unwrap_or(p.to_path_buf()))
-                };
-                let seccomp = match &seccomp {
-                    Seccomp::File(f) => Seccomp::File(translate(f)?),
-                    Seccomp::Inline => Seccomp::Inline,
-                };
-                Ok((translate(&workspace)?, seccomp))
-            });
-        let (workspace, seccomp) = match on_engine {
-            Ok(pair) => pair,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(Check::fail(
-                    "sandbox",
-                    format!("cannot hand {} to the engine: {e}", dir.display()),
-                    "run doctor where the server runs, with the same mounts",
-                ));
-            }
-        };
-        let engine: Arc<dyn crate::sandbox::Backend> = Arc::new(engine);
-        let settings = SandboxSettings {
-            image,
-            workspace,
-            skills: None,
-            servers: None,
-            uid: crate::config::SANDBOX_UID,
-            gid: crate::config::SANDBOX_UID,
-            container: crate::sandbox::spec::ContainerOptions {
-                pids_limit: 64,
-                tmpfs_bytes: 8 << 20,
-                runtime: config.sandbox.runtime.clone(),
+        let failed = |e: String| Check::fail("sandbox", e, "see the checks above");
+        let info = engine.info().await.map_err(|e| failed(e.to_string()))?;
+        let isolation = engine_limits::isolation(&engine, &info).await;
+        let dir = ProbeDir::new(config);
+        let settings = dir
+            .settings(
+                &engine,
+                config,
                 runtime_kind,
-            },
-            limits: HarnessLimits {
-                max_output_bytes: 4096,
-                max_result_bytes: 4096,
-                max_images: 0,
-            },
-            max_concurrency: 1,
-            max_queue: 0,
-            server_slots: Arc::new(tokio::sync::Semaphore::new(1)),
-            pool_size: 0,
-            pool_budget: crate::sandbox::PoolBudget::new(0),
-            pool_idle: Duration::ZERO,
-            pool_idle_floor: 0,
-            removals: crate::sandbox::Removals::new(engine.clone(), 0),
-            pool_memory_bytes: 0,
-            image_id: String::new(),
-            start_limit: runtime_kind.start_limit(crate::sandbox::DEFAULT_START_LIMIT),
-            preload: crate::sandbox::preload::Preload::Fixed(Vec::new()),
-            seccomp,
-            oom_reported,
-            image_tree: None,
-            span: tracing::Span::none(),
-        };
-        let sandbox = Sandbox::new(
-            engine,
-            settings,
-            Arc::new(BuiltinCalls),
-            Arc::new(Stats::new()),
-        );
-        Ok(Self { sandbox, dir })
+                &isolation,
+                oom_reported,
+                &image,
+            )
+            .await
+            .map_err(failed)?;
+        let sandbox = enforcement::probe_sandbox(Arc::new(engine), settings);
+        Ok(Self { sandbox, _dir: dir })
     }
 
     /// Runs `code` in a fresh container of this sandbox with `memory_mb`.
@@ -424,7 +336,6 @@ impl ProbeSandbox {
 
     async fn finish(self) {
         self.sandbox.shutdown().await;
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -434,16 +345,14 @@ impl ProbeSandbox {
 async fn sandbox_checks(
     engine: Engine,
     config: &Config,
-    kind: &str,
     oom_reported: bool,
     image: String,
     runtime_kind: RuntimeKind,
 ) -> Vec<Check> {
-    let probe =
-        match ProbeSandbox::new(engine, config, kind, oom_reported, image, runtime_kind).await {
-            Ok(probe) => probe,
-            Err(check) => return vec![check],
-        };
+    let probe = match ProbeSandbox::new(engine, config, oom_reported, image, runtime_kind).await {
+        Ok(probe) => probe,
+        Err(check) => return vec![check],
+    };
     let memory = probe
         .run(
             "b = bytearray(256 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1",

@@ -97,14 +97,10 @@ pub struct ProbeSettings {
     pub oom_reported: bool,
 }
 
-/// Runs the probes of `limits`, one container each, and judges them.
-pub async fn probe(
-    engine: Arc<dyn Backend>,
-    settings: ProbeSettings,
-    limits: &[Limit],
-) -> Vec<(Limit, Verdict)> {
-    let oom_reported = settings.oom_reported;
-    let sandbox = Sandbox::new(
+/// A sandbox for probes, made as an execution's would be (under the runtime given): no pool,
+/// one container at a time, small output bounds. `doctor`'s own checks run in one too.
+pub fn probe_sandbox(engine: Arc<dyn Backend>, settings: ProbeSettings) -> Sandbox {
+    Sandbox::new(
         engine.clone(),
         SandboxSettings {
             image: settings.image,
@@ -134,16 +130,26 @@ pub async fn probe(
             removals: Removals::new(engine, 0),
             pool_memory_bytes: 0,
             image_id: String::new(),
-            start_limit: super::DEFAULT_START_LIMIT,
+            start_limit: (settings.runtime_kind).start_limit(super::DEFAULT_START_LIMIT),
             preload: super::preload::Preload::Fixed(Vec::new()),
             seccomp: settings.seccomp,
-            oom_reported,
+            oom_reported: settings.oom_reported,
             image_tree: None,
             span: tracing::Span::none(),
         },
         Arc::new(BuiltinCalls),
         Arc::new(Stats::new()),
-    );
+    )
+}
+
+/// Runs the probes of `limits`, one container each, and judges them.
+pub async fn probe(
+    engine: Arc<dyn Backend>,
+    settings: ProbeSettings,
+    limits: &[Limit],
+) -> Vec<(Limit, Verdict)> {
+    let oom_reported = settings.oom_reported;
+    let sandbox = probe_sandbox(engine, settings);
     let mut verdicts = Vec::new();
     for &limit in limits {
         let (code, memory_mb) = match limit {
