@@ -2,7 +2,8 @@
 //!
 //! runc (or crun) runs the code on the host's kernel, behind the kernel's own seccomp filter,
 //! cgroups and namespaces. gVisor's `runsc` puts a user-space kernel in between, and with it
-//! four differences the sandbox must account for (measured in docs/engines.md):
+//! differences the sandbox must account for (SECURITY.md, "By engine and runtime"; costs in
+//! docs/measured.md, "Runtimes"):
 //!
 //! - **seccomp**: plain `runsc` ignores the OCI profile (a setuid bit can be set); registered
 //!   with `--oci-seccomp` it enforces it inside its kernel, but answers every denial with
@@ -19,6 +20,10 @@
 //!   across every container): under gVisor that rlimit is `--pids-limit`, and code gets `EAGAIN`
 //!   at the limit as under runc, while the engine's pids limit is scaled to stay out of its way
 //!   as a backstop ([`RuntimeKind::engine_pids_limit`], [`RuntimeKind::nproc_limit`]).
+//! - **limits are fixed at start**: runsc has no `update`, so a pooled container's memory limit
+//!   cannot be changed ([`RuntimeKind::updates_limits`]).
+//! - **a failed start leaves processes**: the engine removes the container, the shim and runsc's
+//!   sandbox and gofer stay (`execution::start`, `host::runtime_leftovers`).
 //! - **speed**: system calls go through ptrace on machines without nested virtualisation (about
 //!   80× slower), and a start takes about twice as long ([`RuntimeKind::start_limit`]).
 
