@@ -3,14 +3,13 @@
 //! the kernel to kill it: a limit the engine accepts but does not enforce is worse than none.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::app::engine_limits::{self, ProbeDir};
 use crate::config::Config;
 use crate::sandbox::enforcement;
 use crate::sandbox::runtime::RuntimeKind;
 use crate::sandbox::spec::LABEL_MANAGED;
-use crate::sandbox::{Backend, Engine, Job, Sandbox, Status, SwarmNode, image, image_tree};
+use crate::sandbox::{Backend, Engine, Sandbox, Status, SwarmNode, image, image_tree};
 
 /// Where sandboxes read the image's /usr from, and why (`--image-tree`); informational.
 async fn image_tree_check(config: &Config, engine: &Engine, tag: &str) -> Check {
@@ -321,16 +320,7 @@ impl ProbeSandbox {
 
     /// Runs `code` in a fresh container of this sandbox with `memory_mb`.
     async fn run(&self, code: &str, memory_mb: i64) -> Result<crate::sandbox::Outcome, String> {
-        let job = Job {
-            code: code.into(),
-            context_vars: serde_json::Value::Null,
-            timeout: Duration::from_secs(30),
-            memory_bytes: memory_mb << 20,
-            tap: None,
-            calls: None,
-            servers: None,
-            carry: None,
-        };
+        let job = enforcement::probe_job(code.into(), memory_mb);
         (self.sandbox.run(job, Default::default()).await).map_err(|e| e.to_string())
     }
 

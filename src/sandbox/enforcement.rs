@@ -142,6 +142,20 @@ pub fn probe_sandbox(engine: Arc<dyn Backend>, settings: ProbeSettings) -> Sandb
     )
 }
 
+/// A probe's job: `code` with `memory_mb` and 30 seconds, nothing else.
+pub fn probe_job(code: String, memory_mb: i64) -> Job {
+    Job {
+        code,
+        context_vars: serde_json::Value::Null,
+        timeout: Duration::from_secs(30),
+        memory_bytes: memory_mb << 20,
+        tap: None,
+        calls: None,
+        servers: None,
+        carry: None,
+    }
+}
+
 /// Runs the probes of `limits`, one container each, and judges them.
 pub async fn probe(
     engine: Arc<dyn Backend>,
@@ -157,18 +171,8 @@ pub async fn probe(
             // Room for the threads' stacks, so only the pids limit can stop them.
             Limit::Pids => (pids_code(), 256),
         };
-        let job = Job {
-            code,
-            context_vars: serde_json::Value::Null,
-            timeout: Duration::from_secs(30),
-            memory_bytes: memory_mb << 20,
-            tap: None,
-            calls: None,
-            servers: None,
-            carry: None,
-        };
         let ended = sandbox
-            .run(job, Default::default())
+            .run(probe_job(code, memory_mb), Default::default())
             .await
             .map_err(|e| e.to_string());
         verdicts.push((
