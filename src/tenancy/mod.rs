@@ -115,8 +115,13 @@ fn create_private_dir_once(dir: &std::path::Path) -> std::io::Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
+    // Only where the mode differs: on a shared volume every node opens tenants under the same
+    // parent, and GlusterFS answers EIO for a while after replicas saw concurrent changes of
+    // one directory's attributes.
     for d in [Some(dir), dir.parent()].into_iter().flatten() {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
+        if std::fs::metadata(d)?.permissions().mode() & 0o7777 != 0o700 {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
+        }
     }
     Ok(())
 }
