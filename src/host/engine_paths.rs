@@ -121,7 +121,8 @@ pub fn own_container_id(mountinfo: &str, cgroup: &str) -> Option<String> {
     })
 }
 
-fn is_container_id(s: &str) -> bool {
+/// A Docker container id: 64 lowercase hex digits.
+pub(crate) fn is_container_id(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))

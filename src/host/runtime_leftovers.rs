@@ -13,7 +13,7 @@ use std::collections::HashSet;
 /// The processes of the shim that ran container `id` (64 hex digits) and everything under it;
 /// empty where there is none or `id` is not a container id.
 pub(crate) fn shim_processes(id: &str) -> Vec<u32> {
-    if id.len() != 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !super::engine_paths::is_container_id(id) {
         return Vec::new();
     }
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -29,7 +29,7 @@ pub(crate) fn shim_processes(id: &str) -> Vec<u32> {
         else {
             continue;
         };
-        if let Some(ppid) = parent(pid) {
+        if let Some(ppid) = super::process::parent_pid(pid) {
             parents.push((pid, ppid));
         }
         let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
@@ -81,13 +81,6 @@ fn is_shim_of(cmdline: &[u8], id: &str) -> bool {
     let args: Vec<&[u8]> = args.collect();
     args.windows(2)
         .any(|pair| pair[0] == b"-id" && pair[1] == id.as_bytes())
-}
-
-/// Field 4 of /proc/PID/stat: the parent's pid.
-fn parent(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[cfg(test)]
