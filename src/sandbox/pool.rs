@@ -7,7 +7,11 @@
 //! An execution that finds the pool empty while replacements are on their way waits for one
 //! that no other execution waits for, rather than start its own: the replacement is closer to
 //! ready, and on a small machine a cold start beside running replacements slows them all down
-//! (calls in quick succession had a worse tail than the cold path without this).
+//! (calls in quick succession had a worse tail than the cold path without this). Waiters are
+//! served oldest first: a landing replacement is handed to the execution that has waited
+//! longest, and an execution that arrives while others wait queues behind them. (When every
+//! waiter was woken to race for it, with newcomers taking from the pool directly, one waiter
+//! could lose every race until its start limit ran out while executions around it succeeded.)
 //!
 //! Pooled containers are made from an image id, not a tag: when the tag moves to another image
 //! (a rebuild under the same name), [`Pool::retarget`] discards the waiting containers and the
@@ -35,7 +39,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 
 use super::execution::Started;
 
@@ -107,19 +111,33 @@ pub struct Pool {
     started_total: AtomicU64,
     started_recent: Mutex<VecDeque<Instant>>,
     memory_bytes: i64,
-    ready: Mutex<VecDeque<Started>>,
+    /// Ready containers and the executions waiting for one, under one lock: a container is
+    /// only ever in `ready` while no execution waits.
+    slots: Mutex<Slots>,
     /// The image id pooled containers are made from.
     image: Mutex<String>,
     /// Replacements being created right now.
     pending: AtomicUsize,
-    /// Executions waiting for one of the pending replacements.
-    waiting: AtomicUsize,
-    /// Signalled whenever a replacement lands or fails.
-    changed: Notify,
     /// Pooled starts that failed since the last one that succeeded.
     failures: AtomicU32,
     /// Signalled (one stored permit) when a pooled start fails.
     failed: Notify,
+}
+
+struct Slots {
+    /// Containers waiting for a job, oldest first.
+    ready: VecDeque<Started>,
+    /// Executions waiting for a replacement, oldest first. A waiter that gave up has dropped
+    /// its receiver; its sender is skipped.
+    waiters: VecDeque<oneshot::Sender<Started>>,
+}
+
+impl Slots {
+    /// Waiters still waiting.
+    fn waiting(&mut self) -> usize {
+        self.waiters.retain(|w| !w.is_closed());
+        self.waiters.len()
+    }
 }
 
 /// Longest delay between retries of failed pooled starts.
@@ -186,10 +204,11 @@ impl Pool {
             started_recent: Mutex::new(VecDeque::new()),
             memory_bytes,
             image: Mutex::new(image),
-            ready: Mutex::new(VecDeque::with_capacity(base)),
+            slots: Mutex::new(Slots {
+                ready: VecDeque::with_capacity(base),
+                waiters: VecDeque::new(),
+            }),
             pending: AtomicUsize::new(0),
-            waiting: AtomicUsize::new(0),
-            changed: Notify::new(),
             failures: AtomicU32::new(0),
             failed: Notify::new(),
         }
@@ -199,17 +218,24 @@ impl Pool {
         self.memory_bytes
     }
 
+    fn slots(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.slots.lock().expect("pool lock")
+    }
+
     /// Containers waiting for a job.
     pub fn ready(&self) -> usize {
-        self.ready.lock().expect("pool lock").len()
+        self.slots().ready.len()
     }
 
     /// A ready container, if there is one: the newest, which carries the current preload (the
     /// learned one; older containers may have started under pressure, without it). Containers
     /// that ended while they waited are dropped (and so removed).
     pub(crate) fn take(&self) -> Option<Started> {
-        let mut ready = self.ready.lock().expect("pool lock");
-        while let Some(mut started) = ready.pop_back() {
+        self.take_from(&mut self.slots())
+    }
+
+    fn take_from(&self, slots: &mut Slots) -> Option<Started> {
+        while let Some(mut started) = slots.ready.pop_back() {
             self.budget.release(1);
             if started.is_waiting() {
                 return Some(started);
@@ -277,7 +303,7 @@ impl Pool {
             self.budget.in_use.fetch_sub(1, Ordering::SeqCst);
         }
         let dropped: Vec<Started> = {
-            let mut ready = self.ready.lock().expect("pool lock");
+            let ready = &mut self.slots().ready;
             // The oldest go: the newest carry the current preload.
             let drop = ready.len().saturating_sub(self.idle_floor);
             ready.drain(..drop).collect()
@@ -316,28 +342,32 @@ impl Pool {
     /// other execution waits for, that replacement once it lands (at most `limit` from now).
     /// A replacement started earlier is closer to ready than a container started now, and a
     /// cold start beside running replacements only makes them all slower on a busy engine.
-    /// `None`: start one (cold).
+    /// Waiters are served in the order they came. `None`: start one (cold).
     pub(crate) async fn take_or_wait(&self, limit: Duration) -> Option<Started> {
-        let until = tokio::time::Instant::now() + limit;
-        let mut first = true;
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            let taken = self.take();
-            if std::mem::take(&mut first) {
-                self.used(taken.is_none(), self.ready() == 0);
+        let mut waiting = {
+            let mut slots = self.slots();
+            // Those who came first are served first: no taking past them.
+            let taken = match slots.waiting() {
+                0 => self.take_from(&mut slots),
+                _ => None,
+            };
+            self.used(taken.is_none(), slots.ready.is_empty());
+            if taken.is_some() {
+                return taken;
             }
-            if let Some(ready) = taken {
-                return Some(ready);
-            }
-            let waiting = self.waiting.fetch_add(1, Ordering::SeqCst);
-            let _leave = Leave(&self.waiting);
-            if waiting >= self.pending.load(Ordering::SeqCst) {
+            if slots.waiting() >= self.pending.load(Ordering::SeqCst) {
                 return None;
             }
-            if tokio::time::timeout_at(until, changed).await.is_err() {
-                return None;
+            let (handed, waiting) = oneshot::channel();
+            slots.waiters.push_back(handed);
+            waiting
+        };
+        match tokio::time::timeout(limit, &mut waiting).await {
+            Ok(handed) => handed.ok(),
+            // Given up; a container handed over at this very moment is still taken.
+            Err(_) => {
+                waiting.close();
+                waiting.try_recv().ok()
             }
         }
     }
@@ -379,25 +409,52 @@ impl Pool {
             .expect("pool lock")
             .push_back(Instant::now());
         let current = *self.image.lock().expect("pool lock") == image;
-        let mut ready = self.ready.lock().expect("pool lock");
+        let mut slots = self.slots();
+        self.failures.store(0, Ordering::SeqCst);
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+        if !current {
+            // Made from an image the pool has left: dropped, and so removed.
+            self.budget.release(1);
+            self.release_waiters(&mut slots);
+            return;
+        }
+        let mut started = started;
+        // The execution that has waited longest takes it.
+        while let Some(waiter) = slots.waiters.pop_front() {
+            match waiter.send(started) {
+                Ok(()) => {
+                    self.budget.release(1);
+                    return;
+                }
+                // That waiter gave up meanwhile: the next one.
+                Err(back) => started = back,
+            }
+        }
         // Above the target (it shrank while this one started): dropped, and so removed.
-        if current && ready.len() < self.target() {
-            ready.push_back(started);
+        if slots.ready.len() < self.target() {
+            slots.ready.push_back(started);
         } else {
             self.budget.release(1);
         }
-        drop(ready);
-        self.failures.store(0, Ordering::SeqCst);
-        self.pending.fetch_sub(1, Ordering::SeqCst);
-        self.changed.notify_waiters();
     }
 
     pub(crate) fn failed(&self) {
+        let mut slots = self.slots();
         self.budget.release(1);
         self.failures.fetch_add(1, Ordering::SeqCst);
         self.pending.fetch_sub(1, Ordering::SeqCst);
-        self.changed.notify_waiters();
+        self.release_waiters(&mut slots);
+        drop(slots);
         self.failed.notify_one();
+    }
+
+    /// Sends the waiters no pending replacement will serve off to start their own (the
+    /// newest: the oldest keep their place).
+    fn release_waiters(&self, slots: &mut Slots) {
+        let pending = self.pending.load(Ordering::SeqCst);
+        while slots.waiting() > pending {
+            slots.waiters.pop_back();
+        }
     }
 
     /// Waits until a pooled start has failed (one that failed since the last call counts), and
@@ -409,18 +466,9 @@ impl Pool {
 
     /// Empties the pool; the dropped containers are removed by their guards.
     pub(crate) fn drain(&self) -> usize {
-        let drained: Vec<Started> = self.ready.lock().expect("pool lock").drain(..).collect();
+        let drained: Vec<Started> = self.slots().ready.drain(..).collect();
         self.budget.release(drained.len());
         drained.len()
-    }
-}
-
-/// Decrements a counter when dropped.
-struct Leave<'a>(&'a AtomicUsize);
-
-impl Drop for Leave<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -466,7 +514,7 @@ mod tests {
         pool.failed();
         pool.failed();
         assert!(wa.await.unwrap() && wb.await.unwrap());
-        assert_eq!(pool.waiting.load(Ordering::SeqCst), 0);
+        assert_eq!(pool.slots().waiting(), 0);
     }
 
     #[tokio::test(start_paused = true)]

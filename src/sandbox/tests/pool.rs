@@ -8,6 +8,7 @@ use serde_json::json;
 use super::fake::{Step, ok};
 use super::*;
 use crate::sandbox::backend::EngineEvent;
+use crate::sandbox::pool::Pool;
 
 #[tokio::test(start_paused = true)]
 async fn the_pool_fills_and_a_pooled_run_takes_one_then_refills() {
@@ -31,6 +32,72 @@ async fn an_empty_pool_waits_for_a_replacement_on_its_way_instead_of_a_cold_star
     let outcome = rig.run(10).await.unwrap();
     assert_eq!(outcome.status, Status::Ok);
     assert_eq!(rig.stats.snapshot().executions_pooled, 1);
+    rig.finish().await;
+}
+
+/// A container started by the rig's engine, as a pooled start makes it.
+async fn started(rig: &Rig, name: &str) -> crate::sandbox::execution::Started {
+    let sandbox = &rig.sandbox;
+    crate::sandbox::execution::start(
+        &sandbox.backend,
+        &sandbox.spec(256 * MB),
+        name,
+        &sandbox.cleanup,
+    )
+    .await
+    .unwrap()
+}
+
+/// An execution waiting for a pooled container, in a task: the name of the one it got.
+type Waiter = tokio::task::JoinHandle<Option<String>>;
+
+/// Two replacements on their way, and two executions waiting for them, the first first.
+async fn two_waiters(rig: &Rig) -> (Arc<Pool>, Waiter, Waiter) {
+    let pool = rig.sandbox.pool.clone();
+    assert_eq!(pool.reserve(), 2);
+    let wait = || {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            let taken = pool.take_or_wait(Duration::from_secs(30)).await;
+            taken.map(|s| s.name().to_string())
+        })
+    };
+    let first = wait();
+    tokio::task::yield_now().await;
+    let second = wait();
+    tokio::task::yield_now().await;
+    (pool, first, second)
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_are_served_in_the_order_they_came() {
+    let rig = Rig::new(Vec::new(), settings(2, 2));
+    let (pool, first, second) = two_waiters(&rig).await;
+    assert!(
+        pool.take_or_wait(Duration::from_secs(30)).await.is_none(),
+        "a third finds both replacements spoken for and starts its own"
+    );
+    pool.put(started(&rig, "landed-1").await, &pool.image());
+    assert_eq!(first.await.unwrap().as_deref(), Some("landed-1"));
+    tokio::task::yield_now().await;
+    assert!(!second.is_finished(), "the second waits for the next one");
+    pool.put(started(&rig, "landed-2").await, &pool.image());
+    assert_eq!(second.await.unwrap().as_deref(), Some("landed-2"));
+    assert_eq!(pool.ready(), 0, "both were handed over, none kept");
+    assert_eq!(rig.sandbox.settings.pool_budget.held(), 0);
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_replacement_sends_the_newest_waiter_cold() {
+    let rig = Rig::new(Vec::new(), settings(2, 2));
+    let (pool, first, second) = two_waiters(&rig).await;
+    // One replacement fails: one of the two waiters has nothing to wait for, the newest.
+    pool.failed();
+    assert_eq!(second.await.unwrap(), None, "the newest goes cold");
+    assert!(!first.is_finished(), "the oldest keeps its place");
+    pool.put(started(&rig, "landed").await, &pool.image());
+    assert_eq!(first.await.unwrap().as_deref(), Some("landed"));
     rig.finish().await;
 }
 
