@@ -415,7 +415,9 @@ impl Sandbox {
         {
             return None;
         }
-        let limit = deadline.saturating_duration_since(tokio::time::Instant::now());
+        // Half the time left at most: a replacement the engine is stuck on must leave a cold
+        // start the other half, not take the whole start limit with it.
+        let limit = deadline.saturating_duration_since(tokio::time::Instant::now()) / 2;
         let asked = std::time::Instant::now();
         let ready = self.pool.take_or_wait(limit).await;
         self.stats.phase(Phase::PoolWait, asked.elapsed());

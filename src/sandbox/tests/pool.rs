@@ -35,6 +35,26 @@ async fn an_empty_pool_waits_for_a_replacement_on_its_way_instead_of_a_cold_star
     rig.finish().await;
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_replacement_the_engine_is_stuck_on_costs_half_the_start_limit_then_runs_cold() {
+    let rig = Rig::new(vec![ok(json!(1))], settings(1, 2));
+    rig.engine.stall_create.store(true, Ordering::SeqCst);
+    rig.sandbox.refill();
+    settle().await;
+    // The replacement's create never answers; the engine starts the next container.
+    rig.engine.stall_create.store(false, Ordering::SeqCst);
+    let asked = tokio::time::Instant::now();
+    let outcome = rig.run(10).await.unwrap();
+    assert_eq!(outcome.status, Status::Ok, "{}", error_text(&outcome));
+    assert_eq!(rig.stats.snapshot().executions_pooled, 0, "it ran cold");
+    let waited = asked.elapsed();
+    assert!(
+        (Duration::from_secs(15)..Duration::from_secs(16)).contains(&waited),
+        "answered after {waited:?}: half the 30 s start limit waiting, then a cold start"
+    );
+    rig.finish().await;
+}
+
 /// A container started by the rig's engine, as a pooled start makes it.
 async fn started(rig: &Rig, name: &str) -> crate::sandbox::execution::Started {
     let sandbox = &rig.sandbox;
