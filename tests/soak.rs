@@ -477,8 +477,17 @@ async fn sustained_concurrent_executions_keep_outcomes_memory_and_containers_bou
     if stats_error {
         failures.push(format!("get_execution_stats failed: {stats}"));
     }
-    for (status, &n) in &by_status {
-        let counted = &stats["executions"]["executions_by_status"][status];
+    // By the server's statuses: a call that got no execution result (a tool error, no answer)
+    // has none, and is already among the mismatches.
+    let counted = stats["executions"]["executions_by_status"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    if counted.is_empty() {
+        failures.push(format!("get_execution_stats counted no statuses: {stats}"));
+    }
+    for (status, counted) in &counted {
+        let n = by_status.get(status).copied().unwrap_or(0);
         if counted != n {
             failures.push(format!(
                 "the server counted {counted} executions with status {status}, the client {n}"
