@@ -43,6 +43,13 @@ fn promtool_accepts_the_configuration_and_each_alert_fires_as_its_unit_test_says
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
         .collect();
     assert!(alerts.len() >= 6, "alerts found in {RULES}: {alerts:?}");
+    // promtool looks at alerts only at the times a case names: the healthy hour also looks at
+    // ALERTS, which holds what every evaluation raised.
+    let every_evaluation = "- expr: count_over_time(ALERTS{alertstate=\"firing\"}[1h])";
+    assert!(
+        tests.contains(every_evaluation),
+        "{ALERT_TESTS} does not check that a healthy server fires nothing all hour"
+    );
     for alert in alerts {
         let fires = format!("alertname: {alert}\n        exp_alerts:\n          - exp_labels:");
         assert!(
