@@ -3,11 +3,14 @@
 //! alert firing on the series that should raise it and none on a healthy server. A real
 //! Prometheus (Debian's `prometheus`, in a temp directory of its own) scrapes the real server's
 //! `--metrics-listen` endpoint while it runs executions, counts them through PromQL and evaluates
-//! the rules on its real series; `promtool check metrics` accepts what the server serves. The
-//! compose stack's Prometheus (`images/prometheus/compose.yaml`) is tested with the stack, in
-//! tests/compose.rs.
+//! the rules on its real series; the families it scraped are the ones docs/operations.md
+//! documents (types and labels too) and include every one the rules and their unit tests name;
+//! `promtool check metrics` accepts what the server serves. The compose stack's Prometheus
+//! (`images/prometheus/compose.yaml`) is tested with the stack, in tests/compose.rs.
 
 mod common;
+#[path = "monitoring/families.rs"]
+mod families;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,6 +21,7 @@ use serde_json::{Value, json};
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 const RULES: &str = "images/prometheus/rules/code-execution-mcp.yml";
 const ALERT_TESTS: &str = "tests/monitoring/alerts.test.yml";
+const OPERATIONS: &str = "docs/operations.md";
 /// The scrape job's name the rules expect.
 const JOB: &str = "code-execution-mcp";
 
@@ -161,6 +165,24 @@ async fn prometheus_scrapes_the_server_and_counts_its_executions() {
     common::assert_rules_healthy(&prometheus.api("rules", "").await);
     let firing = prometheus.query("ALERTS{alertstate=\"firing\"}").await;
     assert!(firing.is_empty(), "alerts firing: {firing:?}");
+
+    // Every family the server exports is documented with its type and labels, and every one
+    // the docs and the rules name is exported.
+    let kinds = families::exported(&prometheus.api("metadata", "").await);
+    let series = prometheus
+        .api(
+            "series",
+            &format!("match[]={}", encode(&format!("{{job=\"{JOB}\"}}"))),
+        )
+        .await;
+    let (operations, rules, tests) = (read(OPERATIONS), read(RULES), read(ALERT_TESTS));
+    let named = [
+        (OPERATIONS, operations.as_str()),
+        (RULES, rules.as_str()),
+        (ALERT_TESTS, tests.as_str()),
+    ];
+    let wrong = families::mismatches(&kinds, &series, &families::documented(&operations), &named);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 
     // What the server serves passes promtool's checks of the exposition format and its naming.
     code_execution_mcp::install_tls_provider();
