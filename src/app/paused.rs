@@ -7,7 +7,9 @@
 //! `RequestStateCodec`) over the execution's id, the round, the tenant, and the digest of the
 //! code and the session the call was made with, and it expires with the pause. Opening it
 //! tells a forged state, one of another tenant or another call, an expired one and a replayed
-//! one apart, each with its own words; none of them runs anything.
+//! one apart, each with its own words; none of them runs anything. A state of another server
+//! process (another replica, or this one before a restart) cannot be told from a forged one:
+//! its words name both.
 //!
 //! Each pause is one round: the entry leaves the table while a retry drives it, and comes back
 //! with the next round's number when it asks again, so a state is good for one retry. A pause
@@ -44,7 +46,7 @@ struct Sealed {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PausedError {
     #[error(
-        "the requestState was not issued by this server, or was altered: nothing ran. Call execute_code again without requestState"
+        "the requestState was not issued by this server, or was altered: nothing ran. A requestState works only on the server that paused the execution, until it restarts (behind a proxy, the retry must reach that same server). Call execute_code again without requestState"
     )]
     Forged,
     #[error(
@@ -64,7 +66,7 @@ pub enum PausedError {
     )]
     Replayed,
     #[error(
-        "the execution that requestState paused has ended (answered already, cancelled, or the server restarted): nothing ran. Call execute_code again"
+        "the execution that requestState paused has ended (answered already, or cancelled): nothing ran. Call execute_code again"
     )]
     Ended,
     #[error(

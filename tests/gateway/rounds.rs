@@ -2,8 +2,8 @@
 //! the official MCP Python SDK against the real binary over stdio and HTTP with two tenants
 //! (`tests/python/confirm_rounds.py`): on 2026-07-28 the question travels as an
 //! `InputRequiredResult` and the retry resumes the execution that asked; forged, replayed,
-//! other tenants' and expired request states run nothing; a paused execution nobody answers
-//! and a cancelled task leave no container.
+//! other tenants', other servers' and expired request states run nothing; a paused execution
+//! nobody answers and a cancelled task leave no container.
 
 use std::process::Command;
 

@@ -3,7 +3,8 @@ official MCP Python SDK's `Client` against the real binary:
 
 - on a 2026-07-28 connection the question travels as an `InputRequiredResult` and the retry
   resumes the same execution (accept, decline, cancel; two questions in one execution; two
-  executions paused at once; a forged, replayed, other tenant's and expired `requestState`);
+  executions paused at once; a forged, replayed, other tenant's, other server's and expired
+  `requestState`);
 - on a legacy (initialize) connection the server asks with its own elicitation request;
 - `execute_code` as a task (the tasks extension): polled, with progress, and cancelled, after
   which its container is gone.
@@ -177,6 +178,20 @@ async def foreign(make_alice, make_bob, label):
         check(payload(done)["result"]["ok"], f"{label}: alice resumes her own: {done}")
 
 
+async def elsewhere(make, make_other, label):
+    """A retry that reaches another server (another replica behind a proxy) runs nothing, says
+    where it must go, and leaves the execution paused on the server that asked."""
+    async with make(**can_ask()) as c, make_other(**can_ask()) as other:
+        first = await by_hand(c, STAMP)
+        check(isinstance(first, InputRequiredResult), f"{label}: paused: {first}")
+        r = await by_hand(other, STAMP, first.request_state, accept(first))
+        text = r.content[0].text if r.is_error else ""
+        check("not issued by this server" in text and "nothing ran" in text
+              and "must reach that same server" in text, f"{label}: another server: {r}")
+        done = await by_hand(c, STAMP, first.request_state, accept(first))
+        check(payload(done)["result"]["ok"], f"{label}: still paused where it asked: {done}")
+
+
 async def tasks(make, label, container_gone):
     """A long execution becomes a task: polled with progress, answered through the task, and
     cancelled, after which its container is gone."""
@@ -335,6 +350,12 @@ def stamp_upstreams(data_dir):
     return path
 
 
+def tenants_on(data_dir):
+    """The HTTP servers' arguments: alice and bob, their data in `data_dir`."""
+    return ["--data-dir", data_dir, "--tokens",
+            "alice:alice-token-0123456789abcdef0123456789,bob:bob-token-0123456789abcdef0123456789ab"]
+
+
 async def main(binary, data_dir, upstreams, rounds):
     common = ["--workspace-quota-mb", "0", "--upstreams", upstreams, "--confirm-wait-secs", "2"]
     stdio = stdio_maker(binary, ["--workspace", f"{data_dir}/ws-stdio", "--skills-dir", f"{data_dir}/sk", *common])
@@ -347,7 +368,7 @@ async def main(binary, data_dir, upstreams, rounds):
     await expiry(stdio, "stdio", docker_container_gone)
     await tasks(stdio, "stdio", docker_container_gone)
 
-    tenants = ["--data-dir", f"{data_dir}/http", "--tokens", "alice:alice-token-0123456789abcdef0123456789,bob:bob-token-0123456789abcdef0123456789ab"]
+    tenants = tenants_on(f"{data_dir}/http")
     with http_server(binary, [*tenants, *common]) as url:
         alice = http_maker(url, "alice-token-0123456789abcdef0123456789")
         bob = http_maker(url, "bob-token-0123456789abcdef0123456789ab")
@@ -355,6 +376,8 @@ async def main(binary, data_dir, upstreams, rounds):
             await confirmations(alice, f"http/{era}", era)
         await paused_rounds(alice, "http")
         await foreign(alice, bob, "http")
+        with http_server(binary, [*tenants_on(f"{data_dir}/http-2"), *common]) as other_url:
+            await elsewhere(alice, http_maker(other_url, "alice-token-0123456789abcdef0123456789"), "http")
         await expiry(bob, "http", docker_container_gone)
         await tasks(alice, "http", docker_container_gone)
 
