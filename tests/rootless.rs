@@ -4,12 +4,14 @@
 //! `DOCKER_HOST=`) and `CEM_TEST_ROOTLESS_USER` its user; else the test starts one itself and
 //! stops it (`down`) at its end, failed or not. Run as root, which starts the binary as the user.
 //!
-//! Where the engine has no cgroups (rootless on cgroup v1, as on CI's machines), the server
-//! refuses to start, saying why and what to do; with `--allow-unenforced-limits` it serves and
-//! every result names the limits not enforced. Either way the sandbox writes the workspace, and
-//! what it writes belongs to the user, who can delete it. Where the engine does enforce them
-//! (cgroup v2 with delegated controllers) the same run checks that the server starts without
-//! the flag and reports nothing unenforced.
+//! The engine is one without cgroups (rootless on cgroup v1, as on CI's machines; an engine with
+//! cgroups is skipped, which fails under CI). The server refuses to start there, saying why and
+//! what to do; with `--allow-unenforced-limits` it serves, every result names the limits not
+//! enforced (memory and pids), and what SECURITY.md says holds either way is checked by the
+//! security suite's own probes (`tests/security/probes/`), run through that server: seccomp
+//! (system calls the profile refuses), the setuid block, no new privileges, no network, the
+//! read-only root, `/tmp`'s size and the deadline. The sandbox writes the workspace, and what it
+//! writes belongs to the user, who can delete it.
 
 mod common;
 
@@ -18,6 +20,55 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
+
+/// `/tmp`'s size for the server with the flag, in MiB: small, so filling it is quick.
+const TMPFS_MB: u64 = 8;
+
+/// Python preludes of the security suite's probes: `call(name, *args)`, a raw system call's
+/// errno name, and `probe(targets)`, each target's TCP connect and UDP send outcome.
+const PRELUDES: [&str; 2] = [
+    include_str!("security/probes/syscalls.py"),
+    include_str!("security/probes/net_probe.py"),
+];
+
+/// The security suite's probes run here, by the name of their verdict: each a top-level script
+/// that leaves it in `result`, as in the suite's cases 28, 29, 30, 34, 13, 7 and 11. Filling
+/// `/tmp` goes last.
+const PROBES: [(&str, &str); 7] = [
+    (
+        "posture",
+        include_str!("security/probes/case_28_posture.py"),
+    ),
+    ("setuid", include_str!("security/probes/case_29_setuid.py")),
+    (
+        "namespaces",
+        include_str!("security/probes/case_30_namespaces.py"),
+    ),
+    (
+        "kernel",
+        include_str!("security/probes/case_34_kernel_facilities.py"),
+    ),
+    ("network", NETWORK),
+    (
+        "root_writes",
+        include_str!("security/probes/case_07_root_writes.py"),
+    ),
+    (
+        "fill_tmp",
+        include_str!("security/probes/case_11_fill_tmp.py"),
+    ),
+];
+
+/// Case 13's probe: every target unreachable, no interface but `lo`, no route.
+const NETWORK: &str = r#"
+out = {"targets": probe(targets)}
+out["interfaces"] = sorted(n for _, n in socket.if_nameindex())
+out["routes"] = open("/proc/net/route").read().splitlines()[1:]
+result = out
+"#;
+
+/// Errno names of a refused system call: the profile's `EPERM`, or `ENOSYS`.
+const REFUSED: [&str; 2] = ["EPERM", "ENOSYS"];
 
 /// The rootless engine and its user.
 struct Rootless {
@@ -103,17 +154,24 @@ fn rootless(test: &str) -> Option<(Rootless, Option<OwnEngine>)> {
 #[tokio::test]
 #[ignore = "needs root: starts a rootless engine and the server as its user"]
 async fn a_server_on_a_rootless_engine() {
-    let Some((engine, _own)) = rootless("a_server_on_a_rootless_engine") else {
+    let test = "a_server_on_a_rootless_engine";
+    let Some((engine, _own)) = rootless(test) else {
         return;
     };
-    if engine.has_cgroups() {
-        // Cgroup v2 with delegated controllers: the limits hold, nothing to refuse.
-        eprintln!("this rootless engine has cgroups: checking that nothing is refused");
-    } else {
-        without_the_flag_a_server_on_an_engine_without_cgroups_refuses_to_serve(&engine).await;
+    let driver = engine.docker(&["info", "--format", "{{.CgroupDriver}}"]);
+    if driver.trim() != "none" {
+        common::skip(
+            test,
+            &format!(
+                "the rootless engine at {} has cgroups (driver {}): this test covers one without (cgroup v1)",
+                engine.docker_host,
+                driver.trim()
+            ),
+        );
+        return;
     }
-    with_the_flag_results_name_the_limits_not_enforced_and_the_workspace_is_the_users(&engine)
-        .await;
+    without_the_flag_a_server_on_an_engine_without_cgroups_refuses_to_serve(&engine).await;
+    with_the_flag_results_name_the_limits_not_enforced_and_the_rest_holds(&engine).await;
     doctor_says_rootless_and_names_the_real_fix(&engine).await;
 }
 
@@ -190,13 +248,6 @@ impl Rootless {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// Whether the engine has cgroups to put limits in (its cgroup driver is not `none`).
-    fn has_cgroups(&self) -> bool {
-        self.docker(&["info", "--format", "{{.CgroupDriver}}"])
-            .trim()
-            != "none"
-    }
-
     fn assert_no_sandboxes(&self) {
         let left = self.docker(&[
             "ps",
@@ -239,14 +290,21 @@ async fn without_the_flag_a_server_on_an_engine_without_cgroups_refuses_to_serve
     engine.assert_no_sandboxes();
 }
 
-async fn with_the_flag_results_name_the_limits_not_enforced_and_the_workspace_is_the_users(
-    engine: &Rootless,
-) {
+/// One server with `--allow-unenforced-limits` (and an 8 MiB `/tmp`): its results name memory
+/// and pids as not enforced, the workspace is the user's, and what SECURITY.md says holds on a
+/// rootless engine does.
+async fn with_the_flag_results_name_the_limits_not_enforced_and_the_rest_holds(engine: &Rootless) {
     use rmcp::ServiceExt;
-    let enforced = engine.has_cgroups();
     let dir = engine.dir();
     let mut child = engine
-        .serve(dir.path(), &["--allow-unenforced-limits"])
+        .serve(
+            dir.path(),
+            &[
+                "--allow-unenforced-limits",
+                "--tmpfs-mb",
+                &TMPFS_MB.to_string(),
+            ],
+        )
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -276,21 +334,16 @@ async fn with_the_flag_results_name_the_limits_not_enforced_and_the_workspace_is
             .iter()
             .any(|n| n.as_str().is_some_and(|n| n.contains(s)))
     };
-    if enforced {
-        assert!(answer["limits"].get("not_enforced").is_none(), "{answer}");
-        assert!(!noted("limits not enforced"), "{answer}");
-    } else {
-        assert_eq!(
-            answer["limits"]["not_enforced"],
-            json!(["memory_mb", "pids_limit"]),
-            "{answer}"
-        );
-        assert!(
-            noted("limits not enforced: this server's engine (rootless Docker")
-                && noted("--allow-unenforced-limits"),
-            "{answer}"
-        );
-    }
+    assert_eq!(
+        answer["limits"]["not_enforced"],
+        json!(["memory_mb", "pids_limit"]),
+        "{answer}"
+    );
+    assert!(
+        noted("limits not enforced: this server's engine (rootless Docker")
+            && noted("--allow-unenforced-limits"),
+        "{answer}"
+    );
 
     // The files are the user's, in a workspace no wider than the user made it.
     let workspace = dir.path().join("workspace");
@@ -312,6 +365,9 @@ async fn with_the_flag_results_name_the_limits_not_enforced_and_the_workspace_is
     )
     .await;
     assert_eq!(again["result"], "rootless", "{again}");
+
+    the_isolation_holds(&client).await;
+    a_busy_loop_ends_at_the_deadline(&client).await;
 
     client.cancel().await.unwrap();
     let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
@@ -363,10 +419,6 @@ async fn doctor_says_rootless_and_names_the_real_fix(engine: &Rootless) {
         rootless.starts_with("ok") && rootless.contains("rootless Docker"),
         "{stdout}"
     );
-    if engine.has_cgroups() {
-        assert!(out.status.success(), "{stdout}");
-        return;
-    }
     assert!(!out.status.success(), "{stdout}");
     for name in ["memory limit", "pids limit"] {
         let (check, fix) = line(name);
@@ -378,4 +430,152 @@ async fn doctor_says_rootless_and_names_the_real_fix(engine: &Rootless) {
         );
         assert!(fix.contains("--allow-unenforced-limits"), "{fix}");
     }
+}
+
+/// The security suite's probes, in one sandbox of the server with the flag: what SECURITY.md
+/// says holds on a rootless engine without cgroups.
+async fn the_isolation_holds(client: &rmcp::service::Peer<rmcp::RoleClient>) {
+    let mut code = PRELUDES.concat() + "\nverdicts = {}\n";
+    for (name, probe) in PROBES {
+        code += &format!("{probe}\nverdicts[{name:?}] = result\n");
+    }
+    code += "result = verdicts\n";
+    // Public, the metadata service, the engine's bridge and slirp4netns's gateway to the host.
+    let targets = json!({
+        "public_web": ["1.1.1.1", 443],
+        "metadata": ["169.254.169.254", 80],
+        "engine_bridge": ["172.17.0.1", 2375],
+        "slirp_gateway": ["10.0.2.2", 22],
+    });
+    let (_, answer) = common::call_tool(
+        client,
+        "execute_code",
+        json!({"code": code, "context_vars": {"targets": targets}, "timeout_seconds": 120}),
+    )
+    .await;
+    assert_eq!(answer["status"], "ok", "{answer}");
+    let v = &answer["result"];
+
+    // Seccomp: the profile's filter is on, and the calls it refuses are refused.
+    let refused = |set: &serde_json::Value, expected: usize| {
+        let calls = set.as_object().unwrap();
+        assert_eq!(calls.len(), expected, "{set}");
+        for (name, outcome) in calls {
+            let outcome = outcome.as_str().unwrap_or("");
+            assert!(REFUSED.contains(&outcome), "{name}: {outcome}");
+        }
+    };
+    let posture = &v["posture"];
+    assert_eq!(posture["Seccomp"], "2", "{posture}");
+    assert_eq!(posture["prctl"]["seccomp"], "2", "{posture}");
+    refused(&v["namespaces"], 18);
+    let kernel = if std::env::consts::ARCH == "x86_64" {
+        16
+    } else {
+        14
+    };
+    refused(&v["kernel"], kernel);
+
+    // No capabilities, no new privileges, and no setuid or setgid mode by any road.
+    for cap in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert_eq!(posture[cap], "0000000000000000", "{cap}: {posture}");
+    }
+    assert_eq!(posture["NoNewPrivs"], "1", "{posture}");
+    assert_eq!(posture["prctl"]["no_new_privs"], "1", "{posture}");
+    let setuid = &v["setuid"];
+    for (what, outcome) in setuid["refused"].as_object().unwrap() {
+        let expected = match what.as_str() {
+            "tarfile errorlevel 2" => "ExtractError could not change mode",
+            _ => "PermissionError EPERM",
+        };
+        assert_eq!(outcome, expected, "{what}: {setuid}");
+    }
+    for (what, outcome) in setuid["commands"].as_object().unwrap() {
+        let err = outcome["err"].as_str().unwrap();
+        assert!(err.contains("Operation not permitted"), "{what}: {outcome}");
+    }
+    assert_eq!(setuid["raw"]["fchmodat2 4755"], "EPERM", "{setuid}");
+    for (what, outcome) in setuid["allowed"].as_object().unwrap() {
+        assert_eq!(outcome, "ok", "{what}: {setuid}");
+    }
+    assert_eq!(setuid["modes"]["./myid"], "0o755", "{setuid}");
+
+    // No network: no interface but loopback, no route, nothing reachable.
+    let network = &v["network"];
+    assert_eq!(network["interfaces"], json!(["lo"]), "{network}");
+    assert_eq!(network["routes"], json!([]), "{network}");
+    let outcomes = network["targets"].as_object().unwrap();
+    assert_eq!(outcomes.len(), 8, "{network}");
+    for (label, outcome) in outcomes {
+        assert_eq!(outcome, "ENETUNREACH", "{label}: {network}");
+    }
+
+    // A read-only root: every write under it is EROFS and nothing is left.
+    assert!(
+        posture["root_opts"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("ro")),
+        "{posture}"
+    );
+    // Besides the workspace, the engine's binds of the host's device nodes (it cannot make
+    // nodes) and of /dev/null over masked /proc files; and as uid 0 of the namespace, the
+    // sandbox owns the engine's /dev tmpfs (64 MiB), which runc's uid 10001 does not.
+    let devices = [
+        "/dev/full",
+        "/dev/null",
+        "/dev/random",
+        "/dev/tty",
+        "/dev/urandom",
+    ];
+    let mut host_mounts = devices.to_vec();
+    host_mounts.extend(["/dev/zero", "/proc/keys", "/proc/timer_list", "/workspace"]);
+    assert_eq!(
+        posture["writable_host_mounts"],
+        json!(host_mounts),
+        "{posture}"
+    );
+    let points = [
+        "/dev",
+        "/dev/mqueue",
+        "/dev/pts",
+        "/dev/shm",
+        "/tmp",
+        "/workspace",
+    ];
+    assert_eq!(posture["writable_points"], json!(points), "{posture}");
+    let writes = v["root_writes"].as_object().unwrap();
+    assert_eq!(writes.len(), 15, "{writes:?}");
+    for (what, errno) in writes.iter().filter(|(what, _)| *what != "left") {
+        assert_eq!(errno, "EROFS", "{what}: {writes:?}");
+    }
+    assert_eq!(v["root_writes"]["left"], json!([]));
+
+    // /tmp: a tmpfs of the server's size, full at it.
+    assert_eq!(posture["tmp"]["fstype"], "tmpfs", "{posture}");
+    let tmp = &v["fill_tmp"];
+    assert_eq!(tmp["errno"], "ENOSPC", "{tmp}");
+    assert_eq!(tmp["size"], TMPFS_MB << 20, "{tmp}");
+    let written = tmp["written"].as_u64().unwrap();
+    assert!(
+        (TMPFS_MB << 19..=TMPFS_MB << 20).contains(&written),
+        "{tmp}"
+    );
+}
+
+/// A busy loop ends at its deadline with the status `timeout`.
+async fn a_busy_loop_ends_at_the_deadline(client: &rmcp::service::Peer<rmcp::RoleClient>) {
+    let (_, answer) = common::call_tool(
+        client,
+        "execute_code",
+        json!({"code": "print('looping')\nwhile True: pass", "timeout_seconds": 2}),
+    )
+    .await;
+    assert_eq!(answer["status"], "timeout", "{answer}");
+    let error = answer["error"].as_str().unwrap_or_default();
+    assert!(error.contains("timed out after 2 seconds"), "{answer}");
+    assert_eq!(answer["output"], json!(["looping"]), "{answer}");
+    // Ended at the deadline, not left running: generous bounds, not a timing measurement.
+    let ms = answer["execution_time_ms"].as_u64().unwrap();
+    assert!((2000..32_000).contains(&ms), "{answer}");
 }
