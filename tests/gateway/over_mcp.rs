@@ -18,12 +18,13 @@ fn the_article_workflow_keeps_personal_data_out_of_the_model() {
     let python = common::upstreams::sdk_python();
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("crm-received.jsonl");
+    let calls = dir.path().join("crm-calls.jsonl");
     let fixture = fixture_bin();
     let upstreams = upstreams_file(
         dir.path(),
         json!({
             "sheet": {"command": fixture, "args": ["--name", "sheet"]},
-            "crm": {"command": fixture, "args": ["--name", "crm"],
+            "crm": {"command": fixture, "args": ["--name", "crm", "--calls-log", calls],
                     "env": {"FIXTURE_RECORD": record},
                     "policy": {"tools": {"echo": "confirm"}}},
         }),
@@ -38,6 +39,7 @@ fn the_article_workflow_keeps_personal_data_out_of_the_model() {
         .arg(dir.path().join("data"))
         .arg(&upstreams)
         .arg(&record)
+        .arg(&calls)
         .status()
         .expect("run the Python client (CEM_TEST_PYTHON: an interpreter with the main pins of tests/upstream-pins.txt)");
     assert!(status.success(), "the Python client failed: {status}");

@@ -4,9 +4,12 @@ one upstream ("sheet") and writes them to another ("crm"). The model-visible tex
 real email or phone number (tokens only); the second upstream must receive the real values, also
 for a token the model saw and put back into code. Then discovery marks the tools callable, and
 a tool that needs confirmation is asked for through elicitation (accepted, declined, and refused
-for a client that cannot be asked). All of it on a legacy session and on a 2026-07-28 one.
+for a client that cannot be asked). Whether a call needing confirmation reached the upstream is
+read from the upstream's own log of the calls it received (the fixture's --calls-log), never
+from the server's answer: a refused call must be absent there, an accepted one there once. All
+of it on a legacy session and on a 2026-07-28 one.
 
-    python tests/python/gateway_article.py BINARY DATA_DIR UPSTREAMS_FILE RECORD_FILE
+    python tests/python/gateway_article.py BINARY DATA_DIR UPSTREAMS_FILE RECORD_FILE CALLS_LOG
 
 Exits non-zero with a message on the first mismatch. Used by tests/gateway/over_mcp.rs.
 """
@@ -23,6 +26,12 @@ from original_examples import ERAS, check, client_for, payload, server_env  # th
 
 EMAIL = re.compile(r"person\d+@example\.com")
 PHONE = re.compile(r"415.555.\d{4}")
+
+
+def arrived(calls_log, tool):
+    """The arguments of each call of `tool` the crm upstream received, from its own log."""
+    with open(calls_log) as f:
+        return [c["arguments"] for c in map(json.loads, f) if c["tool"] == tool]
 
 
 def visible(result):
@@ -105,7 +114,7 @@ result = echo(value={"id": 7, "note": "re-send"})
     return payload(r)
 
 
-async def main(binary, data_dir, upstreams, record_file):
+async def main(binary, data_dir, upstreams, record_file, calls_log):
     params = StdioServerParameters(
         command=binary,
         env=server_env(),
@@ -115,11 +124,14 @@ async def main(binary, data_dir, upstreams, record_file):
         label = f"stdio {mode}"
         # The crm upstream appends what it receives; each era counts its own.
         open(record_file, "w").close()
+        open(calls_log, "w").close()
         async with client_for(params, mode, label) as client:
             await workflow(client, record_file)
             await discovery(client)
             # No elicitation support: a destructive tool is refused, saying why.
             p, _ = await confirmation(client, [])
+            check(not arrived(calls_log, "delete_everything"),
+                  f"{label}: refused without elicitation, yet the upstream received delete_everything")
             check(not p["success"] and "cannot ask" in p["error"], f"{label}: without elicitation: {p}")
 
         asked = []
@@ -132,13 +144,19 @@ async def main(binary, data_dir, upstreams, record_file):
         async with client_for(params, mode, label, elicitation_callback=answer) as client:
             p, _ = await confirmation(client, asked)
             check(p["success"] and p["result"] == "deleted", f"{label}: accepted: {p}")
+            deleted = arrived(calls_log, "delete_everything")
+            check(len(deleted) == 1, f"{label}: accepted: the upstream received {len(deleted)} calls, wanted 1")
             # The question names the server, the tool and the arguments, as docs/gateway.md promises.
             check(all(words in asked[0] for words in
                       ["`delete_everything`", "MCP server `crm`", "destructive", "with the arguments {}"]),
                   f"{label}: asked: {asked}")
             p, _ = await confirmation(client, asked)
+            deleted = arrived(calls_log, "delete_everything")
+            check(len(deleted) == 1, f"{label}: declined, yet the upstream received {len(deleted) - 1} more call(s)")
             check(not p["success"] and "declined" in p["error"], f"{label}: declined: {p}")
             p = await confirmed_by_rule(client)
+            echoed = arrived(calls_log, "echo")
+            check(echoed == [{"value": {"id": 7, "note": "re-send"}}], f"{label}: by rule: the upstream received {echoed}")
             check(p["success"] and p["result"] == {"value": {"id": 7, "note": "re-send"}}, f"{label}: by rule: {p}")
             check(len(asked) == 3 and all(words in asked[2] for words in
                       ["`echo`", "MCP server `crm`", '{"value":{"id":7,"note":"re-send"}}']),
@@ -148,4 +166,4 @@ async def main(binary, data_dir, upstreams, record_file):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:5]))
+    asyncio.run(main(*sys.argv[1:6]))

@@ -6,7 +6,9 @@
 //! stderr flood, a credential quoted in what it returns. The flags below reproduce misbehaviour
 //! around the session itself (a slow start, a hung handshake, a stderr flood before serving, an
 //! exit in the middle of calls, paginated listings); `--http` serves the same tools over
-//! streamable HTTP instead of stdio.
+//! streamable HTTP instead of stdio. `--calls-log` makes every call that arrives observable
+//! from outside, so a test can tell whether a refused call reached the upstream without asking
+//! the server that refused it.
 //!
 //! Over stdio, stdout carries MCP frames only; diagnostics go to stderr.
 //!
@@ -41,6 +43,10 @@ pub struct Flags {
     /// Exit with code 4 when the N-th `tools/call` arrives, before answering it.
     #[arg(long, value_name = "N")]
     pub exit_after_calls: Option<u64>,
+    /// Append one JSON line `{"tool": NAME, "arguments": {...}}` to this file for every
+    /// `tools/call` that arrives, before it is answered.
+    #[arg(long, value_name = "PATH")]
+    pub calls_log: Option<std::path::PathBuf>,
     /// The server name reported in `serverInfo`.
     #[arg(long, default_value = "upstream-fixture")]
     pub name: String,

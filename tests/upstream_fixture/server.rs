@@ -1,8 +1,11 @@
 //! The fixture's `ServerHandler`, written by hand rather than with `#[tool_handler]` because
 //! the listing is paginated (pages of 10, cursor = offset), `added_later` stays hidden until
-//! `add_tool` is called, and `--exit-after-calls` must see every `tools/call` before it is routed.
+//! `add_tool` is called, and `--exit-after-calls` and `--calls-log` must see every `tools/call`
+//! before it is routed.
 
 use std::borrow::Cow;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -37,6 +40,7 @@ pub struct State {
     pub added: AtomicBool,
     calls: AtomicU64,
     exit_after_calls: Option<u64>,
+    calls_log: Option<PathBuf>,
 }
 
 impl Fixture {
@@ -53,6 +57,7 @@ impl Fixture {
                 added: AtomicBool::new(false),
                 calls: AtomicU64::new(0),
                 exit_after_calls: flags.exit_after_calls,
+                calls_log: flags.calls_log.clone(),
             }),
         }
     }
@@ -144,7 +149,24 @@ impl ServerHandler for Fixture {
         if !self.visible(&request.name) {
             return Err(ErrorData::invalid_params("tool not found", None));
         }
+        if let Some(path) = &self.state.calls_log {
+            log_call(path, &request)?;
+        }
         let call = ToolCallContext::new(self, request, context);
         self.tool_router.call(call).await
     }
+}
+
+/// Appends `request` to the calls log as one JSON line (one `write` call, so concurrent calls
+/// never interleave within a line).
+fn log_call(path: &Path, request: &CallToolRequestParams) -> Result<(), ErrorData> {
+    let line = serde_json::json!({"tool": request.name, "arguments": request.arguments});
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
+        .map_err(|e| {
+            ErrorData::internal_error(format!("cannot append to {}: {e}", path.display()), None)
+        })
 }
