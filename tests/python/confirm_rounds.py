@@ -6,14 +6,18 @@ official MCP Python SDK's `Client` against the real binary:
   executions paused at once; a forged, replayed, other tenant's, other server's and expired
   `requestState`);
 - on a legacy (initialize) connection the server asks with its own elicitation request;
+- on both, a client that cannot be asked is refused;
+- after every refusal the call is absent from the `stamp` upstream's own log of the calls it
+  received (STAMP_LOG, named in the upstreams file), and after every acceptance there once:
+  the upstream's state, never the server's word for it;
 - `execute_code` as a task (the tasks extension): polled, with progress, and cancelled, after
   which its container is gone.
 
     python tests/python/confirm_rounds.py BINARY DATA_DIR UPSTREAMS_FILE
     python tests/python/confirm_rounds.py BINARY DATA_DIR --measure N
 
-The upstreams file names `stamp` (tests/python/stamp_server.py) and `time` (mcp-server-time),
-each with policy `confirm`. With --measure, prints the confirmation round trip instead (the
+The upstreams file names `stamp` (tests/python/stamp_server.py, with STAMP_LOG in its `env`)
+and `time` (mcp-server-time), each with policy `confirm`. With --measure, prints the confirmation round trip instead (the
 client sends its retry → the upstream receives the call) over N rounds, beside the legacy
 era's (the client answers the server's elicitation → the upstream receives the call).
 Exits non-zero with a message on the first mismatch. Used by tests/gateway/rounds.rs.
@@ -45,22 +49,45 @@ def write_container_id(name):
             f"open('/workspace/{name}', 'w').write(re.search('[0-9a-f]{{64}}', src[0]).group(0))\n")
 
 
-STAMP = """
+def stamp_code(note):
+    """Sandbox code that calls `stamp` once with `note` (which names the call in the log)."""
+    return f"""
 from servers.stamp import stamp
 from servers import ToolError
 try:
-    first = stamp(note="one")
-    result = {"ok": True, "calls": first["calls"]}
+    first = stamp(note={note!r})
+    result = {{"ok": True, "calls": first["calls"]}}
 except ToolError as e:
-    result = {"ok": False, "error": str(e)}
+    result = {{"ok": False, "error": str(e)}}
 """
 
-TWO = """
+
+def two_code(label):
+    """Sandbox code that calls `stamp` twice, noted `{label} two-a` and `{label} two-b`."""
+    return f"""
 from servers.stamp import stamp
-a = stamp(note="a")
-b = stamp(note="b")
-result = {"calls": [a["calls"], b["calls"]]}
+a = stamp(note={label + ' two-a'!r})
+b = stamp(note={label + ' two-b'!r})
+result = {{"calls": [a["calls"], b["calls"]]}}
 """
+
+
+class Stamps:
+    """The `stamp` upstream's own log of the calls it received: one JSON line per call."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def arrived(self, note):
+        """How many calls noted `note` reached the upstream."""
+        if not os.path.exists(self.path):  # the upstream writes it on its first call
+            return 0
+        with open(self.path) as f:
+            return sum(1 for line in f if json.loads(line)["note"] == note)
+
+    def expect(self, note, times, what):
+        n = self.arrived(note)
+        check(n == times, f"{what}: the upstream received {n} call(s) noted {note!r}, wanted {times}")
 
 
 def answering(actions, asked):
@@ -76,14 +103,17 @@ def can_ask():
     return {"elicitation_callback": answering(["accept"], [])}
 
 
-async def confirmations(make, label, era):
-    """Accept, decline and cancel; two questions in one execution."""
+async def confirmations(make, label, era, stamps):
+    """Accept, decline and cancel; a client that cannot be asked; two questions in one
+    execution."""
     for action, ok in [("accept", True), ("decline", False), ("cancel", False)]:
         asked = []
+        note = f"{label} {action}"
         async with make(elicitation_callback=answering([action], asked), mode=era) as c:
             check(c.protocol_version == ("2026-07-28" if era == "auto" else "2025-11-25"),
                   f"{label}: era {era} negotiated {c.protocol_version}")
-            r = await c.call_tool("execute_code", {"code": STAMP})
+            r = await c.call_tool("execute_code", {"code": stamp_code(note)})
+            stamps.expect(note, 1 if ok else 0, f"{label} {action}")
             p = payload(r)
             check(p["success"], f"{label} {action}: {p}")
             check(p["result"]["ok"] is ok, f"{label} {action}: {p['result']}")
@@ -94,12 +124,20 @@ async def confirmations(make, label, era):
                 check("declined" in p["result"]["error"], f"{label}: {p['result']}")
             if action == "cancel":
                 check("dismissed" in p["result"]["error"], f"{label}: {p['result']}")
+    note = f"{label} unaskable"
+    async with make(mode=era) as c:
+        p = payload(await c.call_tool("execute_code", {"code": stamp_code(note)}))
+        stamps.expect(note, 0, f"{label}: a client that cannot be asked")
+        check(p["success"] and not p["result"]["ok"] and "cannot ask" in p["result"]["error"],
+              f"{label}: a client that cannot be asked: {p}")
     asked = []
     async with make(elicitation_callback=answering(["accept"], asked), mode=era) as c:
-        p = payload(await c.call_tool("execute_code", {"code": TWO}))
+        p = payload(await c.call_tool("execute_code", {"code": two_code(label)}))
         check(p["success"] and len(asked) == 2, f"{label}: two questions: {p} {asked}")
         a, b = p["result"]["calls"]
         check(b == a + 1, f"{label}: each accepted call went out once: {p['result']}")
+        for half in ("two-a", "two-b"):
+            stamps.expect(f"{label} {half}", 1, f"{label}: two questions")
 
 
 async def by_hand(c, code, state=None, responses=None):
@@ -112,11 +150,11 @@ def accept(first):
     return {key: ElicitResult(action="accept") for key in first.input_requests}
 
 
-async def paused_rounds(make, label):
+async def paused_rounds(make, label, stamps):
     """Two executions paused at once; forged and replayed states run nothing."""
     async with make(**can_ask()) as c:
-        code_a = STAMP.replace('"one"', '"paused-a"')
-        code_b = STAMP.replace('"one"', '"paused-b"')
+        note_a, note_b = f"{label} paused-a", f"{label} paused-b"
+        code_a, code_b = stamp_code(note_a), stamp_code(note_b)
         first_a = await by_hand(c, code_a)
         first_b = await by_hand(c, code_b)
         paused = payload(await c.call_tool("get_execution_stats", {}))["executions_paused"]
@@ -131,36 +169,47 @@ async def paused_rounds(make, label):
             check(not isinstance(done, InputRequiredResult) and payload(done)["result"]["ok"], f"{label}: {done}")
         calls = sorted([payload(done_a)["result"]["calls"], payload(done_b)["result"]["calls"]])
         check(calls[1] == calls[0] + 1, f"{label}: one call each: {calls}")
+        stamps.expect(note_a, 1, f"{label}: a answered")
+        stamps.expect(note_b, 1, f"{label}: b answered")
 
         # A replay of an answered state runs nothing.
         again = await by_hand(c, code_a, first_a.request_state, accept(first_a))
+        stamps.expect(note_a, 1, f"{label}: replay")
         check(again.is_error and "nothing ran" in again.content[0].text, f"{label}: replay: {again}")
         # A forged one neither.
         forged = first_a.request_state[:-4] + ("AAAA" if not first_a.request_state.endswith("AAAA") else "BBBB")
         r = await by_hand(c, code_a, forged, accept(first_a))
+        stamps.expect(note_a, 1, f"{label}: forged")
         check(r.is_error and "not issued by this server" in r.content[0].text, f"{label}: forged: {r}")
         r = await by_hand(c, code_a, "made-up", None)
+        stamps.expect(note_a, 1, f"{label}: made up")
         check(r.is_error and "not issued by this server" in r.content[0].text, f"{label}: made up: {r}")
         # Other code with a genuine state.
         first = await by_hand(c, code_a)
         r = await by_hand(c, code_b, first.request_state, accept(first))
+        stamps.expect(note_a, 1, f"{label}: other code")
+        stamps.expect(note_b, 1, f"{label}: other code")
         check(r.is_error and "other code" in r.content[0].text, f"{label}: other code: {r}")
         done = await by_hand(c, code_a, first.request_state, accept(first))
         check(payload(done)["result"]["ok"], f"{label}: after the refusal the state still works: {done}")
+        stamps.expect(note_a, 2, f"{label}: the state still works")
         stats = payload(await c.call_tool("get_execution_stats", {}))
         return stats
 
 
-async def expiry(make, label, container_gone):
+async def expiry(make, label, container_gone, stamps):
     """A pause nobody answers ends as cancelled, its container removed; its state then expires."""
     async with make(**can_ask()) as c:
-        code = write_container_id("paused-host.txt") + STAMP
+        note = f"{label} expired"
+        code = write_container_id("paused-host.txt") + stamp_code(note)
         first = await by_hand(c, code)
         check(isinstance(first, InputRequiredResult), f"{label}: paused: {first}")
         host = payload(await c.call_tool("read_workspace_file", {"filename": "paused-host.txt"}))["content"]
         await asyncio.sleep(4)  # the server runs with --confirm-wait-secs 2
         container_gone(host, label)
+        stamps.expect(note, 0, f"{label}: unanswered")
         r = await by_hand(c, code, first.request_state, accept(first))
+        stamps.expect(note, 0, f"{label}: expired")
         check(r.is_error and "expired" in r.content[0].text, f"{label}: expired: {r}")
         stats = payload(await c.call_tool("get_execution_stats", {}))
         check(stats["executions_paused"] == 0, f"{label}: nothing stays paused: {stats['executions_paused']}")
@@ -168,31 +217,39 @@ async def expiry(make, label, container_gone):
         check(by_status.get("cancelled", 0) >= 1, f"{label}: ended as cancelled: {by_status}")
 
 
-async def foreign(make_alice, make_bob, label):
+async def foreign(make_alice, make_bob, label, stamps):
     """Bob cannot resume Alice's paused execution."""
     async with make_alice(**can_ask()) as alice, make_bob(**can_ask()) as bob:
-        first = await by_hand(alice, STAMP)
-        r = await by_hand(bob, STAMP, first.request_state, accept(first))
+        note = f"{label} foreign"
+        code = stamp_code(note)
+        first = await by_hand(alice, code)
+        r = await by_hand(bob, code, first.request_state, accept(first))
+        stamps.expect(note, 0, f"{label}: bob answered alice's question")
         check(r.is_error and "another tenant" in r.content[0].text, f"{label}: foreign: {r}")
-        done = await by_hand(alice, STAMP, first.request_state, accept(first))
+        done = await by_hand(alice, code, first.request_state, accept(first))
         check(payload(done)["result"]["ok"], f"{label}: alice resumes her own: {done}")
+        stamps.expect(note, 1, f"{label}: alice resumed her own")
 
 
-async def elsewhere(make, make_other, label):
+async def elsewhere(make, make_other, label, stamps):
     """A retry that reaches another server (another replica behind a proxy) runs nothing, says
     where it must go, and leaves the execution paused on the server that asked."""
     async with make(**can_ask()) as c, make_other(**can_ask()) as other:
-        first = await by_hand(c, STAMP)
+        note = f"{label} elsewhere"
+        code = stamp_code(note)
+        first = await by_hand(c, code)
         check(isinstance(first, InputRequiredResult), f"{label}: paused: {first}")
-        r = await by_hand(other, STAMP, first.request_state, accept(first))
+        r = await by_hand(other, code, first.request_state, accept(first))
+        stamps.expect(note, 0, f"{label}: another server answered the question")
         text = r.content[0].text if r.is_error else ""
         check("not issued by this server" in text and "nothing ran" in text
               and "must reach that same server" in text, f"{label}: another server: {r}")
-        done = await by_hand(c, STAMP, first.request_state, accept(first))
+        done = await by_hand(c, code, first.request_state, accept(first))
         check(payload(done)["result"]["ok"], f"{label}: still paused where it asked: {done}")
+        stamps.expect(note, 1, f"{label}: resumed where it asked")
 
 
-async def tasks(make, label, container_gone):
+async def tasks(make, label, container_gone, stamps):
     """A long execution becomes a task: polled with progress, answered through the task, and
     cancelled, after which its container is gone."""
     async def send(c, method, params):
@@ -244,7 +301,8 @@ async def tasks(make, label, container_gone):
         container_gone(host, label)
 
         # A question inside a task: input_required in tasks/get, answered by tasks/update.
-        code = "import time\ntime.sleep(1.5)\n" + STAMP
+        note = f"{label} task"
+        code = "import time\ntime.sleep(1.5)\n" + stamp_code(note)
         raw = await send(c, "tools/call", {"name": "execute_code", "arguments": {"code": code}})
         task_id = raw["taskId"]
         for _ in range(60):
@@ -264,6 +322,7 @@ async def tasks(make, label, container_gone):
         check(got["status"] == "completed", f"{label}: completed: {got}")
         result = got["result"]["structuredContent"]
         check(result["result"]["ok"], f"{label}: the call went out: {result}")
+        stamps.expect(note, 1, f"{label}: the task's question answered")
 
 
 def advertise_tasks():
@@ -362,24 +421,27 @@ async def main(binary, data_dir, upstreams, rounds):
     if rounds:
         await measure(stdio, rounds)
         return
+    with open(upstreams) as f:
+        stamps = Stamps(json.load(f)["mcpServers"]["stamp"]["env"]["STAMP_LOG"])
     for era in ["auto", "legacy"]:
-        await confirmations(stdio, f"stdio/{era}", era)
-    await paused_rounds(stdio, "stdio")
-    await expiry(stdio, "stdio", docker_container_gone)
-    await tasks(stdio, "stdio", docker_container_gone)
+        await confirmations(stdio, f"stdio/{era}", era, stamps)
+    await paused_rounds(stdio, "stdio", stamps)
+    await expiry(stdio, "stdio", docker_container_gone, stamps)
+    await tasks(stdio, "stdio", docker_container_gone, stamps)
 
     tenants = tenants_on(f"{data_dir}/http")
     with http_server(binary, [*tenants, *common]) as url:
         alice = http_maker(url, "alice-token-0123456789abcdef0123456789")
         bob = http_maker(url, "bob-token-0123456789abcdef0123456789ab")
         for era in ["auto", "legacy"]:
-            await confirmations(alice, f"http/{era}", era)
-        await paused_rounds(alice, "http")
-        await foreign(alice, bob, "http")
+            await confirmations(alice, f"http/{era}", era, stamps)
+        await paused_rounds(alice, "http", stamps)
+        await foreign(alice, bob, "http", stamps)
         with http_server(binary, [*tenants_on(f"{data_dir}/http-2"), *common]) as other_url:
-            await elsewhere(alice, http_maker(other_url, "alice-token-0123456789abcdef0123456789"), "http")
-        await expiry(bob, "http", docker_container_gone)
-        await tasks(alice, "http", docker_container_gone)
+            other = http_maker(other_url, "alice-token-0123456789abcdef0123456789")
+            await elsewhere(alice, other, "http", stamps)
+        await expiry(bob, "http", docker_container_gone, stamps)
+        await tasks(alice, "http", docker_container_gone, stamps)
 
 
 if __name__ == "__main__":
