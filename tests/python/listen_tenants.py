@@ -3,7 +3,9 @@ official MCP Python SDK's `Client` against the real binary:
 
 - over streamable HTTP with two tenants (bearer tokens), on 2026-07-28: both listen with
   resources_list_changed, the same resource_subscriptions and tools_list_changed; alice's writes
-  (write_workspace_file, and execute_code writing a file) reach alice's stream and never bob's;
+  (write_workspace_file, and execute_code writing a file) and her upstream's new tool reach
+  alice's stream and never bob's, and bob's write never reaches alice's: each stream is kept
+  whole from its start, and every event on it is counted, whatever its kind;
   when alice's upstream `growing` (tests/python/growing_upstream.py, configured for alice only)
   adds a tool, alice hears tools_list_changed, her tools/list (served through the SDK's response
   cache, which the event evicts) names one more tool and a new package version, and bob's stays
@@ -49,7 +51,9 @@ def uri(name):
 
 
 class Heard:
-    """The events of one listen stream, gathered by a task as they arrive, with their times."""
+    """The events of one listen stream, gathered by a task as they arrive, with their times.
+    Nothing is ever dropped: a check looks at the events since a `mark`, so an event that
+    arrived where it should not stays there to be counted."""
 
     def __init__(self, sub, label):
         self.sub = sub
@@ -60,20 +64,21 @@ class Heard:
         async for event in self.sub:
             self.events.append((time.perf_counter(), event))
 
-    def seen(self):
-        return [e for _, e in self.events]
+    def mark(self):
+        """Where the stream is now, for `seen` and `until`."""
+        return len(self.events)
 
-    def clear(self):
-        self.events.clear()
+    def seen(self, since=0):
+        return [e for _, e in self.events[since:]]
 
-    async def until(self, wanted, what):
-        """Waits until every event of `wanted` was heard since the last clear."""
+    async def until(self, wanted, what, since=0):
+        """Waits until every event of `wanted` was heard after `since`."""
         try:
             with anyio.fail_after(WAIT):
-                while not all(w in self.seen() for w in wanted):
+                while not all(w in self.seen(since) for w in wanted):
                     await anyio.sleep(0.005)
         except TimeoutError:
-            raise AssertionError(f"{self.label}: {what}: no {wanted} within {WAIT} s; heard {self.seen()}")
+            raise AssertionError(f"{self.label}: {what}: no {wanted} within {WAIT} s; heard {self.seen(since)}")
 
 
 @contextlib.asynccontextmanager
@@ -157,27 +162,28 @@ async def over_http_with_tenants(binary, data_dir, upstreams):
                         "bob resources/templates/list")
             check_hints(await bob.list_resources(cache_mode="refresh"), 0, "private", "bob resources/list")
 
-            # Both listen to the same URIs; only each one's own writes may reach it.
-            watched = [uri("a.txt"), uri("from-code.txt"), uri("sentinel.txt"), "file:///etc/passwd"]
+            # Both listen to the same URIs; only each one's own changes may reach it.
+            watched = [uri("a.txt"), uri("from-code.txt"), uri("sentinel.txt"), uri("marker.txt"),
+                       "file:///etc/passwd"]
             tg = await stack.enter_async_context(anyio.create_task_group())
             a = await stack.enter_async_context(listening(tg, alice, "alice", watched))
             b = await stack.enter_async_context(listening(tg, bob, "bob", watched))
-            check(sorted(a.sub.honored.resource_subscriptions or []) == sorted(watched[:3])
+            check(sorted(a.sub.honored.resource_subscriptions or []) == sorted(watched[:4])
                   and a.sub.honored.tools_list_changed and a.sub.honored.resources_list_changed,
                   f"alice: honored {a.sub.honored}")
 
             await call_ok(alice, "write_workspace_file", {"filename": "a.txt", "content": "one"}, "alice")
             await a.until([ResourceUpdated(uri=uri("a.txt")), ResourcesListChanged()], "write_workspace_file")
-            a.clear()
+            step = a.mark()
             await call_ok(alice, "execute_code", {"code": "write_file('from-code.txt', 'x')"}, "alice")
-            await a.until([ResourceUpdated(uri=uri("from-code.txt")), ResourcesListChanged()], "execute_code")
+            await a.until([ResourceUpdated(uri=uri("from-code.txt")), ResourcesListChanged()], "execute_code", step)
 
             # The upstream grows: alice hears it, her cached listing is evicted, and it says so.
             cached = await alice.list_tools()
             check("(2 tools)" in execute_code_tool(cached).description, "alice: cached listing")
-            a.clear()
+            step = a.mark()
             check(await grow(alice, "alice") == 1, "alice: first grow")
-            await a.until([ToolsListChanged()], "the upstream's tool list grew")
+            await a.until([ToolsListChanged()], "the upstream's tool list grew", step)
             after = await alice.list_tools()
             described = execute_code_tool(after).description
             check("`from servers import growing` (3 tools)" in described,
@@ -187,19 +193,24 @@ async def over_http_with_tenants(binary, data_dir, upstreams):
             check_hints(after, 10_000, "private", "alice tools/list after")
             check([t.name for t in after.tools] == names, "alice: the tools themselves stay the same")
 
-            # Bob's sentinel: his stream delivers in order, so anything of alice's that leaked
-            # into it would be there before his own write's event.
+            # Alice's changes never reach bob. His own write (a new file) is the marker: a stream
+            # delivers in order, so anything of alice's that leaked into his would be there
+            # before it. From its start, his stream holds that write's two events and nothing else.
+            own = [ResourceUpdated(uri=uri("sentinel.txt")), ResourcesListChanged()]
+            before_bob = a.mark()
             await call_ok(bob, "write_workspace_file", {"filename": "sentinel.txt", "content": "bob"}, "bob")
-            await b.until([ResourceUpdated(uri=uri("sentinel.txt"))], "bob's own write")
-            leaked = [e for e in b.seen() if e not in (ResourceUpdated(uri=uri("sentinel.txt")), ResourcesListChanged())]
-            check(not leaked, f"bob heard alice's changes: {leaked}")
+            await b.until(own, "bob's own write")
+            check(b.seen() == own, f"bob heard more than his own write (alice's changes leaked): {b.seen()}")
             check("from servers import" not in execute_code_tool(await bob.list_tools(cache_mode="refresh")).description,
                   "bob's listing changed with alice's upstream")
-            # And alice never hears bob's.
-            a.clear()
-            await call_ok(alice, "write_workspace_file", {"filename": "a.txt", "content": "two"}, "alice")
-            await a.until([ResourceUpdated(uri=uri("a.txt"))], "alice's second write")
-            check(ResourceUpdated(uri=uri("sentinel.txt")) not in a.seen(), f"alice heard bob's write: {a.seen()}")
+            # Bob's write never reaches alice. Her own next write (a new file) is her marker,
+            # made after bob's was delivered to him: since just before bob wrote, her stream
+            # holds that write's two events and nothing else.
+            await call_ok(alice, "write_workspace_file", {"filename": "marker.txt", "content": "two"}, "alice")
+            mine = [ResourceUpdated(uri=uri("marker.txt")), ResourcesListChanged()]
+            await a.until(mine, "alice's marker write", before_bob)
+            check(a.seen(before_bob) == mine,
+                  f"alice heard more than her own write (bob's changes leaked): {a.seen(before_bob)}")
 
             # A stream asking for more URIs than one may hold ends with an error saying what to do.
             too_many = [uri(f"f{i}.txt") for i in range(1001)]
