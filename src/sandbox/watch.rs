@@ -15,8 +15,8 @@ impl Sandbox {
     /// reopened, and counted in `EngineBreaks`): `oom` events of this instance's
     /// containers (see `events.rs`), and image events, so that when the sandbox image's tag
     /// moves to another image the pool is rebuilt from the new one (cold starts use the tag, so
-    /// they follow by themselves). Also retries failed pool starts (see
-    /// `keep_pool_filled`).
+    /// they follow by themselves, except beside a host tree of the image, which pins them to its
+    /// image id until the tag moves). Also retries failed pool starts (see `keep_pool_filled`).
     pub fn watch_engine(self: &Arc<Self>) {
         let sandbox = self.clone();
         let watch = async move {
@@ -86,7 +86,9 @@ impl Sandbox {
     }
 
     async fn follow_image_events(&self) {
-        if self.settings.pool_size == 0 {
+        // Without a pool, cold starts use the tag, unless a host tree pins them to its image:
+        // that image may be deleted once the tag has moved, and they must follow the tag then.
+        if self.settings.pool_size == 0 && self.settings.image_tree.is_none() {
             return std::future::pending().await;
         }
         // Checked once at start as well: the tag may have moved while the server started.
