@@ -1,7 +1,9 @@
 //! The sandbox image's `/usr` served from a copy on the host (`--image-tree host`), against the
 //! real engine: pooled and cold executions read it, it is read-only from inside, a second server
 //! reuses the copy instead of making another, and neither a leftover temp directory nor a
-//! symlink where the copy should be is ever mounted.
+//! symlink where the copy should be is ever mounted. A copy whose image was deleted is kept
+//! while a server holds it (that server's executions following the tag) and removed by the
+//! first start after.
 
 mod common;
 
@@ -212,4 +214,141 @@ async fn a_link_where_the_copy_belongs_is_not_mounted() {
     assert_ok(&o);
     assert_eq!(usr_mount(stdout(&o)), None);
     t.finish().await;
+}
+
+/// An image of the test's own under one tag: built `FROM` the minimal sandbox image with a
+/// label that makes its id new, retagged to another such build, its images deleted when dropped.
+struct OwnImage {
+    tag: String,
+    base: String,
+}
+
+impl OwnImage {
+    fn new(base: String) -> Self {
+        let tag = format!("cem-test-image-tree:{}", uuid::Uuid::new_v4().simple());
+        Self { tag, base }
+    }
+
+    /// Builds a new image under the tag (the previous one keeps its id, untagged); its id.
+    async fn build(&self) -> String {
+        let dockerfile = format!(
+            "FROM {}\nLABEL io.code-execution-mcp.test-build={}\n",
+            self.base,
+            uuid::Uuid::new_v4().simple()
+        );
+        let mut child = std::process::Command::new("docker")
+            .args(["build", "--quiet", "--tag", &self.tag, "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the docker CLI");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(dockerfile.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "docker build: {out:?}");
+        let engine = Engine::connect().await.expect("engine");
+        (engine.image_id(&self.tag).await.expect("inspect")).expect("the image just built")
+    }
+}
+
+impl Drop for OwnImage {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("docker")
+            .args(["rmi", &self.tag])
+            .output();
+    }
+}
+
+/// Deletes the image `id` from the engine, waiting for the removal of containers made from it.
+async fn delete_image(id: &str) {
+    for _ in 0..100 {
+        let out = std::process::Command::new("docker")
+            .args(["rmi", id])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("the image {id} could not be deleted");
+}
+
+#[tokio::test]
+async fn an_old_copy_is_removed_at_start_but_never_while_another_server_uses_it() {
+    let trees = tempfile::tempdir().unwrap();
+    let mut base = Config::defaults();
+    minimal_in(trees.path())(&mut base);
+    let image = OwnImage::new(base.sandbox.image_tag());
+    let own_image = |c: &mut Config| {
+        minimal_in(trees.path())(c);
+        c.sandbox.image = Some(image.tag.clone());
+    };
+    let old_id = image.build().await;
+    let old = trees.path().join(image_tree::short_id(&old_id).unwrap());
+
+    // A serves the old image from its copy.
+    let a = TestApp::start_with(own_image).await;
+    assert_eq!(
+        a.app.shared().image_tree.as_ref().map(|t| &t.root),
+        Some(&old)
+    );
+    let o = a.run(&format!("{USR_MOUNT}\nprint('ran')")).await;
+    assert_ok(&o);
+    assert!(usr_mount(stdout(&o)).is_some());
+
+    // The tag moves to a new image and the old one is deleted from the engine: A, which still
+    // holds the old copy, follows the tag.
+    let new_id = image.build().await;
+    // (The engine's image event reaches A within moments; A's executions say whether it came.)
+    for _ in 0..100 {
+        if a.app.sandbox().pool_image() == new_id {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    delete_image(&old_id).await;
+    let o = a
+        .run(&format!("{USR_MOUNT}\nprint('after the old image went')"))
+        .await;
+    assert_ok(&o);
+    assert_eq!(
+        usr_mount(stdout(&o)),
+        None,
+        "A reads the new image's own /usr"
+    );
+
+    // B starts on the new image: the old copy's image is gone, but A holds it.
+    let b = TestApp::start_with(own_image).await;
+    let new_short = image_tree::short_id(&new_id).unwrap();
+    let new = trees.path().join(new_short);
+    assert_eq!(
+        b.app.shared().image_tree.as_ref().map(|t| &t.root),
+        Some(&new)
+    );
+    assert!(
+        old.join("usr").is_dir(),
+        "the copy A holds was removed by B's start"
+    );
+    let o = a.run("print('A still runs')").await;
+    assert_ok(&o);
+    a.finish().await;
+    // No server uses it now; it stays until a start removes it.
+    assert!(old.join("usr").is_dir(), "removed before any start");
+
+    // C's start removes it; the copy B uses stays.
+    let c = TestApp::start_with(own_image).await;
+    assert!(!old.exists(), "the unused copy of a deleted image is kept");
+    assert!(new.join("usr").is_dir());
+    let o = b.run(&format!("{USR_MOUNT}\nprint('B still runs')")).await;
+    assert_ok(&o);
+    assert!(usr_mount(stdout(&o)).is_some_and(|(root, _)| root.contains(new_short)));
+    c.finish().await;
+    b.finish().await;
 }
