@@ -3,7 +3,9 @@
 //! per execution and none of the personal data those examples print; `code-execution-mcp
 //! audit` reads them back; a read-only or full audit directory is reported (the log,
 //! `get_execution_stats`, `/health`, the metrics) and executions go on, or stop with
-//! `--audit-required` until the trail can be written again.
+//! `--audit-required` until the trail can be written again, and the recovery is logged once.
+//! An email in a file name or the client's name is a token in the trail; refused executions
+//! are recorded `refused`; each tenant's records go to its own files.
 
 mod common;
 
@@ -272,4 +274,247 @@ async fn a_full_audit_disk_stops_executions_with_audit_required_until_space_retu
     http.stop().await;
     drop(disk);
     t.app.shutdown_all().await;
+}
+
+/// The records `code-execution-mcp audit ARGS` reads back from `data`, and its stderr.
+fn audit_command(data: &Path, args: &[&str]) -> (Vec<AuditRecord>, String) {
+    let out = Command::new(common::BIN)
+        .arg("audit")
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let records = (String::from_utf8(out.stdout).unwrap().lines())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    (records, String::from_utf8(out.stderr).unwrap())
+}
+
+/// A server without a pool (these tests count records, not pooled starts).
+fn no_pool(c: &mut code_execution_mcp::config::Config) {
+    c.pool.pool_size = 0;
+    c.pool.pool_max = 0;
+}
+
+#[tokio::test]
+async fn an_email_in_a_file_name_and_in_the_client_name_is_a_token_in_the_trail() {
+    use rmcp::ServiceExt;
+    use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+    let t = common::TestApp::start_with(no_pool).await;
+    // An MCP client that introduces itself with an email in its name.
+    let (server_io, client_io) = tokio::io::duplex(1 << 20);
+    let server = code_execution_mcp::mcp::CodeExecutionServer::new(t.app.clone());
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(server_io).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let info = Implementation::new("agent of ann.lee@example.com", "1.0");
+    let client = ClientConfig::new(ClientCapabilities::default(), info)
+        .serve(client_io)
+        .await
+        .expect("client connects");
+    let r = common::execute_code(
+        client.peer(),
+        "open('/workspace/to bob@example.org.txt', 'w').write('x')\nresult = 1",
+    )
+    .await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+
+    let trail = tenant_dir(&t.dir.path().join("data"));
+    let raw: String = std::fs::read_dir(&trail)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    for value in ["ann.lee@example.com", "bob@example.org"] {
+        assert!(!raw.contains(value), "{value} is in the trail: {raw}");
+    }
+    let records = records_in(&trail);
+    assert_eq!(records.len(), 1, "{raw}");
+    let name = records[0].client.as_deref().expect("the client's name");
+    assert!(name.starts_with("agent of [EMAIL_"), "{name}");
+    let file = match records[0].files_changed.as_slice() {
+        [file] => file,
+        other => panic!("one file changed: {other:?}"),
+    };
+    assert!(file.starts_with("to [EMAIL_"), "{file}");
+    // They are the tenant's tokens: its restore_pii gives the values back.
+    let (_, v) = common::call_tool(
+        client.peer(),
+        "restore_pii",
+        serde_json::json!({ "text": format!("{name} | {file}") }),
+    )
+    .await;
+    let restored = v["restored_text"].as_str().unwrap_or_default();
+    assert!(
+        restored.starts_with("agent of ann.lee@example.com | to bob@example.org"),
+        "{v}"
+    );
+    client.cancel().await.unwrap();
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn executions_refused_before_they_run_are_recorded_as_refused() {
+    let t = common::TestApp::start_with(no_pool).await;
+    let refused = [
+        ExecuteRequest::code("   "),
+        ExecuteRequest::code("print(1)\0"),
+        ExecuteRequest {
+            code: "result = 1".into(),
+            context_vars: Some(serde_json::json!([1, 2])),
+            ..Default::default()
+        },
+    ];
+    let mut sent = Vec::new();
+    for request in refused {
+        sent.push(request.code.clone());
+        let error = t.app.execute(request, Default::default()).await;
+        assert!(error.is_err(), "{:?}", error.map(|e| e.outcome));
+    }
+    let ok = t
+        .app
+        .execute(ExecuteRequest::code("result = 2"), Default::default())
+        .await
+        .expect("a valid request runs");
+    sent.push("result = 2".into());
+
+    let records = records_in(&tenant_dir(&t.dir.path().join("data")));
+    let statuses: Vec<&str> = records.iter().map(|r| r.status.as_str()).collect();
+    assert_eq!(statuses, ["refused", "refused", "refused", "ok"]);
+    for (record, code) in records.iter().zip(&sent) {
+        assert_eq!(
+            record.code_sha256,
+            code_execution_mcp::audit::record::code_digest(code)
+        );
+    }
+    for r in &records[..3] {
+        assert_eq!((r.error_type.as_deref(), r.calls.len()), (None, 0), "{r:?}");
+        assert!(r.files_changed.is_empty(), "{r:?}");
+    }
+    assert_eq!(records[3].execution_id, ok.id);
+    let mut ids: Vec<&str> = records.iter().map(|r| r.execution_id.as_str()).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "one id per call: {ids:?}");
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn each_tenant_has_its_own_files_holding_only_its_own_records() {
+    use code_execution_mcp::config::{Secret, Transport};
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    const ALICE: &str = "alice-0123456789abcdef0123456789abcdef";
+    const BOB: &str = "bob-fedcba9876543210fedcba9876543210";
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut c = common::config_in(dir.path());
+    no_pool(&mut c);
+    c.storage.workspace = None;
+    c.storage.skills_dir = None;
+    c.transport.transport = Transport::Http;
+    c.tenants.tokens = Some(Secret(format!("alice:{ALICE},bob:{BOB}")));
+    let access = code_execution_mcp::transport::http_access(c)
+        .await
+        .expect("the server starts");
+    let http = common::HttpServer::serve(access).await;
+    code_execution_mcp::install_tls_provider();
+    let client = |token: &str| {
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(http.url.clone()).auth_header(token);
+        ().serve(StreamableHttpClientTransport::from_config(config))
+    };
+    let alice = client(ALICE).await.expect("alice connects");
+    let bob = client(BOB).await.expect("bob connects");
+    let code = |tenant: &str| format!("result = '{tenant}'");
+    for (peer, tenant, times) in [(alice.peer(), "alice", 2), (bob.peer(), "bob", 1)] {
+        for _ in 0..times {
+            let r = common::execute_code(peer, &code(tenant)).await;
+            assert_eq!(r.is_error, Some(false), "{r:?}");
+        }
+    }
+    alice.cancel().await.unwrap();
+    bob.cancel().await.unwrap();
+    http.stop().await;
+    common::assert_no_containers_under(dir.path()).await;
+
+    let mut tenants: Vec<String> = std::fs::read_dir(data.join("audit"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    tenants.sort();
+    assert_eq!(tenants, ["alice", "bob"]);
+    for (tenant, count, other) in [("alice", 2, "bob"), ("bob", 1, "alice")] {
+        let trail = data.join("audit").join(tenant);
+        let mode = std::fs::metadata(&trail).unwrap().permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o700
+        );
+        let records = records_in(&trail);
+        assert_eq!(records.len(), count, "{tenant}: {records:?}");
+        let digest = code_execution_mcp::audit::record::code_digest(&code(tenant));
+        for r in &records {
+            assert_eq!(r.tenant.as_deref(), Some(tenant), "{r:?}");
+            assert_eq!(r.code_sha256, digest, "{tenant} holds {other}'s record");
+        }
+        let (read, _) = audit_command(&data, &["--tenant", tenant]);
+        assert_eq!(read, records, "the command reads {tenant}'s own");
+    }
+}
+
+/// The `audit` part of `get_execution_stats`.
+async fn audit_stats(peer: &rmcp::service::Peer<rmcp::RoleClient>) -> serde_json::Value {
+    let (_, stats) = common::call_tool(peer, "get_execution_stats", serde_json::json!({})).await;
+    stats["audit"].clone()
+}
+
+#[tokio::test]
+async fn a_trail_that_fails_then_writes_again_logs_the_recovery_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // A file where the trail's directory belongs: every write fails until it goes.
+    std::fs::create_dir_all(data.join("audit")).unwrap();
+    let blocker = tenant_dir(&data);
+    std::fs::write(&blocker, b"").unwrap();
+    let server = common::LoggedServer::start(dir.path(), &["--pool-size", "0"]).await;
+    for _ in 0..2 {
+        let r = common::execute_code(server.client.peer(), "result = 6 * 7").await;
+        assert_eq!(r.is_error, Some(false), "executions go on: {r:?}");
+    }
+    assert_eq!(audit_stats(server.client.peer()).await["ok"], false);
+    std::fs::remove_file(&blocker).unwrap();
+    for _ in 0..2 {
+        let r = common::execute_code(server.client.peer(), "result = 6 * 7").await;
+        assert_eq!(r.is_error, Some(false), "{r:?}");
+    }
+    let audit = audit_stats(server.client.peer()).await;
+    assert_eq!(
+        (
+            &audit["ok"],
+            &audit["write_failures"],
+            &audit["records_written"]
+        ),
+        (&true.into(), &2.into(), &2.into()),
+        "{audit}"
+    );
+    let log = server.finish().await;
+    assert_eq!(
+        log.matches("cannot write the audit trail").count(),
+        1,
+        "{log}"
+    );
+    let recovered = log
+        .lines()
+        .filter(|l| l.contains("audit trail: writing again to"))
+        .collect::<Vec<_>>();
+    assert_eq!(recovered.len(), 1, "the recovery is logged once: {log}");
+    assert!(recovered[0].contains("(it failed: "), "{}", recovered[0]);
+    // The file is usable: the records after the recovery, read back whole.
+    let (read, stderr) = audit_command(&data, &[]);
+    assert_eq!(read.len(), 2, "{stderr}");
+    assert_eq!(records_in(&blocker), read);
 }
