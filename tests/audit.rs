@@ -5,7 +5,8 @@
 //! `get_execution_stats`, `/health`, the metrics) and executions go on, or stop with
 //! `--audit-required` until the trail can be written again, and the recovery is logged once.
 //! An email in a file name or the client's name is a token in the trail; refused executions
-//! are recorded `refused`; each tenant's records go to its own files.
+//! are recorded `refused`; each tenant's records go to its own files; a file a failed write
+//! left ending in a cut line is logged at start and the next record starts a line of its own.
 
 mod common;
 
@@ -517,4 +518,48 @@ async fn a_trail_that_fails_then_writes_again_logs_the_recovery_once() {
     let (read, stderr) = audit_command(&data, &[]);
     assert_eq!(read.len(), 2, "{stderr}");
     assert_eq!(records_in(&blocker), read);
+}
+
+#[tokio::test]
+async fn a_file_ending_in_a_cut_line_at_start_is_logged_and_never_continued() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let trail = tenant_dir(&data);
+    std::fs::create_dir_all(&trail).unwrap();
+    // What an earlier run left: a whole record, then one a full disk cut short.
+    let earlier = AuditRecord {
+        time: code_execution_mcp::audit::record::now(),
+        tenant: None,
+        node: "n1".into(),
+        execution_id: "exe_0123456789abcdef".into(),
+        client: None,
+        session: None,
+        code_sha256: code_execution_mcp::audit::record::code_digest("print(1)"),
+        code: None,
+        status: "ok".into(),
+        error_type: None,
+        duration_ms: 1.0,
+        calls: vec![],
+        files_changed: vec![],
+        files_truncated: false,
+    };
+    let file = trail.join("n1.jsonl");
+    let whole = serde_json::to_string(&earlier).unwrap();
+    std::fs::write(&file, format!("{whole}\n{}", &whole[..40])).unwrap();
+    let server =
+        common::LoggedServer::start(dir.path(), &["--pool-size", "0", "--node-name", "n1"]).await;
+    let r = common::execute_code(server.client.peer(), "result = 1").await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let log = server.finish().await;
+    let cut = format!("audit trail: {} ends in a line cut short", file.display());
+    assert_eq!(log.matches(&cut).count(), 1, "{log}");
+    // Only the cut line is lost: the earlier record and the new one read back.
+    let (read, stderr) = audit_command(&data, &[]);
+    let ids: Vec<&str> = read.iter().map(|r| r.execution_id.as_str()).collect();
+    assert_eq!(ids.len(), 2, "{ids:?} {stderr}");
+    assert_eq!(ids[0], earlier.execution_id);
+    let skipped = format!("skipped {} line 2", file.display());
+    assert!(stderr.contains(&skipped), "{stderr}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().count(), 3, "{text}");
 }

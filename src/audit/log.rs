@@ -2,7 +2,9 @@
 //! `write(2)` on a file opened `O_APPEND` (whole lines, even when another process appends too,
 //! and in the kernel's hands before the tool answers: a crash of the server loses none), and
 //! rotated by size: past `--audit-max-mb` the file is renamed `NODE.<time>.jsonl` and a new
-//! one begun; the oldest rotated files past `--audit-keep` are deleted.
+//! one begun; the oldest rotated files past `--audit-keep` are deleted. A line a failed write
+//! cut short, in this run or an earlier one, is never continued: the next record starts a line
+//! of its own.
 //!
 //! A write that fails (a full disk, a read-only or missing directory) never fails the call:
 //! the trail turns unhealthy, which the log says once (and again when it recovers), the
@@ -11,7 +13,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -149,7 +151,7 @@ impl AuditLog {
             self.rotate().map_err(err)?;
         }
         if open.file.is_none() {
-            open.file = Some(self.open_file().map_err(err)?);
+            self.open_file(open).map_err(err)?;
         }
         let (file, size) = open.file.as_mut().expect("opened above");
         let line = if open.torn {
@@ -172,19 +174,35 @@ impl AuditLog {
         }
     }
 
-    fn open_file(&self) -> std::io::Result<(File, u64)> {
+    /// Opens the current file into `open`. A file that ends in a line cut short (a write that
+    /// failed part-way, perhaps in an earlier run of the server) gets its next record on a line
+    /// of its own, so the cut line is the only one lost.
+    fn open_file(&self, open: &mut Open) -> std::io::Result<()> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&self.dir)?;
         let file = OpenOptions::new()
+            .read(true)
             .append(true)
             .create(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(self.path())?;
         let size = file.metadata()?.len();
-        Ok((file, size))
+        let mut last = [b'\n'];
+        if size > 0 {
+            file.read_exact_at(&mut last, size - 1)?;
+        }
+        if last[0] != b'\n' && !open.torn {
+            tracing::warn!(
+                "audit trail: {} ends in a line cut short (a write that failed part-way); the next record starts on a line of its own and `code-execution-mcp audit` skips the cut one",
+                self.path().display()
+            );
+        }
+        open.torn |= last[0] != b'\n';
+        open.file = Some((file, size));
+        Ok(())
     }
 
     /// Renames the current file aside with the time, then deletes the oldest rotated files
@@ -241,7 +259,7 @@ impl AuditLog {
         };
         let mut open = self.open.lock().expect("audit lock");
         if open.file.is_none() {
-            open.file = Some(self.open_file().map_err(err)?);
+            self.open_file(&mut open).map_err(err)?;
         }
         let stat = rustix::fs::statvfs(&self.dir).map_err(|e| err(e.into()))?;
         if stat.f_bavail.saturating_mul(stat.f_frsize) < MIN_FREE_BYTES {
