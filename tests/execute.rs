@@ -258,6 +258,14 @@ async fn each_execution_gets_a_fresh_container() {
     t.finish().await;
 }
 
+/// The servers of this file run under the runtime and read `/usr` from where CI's step asked
+/// (`CEM_RUNTIME`, `CEM_IMAGE_TREE`; unset: the engine's defaults), seen from inside and from
+/// the engine. The test below names its runtime itself; every other test takes the variable.
+#[tokio::test]
+async fn the_servers_run_under_the_runtime_and_image_tree_asked_for() {
+    common::placement::assert_runs_where_asked().await;
+}
+
 #[tokio::test]
 async fn a_named_runtime_runs_the_sandbox() {
     // Docker registers runc also under this name; a container the flag did not reach would

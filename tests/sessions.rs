@@ -11,6 +11,14 @@ use code_execution_mcp::sandbox::Status;
 use common::{TestApp, assert_ok};
 use serde_json::json;
 
+/// The servers of this file run under the runtime and read `/usr` from where CI's step asked
+/// (`CEM_IMAGE_TREE=host` against Podman; unset: the engine's defaults), seen from inside and
+/// from the engine.
+#[tokio::test]
+async fn the_servers_run_under_the_runtime_and_image_tree_asked_for() {
+    common::placement::assert_runs_where_asked().await;
+}
+
 async fn call(t: &TestApp, session: &str, code: &str) -> Result<Executed, ExecuteError> {
     t.app
         .execute(

@@ -87,7 +87,10 @@ pub struct Config {
 }
 
 impl Config {
-    /// Defaults as if no flag and no environment variable were given (used by tests).
+    /// The configuration of `serve` with no flag: the `CEM_*` environment variables still apply,
+    /// as for the binary. The tests build their servers on it, which is how a suite runs under
+    /// `CEM_RUNTIME`, `CEM_IMAGE_TREE` or `CEM_IMAGE_PROFILE` (`tests/common/placement.rs`
+    /// checks the first two took).
     pub fn defaults() -> Self {
         Self::try_from_args::<&str>([]).expect("the defaults parse")
     }

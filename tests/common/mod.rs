@@ -4,6 +4,7 @@
 
 pub mod host_watch;
 pub mod images;
+pub mod placement;
 pub mod private_engine;
 pub mod upstreams;
 

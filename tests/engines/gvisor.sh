@@ -16,9 +16,10 @@
 #                   namespace" on kernels that show network sysctls everywhere (gVisor #10704);
 #                   the sandbox has no network anyway.
 #   --oci-seccomp   without it runsc ignores the sandbox's seccomp profile.
-# Only the ptrace platform is used: it needs no virtualisation. A second registration without
-# --network=none, `runsc-networked`, is there for tests/gvisor.rs: on such kernels every start
-# under it fails after runsc created the sandbox, the failure whose leftovers the server ends.
+# Only the ptrace platform is used: it needs no virtualisation. Two faulty registrations are
+# there for tests/gvisor.rs: `runsc-networked`, without --network=none (on such kernels every
+# start under it fails after runsc created the sandbox, the failure whose leftovers the server
+# ends), and `runsc-no-seccomp`, without --oci-seccomp (which `serve` refuses).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -87,7 +88,8 @@ up() {
   "log-opts": {"max-size": "10m"},
   "runtimes": {
     "runsc": {"path": "$runsc", "runtimeArgs": ["--network=none", "--oci-seccomp"]},
-    "runsc-networked": {"path": "$runsc", "runtimeArgs": ["--oci-seccomp"]}
+    "runsc-networked": {"path": "$runsc", "runtimeArgs": ["--oci-seccomp"]},
+    "runsc-no-seccomp": {"path": "$runsc", "runtimeArgs": ["--network=none"]}
   }
 }
 EOF

@@ -90,6 +90,14 @@ mod privilege;
 mod resources;
 mod server_input;
 
+/// The suite's sandboxes run under the runtime and read `/usr` from where CI's step asked
+/// (`CEM_RUNTIME`, `CEM_IMAGE_TREE`; unset: the engine's defaults), from inside and from the
+/// engine: a variable that did not reach the servers would have every case pass elsewhere.
+#[tokio::test]
+async fn the_suite_runs_under_the_runtime_and_image_tree_it_was_asked_for() {
+    common::placement::assert_runs_where_asked().await;
+}
+
 /// The suite runs on the image of the profile it was asked for (`CEM_IMAGE_PROFILE`, default
 /// data), and says which, so a pass names the image it covered.
 #[tokio::test]
