@@ -15,14 +15,15 @@ use code_execution_mcp::sandbox::runtime::RuntimeKind;
 
 use super::{TestApp, assert_ok, inspect_pooled};
 
-/// Sandbox code: its kernel's release and banner, and its mounts under `/usr` (mount point,
-/// root on the host's filesystem, options).
+/// Sandbox code: its kernel's release and banner, and its mounts of directories of `/usr`
+/// (mount point, root on the host's filesystem, options), which the host copy is mounted as
+/// (Docker's init, `/usr/sbin/docker-init`, is mounted in every container).
 const PROBE: &str = r#"
 import platform
 usr = []
 for line in open("/proc/self/mountinfo"):
     f = line.split()
-    if f[4].startswith("/usr/"):
+    if f[4].startswith("/usr/") and f[4].count("/") == 2:
         usr.append([f[4], f[3], f[5]])
 result = {"release": platform.release(), "version": open("/proc/version").read(), "usr": usr}
 "#;
@@ -90,7 +91,9 @@ pub async fn assert_runs_where_asked() {
     let usr: Vec<(String, String, String)> =
         serde_json::from_value(inside["usr"].clone()).expect("the probe's mounts");
     let binds: Vec<(String, String, bool)> = (inspected.mounts.iter().flatten())
-        .filter(|m| m.destination.as_deref().is_some_and(|d| d.starts_with("/usr/")))
+        .filter(|m| {
+            (m.destination.as_deref()).is_some_and(|d| d.starts_with("/usr/") && d.matches('/').count() == 2)
+        })
         .map(|m| {
             let source = m.source.clone().unwrap_or_default();
             (m.destination.clone().unwrap_or_default(), source, m.rw == Some(true))
