@@ -101,7 +101,9 @@ fn leftovers(ids: &[String]) -> Vec<String> {
         let program = args.first().cloned().unwrap_or_default();
         let name = program.rsplit('/').next().unwrap_or_default();
         let shim_of_ours = name.starts_with("containerd-shim")
-            && args.windows(2).any(|w| w[0] == "-id" && ids.contains(&w[1]));
+            && args
+                .windows(2)
+                .any(|w| w[0] == "-id" && ids.contains(&w[1]));
         if program.starts_with("runsc-") || shim_of_ours {
             found.push(format!("{pid} {}", args.join(" ")));
         }
@@ -222,7 +224,12 @@ async fn serve_refuses_a_runsc_registration_without_oci_seccomp() {
     let dir = tempfile::tempdir().unwrap();
     let mut serve = common::serve_command(
         dir.path(),
-        &["--runtime", "runsc-no-seccomp", "--image-profile", "minimal"],
+        &[
+            "--runtime",
+            "runsc-no-seccomp",
+            "--image-profile",
+            "minimal",
+        ],
     );
     serve
         .env("DOCKER_HOST", &engine.docker_host)

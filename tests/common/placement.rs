@@ -56,7 +56,8 @@ pub async fn assert_runs_where_asked() {
     let recorded = recorded_runtime(&inspected, podman);
     let wanted = asked("CEM_RUNTIME").unwrap_or_else(|| default_runtime(&info, podman));
     assert_eq!(
-        recorded, wanted,
+        recorded,
+        wanted,
         "the sandbox ran under {recorded}, not the runtime asked for (CEM_RUNTIME={:?})",
         asked("CEM_RUNTIME")
     );
@@ -92,11 +93,16 @@ pub async fn assert_runs_where_asked() {
         serde_json::from_value(inside["usr"].clone()).expect("the probe's mounts");
     let binds: Vec<(String, String, bool)> = (inspected.mounts.iter().flatten())
         .filter(|m| {
-            (m.destination.as_deref()).is_some_and(|d| d.starts_with("/usr/") && d.matches('/').count() == 2)
+            (m.destination.as_deref())
+                .is_some_and(|d| d.starts_with("/usr/") && d.matches('/').count() == 2)
         })
         .map(|m| {
             let source = m.source.clone().unwrap_or_default();
-            (m.destination.clone().unwrap_or_default(), source, m.rw == Some(true))
+            (
+                m.destination.clone().unwrap_or_default(),
+                source,
+                m.rw == Some(true),
+            )
         })
         .collect();
     let what = format!(
@@ -106,14 +112,25 @@ pub async fn assert_runs_where_asked() {
     );
     if host_tree {
         let lib = usr.iter().find(|(target, _, _)| target == "/usr/lib");
-        let (_, root, options) = lib.unwrap_or_else(|| panic!("/usr/lib is not the host copy: {what}"));
-        assert!(root.contains(short), "/usr/lib is not this image's copy: {what}");
-        assert!(options.split(',').any(|o| o == "ro"), "/usr/lib is writable: {what}");
+        let (_, root, options) =
+            lib.unwrap_or_else(|| panic!("/usr/lib is not the host copy: {what}"));
+        assert!(
+            root.contains(short),
+            "/usr/lib is not this image's copy: {what}"
+        );
+        assert!(
+            options.split(',').any(|o| o == "ro"),
+            "/usr/lib is writable: {what}"
+        );
         let bind = binds.iter().find(|(target, _, _)| target == "/usr/lib");
-        let (_, source, rw) = bind.unwrap_or_else(|| panic!("the engine binds no /usr/lib: {what}"));
+        let (_, source, rw) =
+            bind.unwrap_or_else(|| panic!("the engine binds no /usr/lib: {what}"));
         assert!(source.contains(short) && !rw, "{what}");
     } else {
-        assert!(usr.is_empty() && binds.is_empty(), "/usr is not the image's own: {what}");
+        assert!(
+            usr.is_empty() && binds.is_empty(),
+            "/usr is not the image's own: {what}"
+        );
     }
     t.finish().await;
 }
