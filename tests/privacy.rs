@@ -135,3 +135,37 @@ async fn no_tool_answers_with_personal_data_in_clear() {
     client.cancel().await.unwrap();
     t.finish().await;
 }
+
+/// A value glued to a long run of letters is no value for the detectors (its local part would
+/// be 128 KiB long), so where the output limit cuts inside it, the run's last bytes before the
+/// cut are withheld: none of the value's first characters reach the model.
+#[tokio::test]
+async fn a_cut_inside_a_run_shows_no_part_of_a_value_glued_to_it() {
+    const LIMIT: usize = 128 * 1024;
+    const VALUE: &str = "margarethe.vonstrelitz@example-mail.org";
+    let t = TestApp::start_with(|c| c.limits.max_output_bytes = LIMIT).await;
+    let client = mcp_client(t.app.clone()).await;
+    // The cut falls after the value's first 10 characters.
+    let code = format!("print('x' * {} + {VALUE:?})", LIMIT - 10);
+    let answer = common::execute_code(&client, &code).await;
+    let structured = answer
+        .structured_content
+        .clone()
+        .expect("structured content");
+    assert_eq!(structured["output_truncated"], true, "{structured}");
+    let output = structured["output"][0].as_str().expect("one printed line");
+    let tail = &output[output.len().saturating_sub(80)..];
+    let answer = serde_json::to_string(&answer).unwrap();
+    for len in 3..=VALUE.len() {
+        assert!(
+            !answer.contains(&VALUE[..len]),
+            "the value's first {len} characters shown: {tail}"
+        );
+    }
+    assert!(
+        output.ends_with("[withheld up to the cut]"),
+        "a marker says where: {tail}"
+    );
+    client.cancel().await.unwrap();
+    t.finish().await;
+}

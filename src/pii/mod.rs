@@ -23,6 +23,11 @@
 //!   new to the vault are appended, encrypted, once per sanitize call, before it returns; the file
 //!   is replayed at open, and read again before `restore` calls a token unknown. So every server
 //!   sharing the key and the storage restores the tokens any of them minted for the tenant.
+//! - Cuts (`cut.rs`): a text cut before the model sees it is read with the bytes past its cut, so
+//!   a value the cut splits becomes its token whole; when none does and the cut falls inside a
+//!   run of non-space characters, the run's last bytes before the cut (at most 4 KiB) are
+//!   withheld behind a marker, so a value glued to text that hides it from the detectors never
+//!   shows its first characters either.
 //!
 //! Restore rules (what can turn a token back into a value):
 //! - [`PiiEngine::restore`]: only tokens in this engine's vault (with a vault file, also those
@@ -44,6 +49,7 @@
 //! `key=value` secret is recognized by its key word and the shape of its value, so a password that
 //! is a plain word is missed and a long random-looking identifier after `token=` is taken.
 
+mod cut;
 mod detect;
 mod key;
 mod store;
@@ -228,34 +234,16 @@ impl PiiEngine {
 
     /// `text` sanitized as shown up to byte `cut` (a char boundary): the detectors see all of
     /// `text`, so a value that the cut would split is found whole and its token takes its place
-    /// (ending past `cut`); nothing else after `cut` is kept. For every place a text is cut
-    /// before it reaches the model: the bytes after the cut are kept for this look, so no
+    /// (ending past `cut`); nothing else after `cut` is kept. When no value is found across the
+    /// cut and the cut falls inside a run of non-space characters, the run's last bytes before
+    /// it (at most 4 KiB) are withheld and a marker says so (`cut.rs`). For every place a text
+    /// is cut before it reaches the model: the bytes after the cut are kept for this look, so no
     /// partial value (the name part of an email, a card's first digits) survives a cut.
     pub fn sanitize_cut(&self, text: &str, cut: usize) -> String {
         let mut fresh = Vec::new();
         let out = self.cut_and_replace(text, cut, &mut fresh);
         self.persist(&fresh);
         out
-    }
-
-    fn cut_and_replace(
-        &self,
-        text: &str,
-        cut: usize,
-        fresh: &mut Vec<(PiiKind, String)>,
-    ) -> String {
-        let cut = cut.min(text.len());
-        let found = self.detect(text);
-        // Sorted and non-overlapping: at most one detection straddles the cut.
-        let end = found
-            .iter()
-            .find(|d| d.start < cut && d.end > cut)
-            .map_or(cut, |d| d.end);
-        let kept: Vec<Detection> = found.into_iter().take_while(|d| d.end <= end).collect();
-        if kept.is_empty() {
-            return text[..end].to_owned();
-        }
-        self.replace(&text[..end], &kept, fresh).text
     }
 
     /// Replaces `found` in `text`; values new to the vault are added to `fresh` (when there is a

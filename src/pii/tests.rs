@@ -408,8 +408,13 @@ fn a_cut_never_leaves_part_of_a_value() {
     }
     assert_eq!(
         pii.sanitize_cut(&text, 5),
-        "xxxxx",
-        "before the value: a plain cut"
+        "[withheld up to the cut]",
+        "before the value, inside a run: the run is withheld"
+    );
+    assert_eq!(
+        pii.sanitize_cut(&text, 9),
+        "xxxxxxxxx",
+        "before the value, after a run: a plain cut"
     );
     let card = "card 4111 1111 1111 1111 ok";
     assert!(pii.sanitize_cut(card, 12).starts_with("card [CREDIT_CARD_"));
