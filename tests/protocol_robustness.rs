@@ -2,7 +2,8 @@
 //! truncated and non-JSON messages, 10,000-deep nesting, wrong types, odd ids, 20 MiB and
 //! over-limit messages. Each gets its JSON-RPC error (-32700, -32600 or -32602, under its own id
 //! when it has a usable one), and afterwards the server still answers a ping and runs code: no
-//! panic, no hang, the session intact.
+//! panic, no hang, the session intact. And a tool argument the tool does not take: -32602
+//! naming it, nothing run.
 
 mod common;
 
@@ -314,5 +315,76 @@ async fn malformed_json_rpc_over_http_gets_errors_and_never_breaks_the_session()
         "{answer}"
     );
     server.stop().await;
+    t.finish().await;
+}
+
+/// Unknown tool arguments are refused, never dropped: `execute_code` with a `fork` it does not
+/// have, or `sesion` for `session`, gets -32602 naming the field and the accepted ones, runs
+/// nothing and leaves the session as it was; a tool without arguments refuses one too; and
+/// every listed schema says so (`additionalProperties: false`).
+#[tokio::test]
+async fn unknown_tool_arguments_are_refused_naming_them() {
+    let t = TestApp::start().await;
+    let client = common::mcp_client(t.app.clone()).await;
+    let (err, first) = common::call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "x = 1", "session": "new"}),
+    )
+    .await;
+    assert!(!err, "{first}");
+    let session = first["session"]
+        .as_str()
+        .expect("a session handle")
+        .to_string();
+    let ran = "open('/workspace/ran.txt', 'w').write('ran'); x = 2";
+    for (args, unknown) in [
+        (
+            json!({"code": ran, "session": session, "fork": true}),
+            "fork",
+        ),
+        (json!({"code": ran, "sesion": session}), "sesion"),
+    ] {
+        let refused = common::try_call_tool(&client, "execute_code", args.clone()).await;
+        let Err(rmcp::ServiceError::McpError(e)) = refused else {
+            panic!("{args} was not refused: {refused:?}");
+        };
+        assert_eq!(i64::from(e.code.0), INVALID_PARAMS, "{e:?}");
+        for named in [unknown, "session", "code"] {
+            assert!(e.message.contains(&format!("`{named}`")), "{named}: {e:?}");
+        }
+    }
+    assert!(
+        !t.workspace().join("ran.txt").exists(),
+        "a refused call ran"
+    );
+    let (err, after) = common::call_tool(
+        &client,
+        "execute_code",
+        json!({"code": "result = x", "session": session}),
+    )
+    .await;
+    assert!(!err, "{after}");
+    assert_eq!(after["result"], 1, "the session changed: {after}");
+
+    let refused = common::try_call_tool(&client, "list_skills", json!({"all": true})).await;
+    let Err(rmcp::ServiceError::McpError(e)) = refused else {
+        panic!("list_skills took an argument: {refused:?}");
+    };
+    assert_eq!(i64::from(e.code.0), INVALID_PARAMS, "{e:?}");
+    assert!(e.message.contains("`all`"), "{e:?}");
+
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.len() >= 10, "{} tools", tools.len());
+    for tool in tools {
+        assert_eq!(
+            tool.input_schema.get("additionalProperties"),
+            Some(&json!(false)),
+            "{}: {:?}",
+            tool.name,
+            tool.input_schema
+        );
+    }
+    client.cancel().await.unwrap();
     t.finish().await;
 }

@@ -16,7 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::CodeExecutionServer;
+use super::{CodeExecutionServer, NoArgs};
 use crate::discovery::{Hit, ToolEntry};
 use crate::privacy::{Json, Reply};
 
@@ -33,6 +33,7 @@ pub enum DetailLevel {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SearchArgs {
     /// What the tool should do, in your own words (e.g. "send a message to a chat channel").
     pub query: String,
@@ -56,6 +57,7 @@ fn default_limit() -> usize {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct DefinitionArgs {
     /// The tool's id "server/name" (as search_tools returns it), or its bare name.
     pub tool_name: String,
@@ -282,7 +284,10 @@ impl CodeExecutionServer {
             open_world_hint = false
         )
     )]
-    async fn list_tool_categories(&self) -> Result<Json<CategoriesResponse>, Reply> {
+    async fn list_tool_categories(
+        &self,
+        Parameters(_): Parameters<NoArgs>,
+    ) -> Result<Json<CategoriesResponse>, Reply> {
         // Brings the upstreams' package and index up to date off the async threads, so the
         // module names below come from that cache; no wait: this is where `connecting` shows.
         self.live_registry_now().await?;

@@ -21,6 +21,7 @@ use crate::sandbox::Status;
 use std::sync::Arc;
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ExecuteCodeArgs {
     /// Python 3.13 source to run. Set a variable named `result` to return a value; printed
     /// lines come back in `output`.

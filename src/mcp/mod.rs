@@ -7,6 +7,7 @@
 
 #![deny(clippy::disallowed_types)]
 
+mod arguments;
 mod cache_hints;
 mod discovery_tools;
 mod execute;
@@ -174,6 +175,13 @@ impl ServerHandler for CodeExecutionServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let span = crate::logging::request_span(&context.id, self.app.tenant());
+        if let Some(tool) = self.tool_router.get(&request.name) {
+            // The refusal quotes the arguments' names: through the PII engine like every error.
+            arguments::check(tool, request.arguments.as_ref()).map_err(|mut e| {
+                e.message = self.app.privacy().text(e.message.into_owned()).into();
+                e
+            })?;
+        }
         let call = ToolCallContext::new(self, request, context);
         self.tool_router.call(call).instrument(span).await
     }
@@ -310,6 +318,12 @@ pub struct MessageResponse {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
+
+/// The arguments of a tool that takes none: an argument is refused like an unknown argument of
+/// any tool (-32602 naming it), and the schema says so (`additionalProperties: false`).
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
 
 impl MessageResponse {
     pub fn ok(message: impl Into<String>) -> Self {

@@ -12,6 +12,7 @@ use crate::privacy::check_restore_budget;
 use crate::privacy::{Json, Reply};
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TextArgs {
     /// The text to process.
     pub text: String,

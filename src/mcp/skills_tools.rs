@@ -8,10 +8,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{CodeExecutionServer, MessageResponse};
+use super::{CodeExecutionServer, MessageResponse, NoArgs};
 use crate::privacy::{Json, Reply};
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SaveSkillArgs {
     /// Skill name: letters, digits and underscores, starting with a letter or underscore; it is
     /// also the name of the function the code should define.
@@ -24,6 +25,7 @@ pub struct SaveSkillArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SkillNameArgs {
     /// Skill name.
     pub name: String,
@@ -93,7 +95,10 @@ impl CodeExecutionServer {
         description = "List the saved skills with their descriptions.",
         annotations(title = "List skills", read_only_hint = true, open_world_hint = false)
     )]
-    async fn list_skills(&self) -> Result<Json<ListSkillsResponse>, Reply> {
+    async fn list_skills(
+        &self,
+        Parameters(_): Parameters<NoArgs>,
+    ) -> Result<Json<ListSkillsResponse>, Reply> {
         let skills = self.app.skills().clone();
         let list = tokio::task::spawn_blocking(move || skills.list())
             .await

@@ -3,11 +3,12 @@
 //! latency percentiles, and the containers running now, and with upstreams the tool calls made
 //! from code per upstream.
 
+use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::CodeExecutionServer;
+use super::{CodeExecutionServer, NoArgs};
 use crate::privacy::{Json, Reply};
 use std::collections::BTreeMap;
 
@@ -142,7 +143,10 @@ impl CodeExecutionServer {
             open_world_hint = false
         )
     )]
-    async fn get_execution_stats(&self) -> Result<Json<ExecutionStatsResponse>, Reply> {
+    async fn get_execution_stats(
+        &self,
+        Parameters(_): Parameters<NoArgs>,
+    ) -> Result<Json<ExecutionStatsResponse>, Reply> {
         let app = self.app.clone();
         let usage = app
             .with_workspace(|ws| ws.usage())

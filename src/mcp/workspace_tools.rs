@@ -13,6 +13,7 @@ use super::{CodeExecutionServer, MessageResponse};
 use crate::privacy::{Json, Reply};
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct WriteArgs {
     /// File path relative to the workspace, e.g. "data/input.json".
     pub filename: String,
@@ -21,12 +22,14 @@ pub struct WriteArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct FileArgs {
     /// File path relative to the workspace.
     pub filename: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ListArgs {
     /// Subdirectory to list, relative to the workspace (default: the whole workspace).
     #[serde(default = "dot")]
