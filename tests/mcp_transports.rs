@@ -763,3 +763,45 @@ async fn a_detached_execution_logs_under_the_request_that_started_it() {
         assert_eq!(line["tenant"], "acme", "{line}");
     }
 }
+
+#[tokio::test]
+async fn an_unknown_key_in_the_upstreams_file_stops_the_start_naming_it_and_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("upstreams.json");
+    std::fs::write(
+        &file,
+        "{\"mcpServers\": {\n  \"time\": {\"command\": \"uvx\",\n    \"pii\": {\"mode\": \"off\"}}}}\n",
+    )
+    .unwrap();
+    let stderr = failed_start(&[], &["--upstreams", file.to_str().unwrap()]).await;
+    assert!(
+        stderr.contains("unknown field `pii`") && stderr.contains("line 3"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("`command`"), "the accepted keys: {stderr}");
+}
+
+#[tokio::test]
+async fn other_clients_keys_in_the_upstreams_file_are_named_in_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("upstreams.json");
+    // `a` is read (and warned about) first; `b` then stops the start, so the server exits.
+    std::fs::write(
+        &file,
+        r#"{"globalShortcut": "Ctrl+Space", "mcpServers": {
+          "a": {"command": "uvx", "disabled": true, "alwaysAllow": ["x"], "timeout": 60},
+          "b": {"command": "${CEM_TEST_UNSET_VARIABLE}"}}}"#,
+    )
+    .unwrap();
+    let stderr = failed_start(&[], &["--upstreams", file.to_str().unwrap()]).await;
+    assert!(
+        stderr.contains("CEM_TEST_UNSET_VARIABLE is not set"),
+        "{stderr}"
+    );
+    for warned in [
+        "sets globalShortcut beside mcpServers",
+        "sets timeout, alwaysAllow in upstream `a`",
+    ] {
+        assert!(stderr.contains(warned), "{warned}: {stderr}");
+    }
+}

@@ -16,14 +16,20 @@
 //! and has no default is an error naming it, never an empty string sent to an upstream.
 //! Everything here stays on the host: no part of it is ever written where a sandbox can read it.
 //! Server names become module names and `server/tool` addresses, so they are checked by
-//! allowlist. Unknown keys are ignored (configs carry other clients' settings), and an entry
-//! with `"disabled": true` is skipped, as Claude Code does.
+//! allowlist. An entry with `"disabled": true` is skipped, as Claude Code does.
+//!
+//! Unknown keys stop the start with an error naming the key, the accepted ones and the line: a
+//! key this server does not read would otherwise be dropped without a word (a `pii` block in an
+//! entry did nothing). Other MCP clients' settings ([`CLIENT_KEYS`]: a server entry's
+//! `description`, `timeout`, `alwaysAllow`, `autoApprove`, `envFile`; Claude Desktop's
+//! `globalShortcut` beside `mcpServers`) are accepted, so their configs are read as they are,
+//! and each one is named in a warning at start: this server ignores them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde::de::IgnoredAny;
 
 use super::policy::{Decision, Policy};
 
@@ -49,6 +55,13 @@ pub enum UpstreamsError {
         "the upstreams file {path} is not valid JSON: {source}. Expected {{\"mcpServers\": {{\"NAME\": {{\"command\": …}} or {{\"url\": …}}}}}}"
     )]
     Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error(
+        "the upstreams file {path}: {source}. Write only the keys of docs/gateway.md (other MCP clients' settings there are ignored with a warning)"
+    )]
+    Shape {
         path: PathBuf,
         source: serde_json::Error,
     },
@@ -111,10 +124,25 @@ pub fn shown_url(url: &str) -> String {
     }
 }
 
+/// Keys of other MCP clients' configs this server accepts and ignores, with a warning: in a
+/// server entry (Claude Code, Claude Desktop, Cursor, VS Code, Cline), then beside `mcpServers`
+/// (Claude Desktop).
+pub const CLIENT_KEYS: [&str; 6] = [
+    "description",
+    "timeout",
+    "alwaysAllow",
+    "autoApprove",
+    "envFile",
+    "globalShortcut",
+];
+
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an object with \"mcpServers\"")]
 struct File {
     #[serde(rename = "mcpServers")]
-    mcp_servers: Option<BTreeMap<String, Value>>,
+    mcp_servers: Option<BTreeMap<String, RawServer>>,
+    #[serde(rename = "globalShortcut", default)]
+    global_shortcut: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -134,6 +162,7 @@ enum PolicyField {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawServer {
     #[serde(rename = "type", default)]
     kind: Option<String>,
@@ -155,6 +184,46 @@ struct RawServer {
     policy: Option<PolicyField>,
     #[serde(default)]
     tenants: Option<Vec<String>>,
+    // Other clients' settings (`CLIENT_KEYS`), read to be named in a warning.
+    #[serde(default)]
+    description: Option<IgnoredAny>,
+    #[serde(default)]
+    timeout: Option<IgnoredAny>,
+    #[serde(default, rename = "alwaysAllow")]
+    always_allow: Option<IgnoredAny>,
+    #[serde(default, rename = "autoApprove")]
+    auto_approve: Option<IgnoredAny>,
+    #[serde(default, rename = "envFile")]
+    env_file: Option<IgnoredAny>,
+}
+
+impl RawServer {
+    /// The other clients' keys the entry sets.
+    fn client_keys(&self) -> Vec<&'static str> {
+        let set = [
+            self.description.is_some(),
+            self.timeout.is_some(),
+            self.always_allow.is_some(),
+            self.auto_approve.is_some(),
+            self.env_file.is_some(),
+        ];
+        CLIENT_KEYS
+            .iter()
+            .zip(set)
+            .filter(|(_, s)| *s)
+            .map(|(k, _)| *k)
+            .collect()
+    }
+}
+
+/// Warns that `keys`, other clients' settings, are ignored.
+fn warn_ignored(place: &str, keys: &[&str]) {
+    if !keys.is_empty() {
+        tracing::warn!(
+            "the upstreams file sets {} {place}: settings of other MCP clients, which this server ignores",
+            keys.join(", ")
+        );
+    }
 }
 
 /// Reads and checks an upstreams file; variables come from this process's environment.
@@ -173,6 +242,10 @@ pub fn read(path: &Path) -> Result<Vec<UpstreamConfig>, UpstreamsError> {
             path: path.to_owned(),
             source,
         },
+        UpstreamsError::Shape { source, .. } => UpstreamsError::Shape {
+            path: path.to_owned(),
+            source,
+        },
         other => other,
     })
 }
@@ -182,26 +255,28 @@ pub fn parse(
     text: &str,
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<UpstreamConfig>, UpstreamsError> {
-    let file: File = serde_json::from_str(text).map_err(|source| UpstreamsError::Json {
-        path: PathBuf::new(),
-        source,
+    let file: File = serde_json::from_str(text).map_err(|source| {
+        let path = PathBuf::new();
+        match source.classify() {
+            serde_json::error::Category::Data => UpstreamsError::Shape { path, source },
+            _ => UpstreamsError::Json { path, source },
+        }
     })?;
+    if file.global_shortcut.is_some() {
+        warn_ignored("beside mcpServers", &["globalShortcut"]);
+    }
     let servers = file.mcp_servers.unwrap_or_default();
     if servers.len() > MAX_UPSTREAMS {
         return Err(UpstreamsError::TooMany(servers.len()));
     }
     let mut out = Vec::new();
-    for (name, value) in servers {
+    for (name, raw) in servers {
         let problem = |problem: String| UpstreamsError::Server {
             server: name.clone(),
             problem,
         };
         check_server_name(&name).map_err(problem)?;
-        let raw: RawServer = serde_json::from_value(value).map_err(|e| {
-            problem(format!(
-                "{e}; expected \"command\" (stdio) or \"url\" (HTTP)"
-            ))
-        })?;
+        warn_ignored(&format!("in upstream `{name}`"), &raw.client_keys());
         if raw.disabled {
             tracing::info!(upstream = %name, "upstream disabled in the upstreams file");
             continue;
@@ -351,169 +426,5 @@ pub fn expand_vars(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn env(name: &str) -> Option<String> {
-        match name {
-            "TOKEN" => Some("s3cret".into()),
-            "HOME" => Some("/home/u".into()),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn reads_a_claude_desktop_config() {
-        let text = r#"{
-          "globalShortcut": "Ctrl+Space",
-          "mcpServers": {
-            "time": {"command": "uvx", "args": ["mcp-server-time", "--local-timezone=${TZ:-UTC}"]},
-            "crm": {"type": "http", "url": "https://crm.example/mcp?key=${TOKEN}",
-                    "headers": {"Authorization": "Bearer ${TOKEN}"}, "tenants": ["sales"]},
-            "git": {"command": "python", "args": ["-m", "mcp_server_git"], "cwd": "${HOME}/repo",
-                    "env": {"GIT_TOKEN": "${TOKEN}"}, "policy": "confirm"},
-            "old": {"command": "x", "disabled": true}
-          }
-        }"#;
-        let servers = parse(text, &env).unwrap();
-        let names: Vec<_> = servers.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["crm", "git", "time"]);
-        assert_eq!(
-            servers[2].transport,
-            UpstreamTransport::Stdio {
-                command: "uvx".into(),
-                args: vec!["mcp-server-time".into(), "--local-timezone=UTC".into()],
-                env: BTreeMap::new(),
-                cwd: None
-            }
-        );
-        let UpstreamTransport::Http { url, headers } = &servers[0].transport else {
-            panic!("crm is HTTP")
-        };
-        assert_eq!(url, "https://crm.example/mcp?key=s3cret");
-        assert_eq!(headers["Authorization"], "Bearer s3cret");
-        assert_eq!(servers[0].describe(), "https://crm.example/mcp");
-        assert_eq!(
-            shown_url("https://me:pw@crm.example:8443/a/mcp?key=1#x"),
-            "https://crm.example:8443/a/mcp"
-        );
-        assert_eq!(
-            servers[0]
-                .redactor()
-                .text("error sending request for url (https://crm.example/mcp?key=s3cret)"),
-            "error sending request for url (https://crm.example/mcp)"
-        );
-        assert_eq!(
-            servers[0].tenants.as_deref(),
-            Some(&["sales".to_string()][..])
-        );
-        let UpstreamTransport::Stdio { env, cwd, .. } = &servers[1].transport else {
-            panic!("git is stdio")
-        };
-        assert_eq!(env["GIT_TOKEN"], "s3cret");
-        assert_eq!(cwd.as_deref(), Some(Path::new("/home/u/repo")));
-        assert_eq!(servers[1].policy.default, Some(Decision::Confirm));
-    }
-
-    #[test]
-    fn scrub_removes_every_secret_of_the_entry_however_it_is_quoted() {
-        let text = r#"{"mcpServers": {
-            "web": {"url": "https://me:pa55word@crm.example?key=s3cret-key&x=1",
-                    "headers": {"Authorization": "Bearer tok/en+1"}},
-            "cli": {"command": "x", "env": {"API_KEY": "abcd-1234", "DEBUG": "1"}}
-        }}"#;
-        let servers = parse(text, &env).unwrap();
-        let (cli, web) = (&servers[0], &servers[1]);
-        for quoted in [
-            // reqwest quotes a normalised URL: a path added, characters encoded.
-            "error sending request for url (https://me:pa55word@crm.example/?key=s3cret-key&x=1)",
-            "401 for token tok%2Fen%2B1 and tok/en+1; Authorization: Bearer tok/en+1",
-        ] {
-            let shown = web.redactor().text(quoted);
-            for secret in ["pa55word", "s3cret-key", "tok/en+1", "tok%2Fen%2B1"] {
-                assert!(!shown.contains(secret), "{secret} in {shown}");
-            }
-            assert!(shown.contains("[redacted]"), "{shown}");
-        }
-        assert_eq!(
-            cli.redactor()
-                .text("auth failed with key abcd-1234 (DEBUG=1)"),
-            "auth failed with key [redacted] (DEBUG=1)",
-            "short values such as 1 stay: they hide nothing"
-        );
-    }
-
-    #[test]
-    fn secrets_are_found_json_escaped_and_where_things_are_is_no_secret() {
-        let text = r#"{"mcpServers": {"cli": {"command": "x", "env": {
-            "API_KEY": "k\\ey\"9f", "TZ": "Europe/Berlin", "HOME": "/home/alice",
-            "LC_ALL": "de_DE.UTF-8", "DB_URL": "postgres://u:pw@db/app"}}}}"#;
-        let cli = &parse(text, &env).unwrap()[0];
-        let r = cli.redactor();
-        assert_eq!(
-            r.text(r#"{"error": "bad key k\\ey\"9f"} raw k\ey"9f, lower %2fapp"#),
-            r#"{"error": "bad key [redacted]"} raw [redacted], lower %2fapp"#
-        );
-        assert_eq!(
-            r.text("postgres://u:pw@db/app is down; postgres%3A%2F%2Fu%3Apw%40db%2Fapp"),
-            "[redacted] is down; [redacted]"
-        );
-        let ordinary = "12:00 in Europe/Berlin, saved to /home/alice/x.csv (de_DE.UTF-8)";
-        assert_eq!(r.text(ordinary), ordinary);
-    }
-
-    #[test]
-    fn an_unset_variable_is_an_error_that_names_it() {
-        let e = parse(r#"{"mcpServers": {"a": {"command": "${NOPE}"}}}"#, &env)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("upstream `a`") && e.contains("NOPE is not set"),
-            "{e}"
-        );
-        let e = parse(r#"{"mcpServers": {"a": {"command": "x${TOKEN"}}}"#, &env)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("unclosed"), "{e}");
-        assert_eq!(
-            expand_vars("$HOME ${HOME}$", &env).unwrap(),
-            "$HOME /home/u$"
-        );
-    }
-
-    #[test]
-    fn bad_entries_say_what_to_write() {
-        for (text, expected) in [
-            (
-                r#"{"mcpServers": {"a/b": {"command": "x"}}}"#,
-                "server name",
-            ),
-            (r#"{"mcpServers": {"a": {}}}"#, "neither"),
-            (
-                r#"{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}"#,
-                "both",
-            ),
-            (
-                r#"{"mcpServers": {"a": {"type": "sse", "url": "http://h"}}}"#,
-                "SSE",
-            ),
-            (
-                r#"{"mcpServers": {"a": {"url": "file:///etc"}}}"#,
-                "http://",
-            ),
-            (
-                r#"{"mcpServers": {"a": {"command": "x", "policy": "maybe"}}}"#,
-                "expected",
-            ),
-            (
-                r#"{"mcpServers": {"a": {"type": "http", "command": "x"}}}"#,
-                "does not match",
-            ),
-            ("[1]", "not valid JSON"),
-        ] {
-            let e = parse(text, &env).unwrap_err().to_string();
-            assert!(e.contains(expected), "{text}: {e}");
-        }
-        assert!(parse("{}", &env).unwrap().is_empty());
-    }
-}
+#[path = "upstreams_file_tests.rs"]
+mod tests;

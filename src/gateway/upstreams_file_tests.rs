@@ -1,0 +1,194 @@
+//! The upstreams file: what it accepts, what it refuses and how it says so.
+
+use super::*;
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "TOKEN" => Some("s3cret".into()),
+        "HOME" => Some("/home/u".into()),
+        _ => None,
+    }
+}
+
+#[test]
+fn reads_a_claude_desktop_config() {
+    let text = r#"{
+      "globalShortcut": "Ctrl+Space",
+      "mcpServers": {
+        "time": {"command": "uvx", "args": ["mcp-server-time", "--local-timezone=${TZ:-UTC}"]},
+        "crm": {"type": "http", "url": "https://crm.example/mcp?key=${TOKEN}",
+                "headers": {"Authorization": "Bearer ${TOKEN}"}, "tenants": ["sales"]},
+        "git": {"command": "python", "args": ["-m", "mcp_server_git"], "cwd": "${HOME}/repo",
+                "env": {"GIT_TOKEN": "${TOKEN}"}, "policy": "confirm"},
+        "old": {"command": "x", "disabled": true}
+      }
+    }"#;
+    let servers = parse(text, &env).unwrap();
+    let names: Vec<_> = servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["crm", "git", "time"]);
+    assert_eq!(
+        servers[2].transport,
+        UpstreamTransport::Stdio {
+            command: "uvx".into(),
+            args: vec!["mcp-server-time".into(), "--local-timezone=UTC".into()],
+            env: BTreeMap::new(),
+            cwd: None
+        }
+    );
+    let UpstreamTransport::Http { url, headers } = &servers[0].transport else {
+        panic!("crm is HTTP")
+    };
+    assert_eq!(url, "https://crm.example/mcp?key=s3cret");
+    assert_eq!(headers["Authorization"], "Bearer s3cret");
+    assert_eq!(servers[0].describe(), "https://crm.example/mcp");
+    assert_eq!(
+        shown_url("https://me:pw@crm.example:8443/a/mcp?key=1#x"),
+        "https://crm.example:8443/a/mcp"
+    );
+    assert_eq!(
+        servers[0]
+            .redactor()
+            .text("error sending request for url (https://crm.example/mcp?key=s3cret)"),
+        "error sending request for url (https://crm.example/mcp)"
+    );
+    assert_eq!(
+        servers[0].tenants.as_deref(),
+        Some(&["sales".to_string()][..])
+    );
+    let UpstreamTransport::Stdio { env, cwd, .. } = &servers[1].transport else {
+        panic!("git is stdio")
+    };
+    assert_eq!(env["GIT_TOKEN"], "s3cret");
+    assert_eq!(cwd.as_deref(), Some(Path::new("/home/u/repo")));
+    assert_eq!(servers[1].policy.default, Some(Decision::Confirm));
+}
+
+#[test]
+fn scrub_removes_every_secret_of_the_entry_however_it_is_quoted() {
+    let text = r#"{"mcpServers": {
+        "web": {"url": "https://me:pa55word@crm.example?key=s3cret-key&x=1",
+                "headers": {"Authorization": "Bearer tok/en+1"}},
+        "cli": {"command": "x", "env": {"API_KEY": "abcd-1234", "DEBUG": "1"}}
+    }}"#;
+    let servers = parse(text, &env).unwrap();
+    let (cli, web) = (&servers[0], &servers[1]);
+    for quoted in [
+        // reqwest quotes a normalised URL: a path added, characters encoded.
+        "error sending request for url (https://me:pa55word@crm.example/?key=s3cret-key&x=1)",
+        "401 for token tok%2Fen%2B1 and tok/en+1; Authorization: Bearer tok/en+1",
+    ] {
+        let shown = web.redactor().text(quoted);
+        for secret in ["pa55word", "s3cret-key", "tok/en+1", "tok%2Fen%2B1"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("[redacted]"), "{shown}");
+    }
+    assert_eq!(
+        cli.redactor()
+            .text("auth failed with key abcd-1234 (DEBUG=1)"),
+        "auth failed with key [redacted] (DEBUG=1)",
+        "short values such as 1 stay: they hide nothing"
+    );
+}
+
+#[test]
+fn secrets_are_found_json_escaped_and_where_things_are_is_no_secret() {
+    let text = r#"{"mcpServers": {"cli": {"command": "x", "env": {
+        "API_KEY": "k\\ey\"9f", "TZ": "Europe/Berlin", "HOME": "/home/alice",
+        "LC_ALL": "de_DE.UTF-8", "DB_URL": "postgres://u:pw@db/app"}}}}"#;
+    let cli = &parse(text, &env).unwrap()[0];
+    let r = cli.redactor();
+    assert_eq!(
+        r.text(r#"{"error": "bad key k\\ey\"9f"} raw k\ey"9f, lower %2fapp"#),
+        r#"{"error": "bad key [redacted]"} raw [redacted], lower %2fapp"#
+    );
+    assert_eq!(
+        r.text("postgres://u:pw@db/app is down; postgres%3A%2F%2Fu%3Apw%40db%2Fapp"),
+        "[redacted] is down; [redacted]"
+    );
+    let ordinary = "12:00 in Europe/Berlin, saved to /home/alice/x.csv (de_DE.UTF-8)";
+    assert_eq!(r.text(ordinary), ordinary);
+}
+
+#[test]
+fn an_unset_variable_is_an_error_that_names_it() {
+    let e = parse(r#"{"mcpServers": {"a": {"command": "${NOPE}"}}}"#, &env)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("upstream `a`") && e.contains("NOPE is not set"),
+        "{e}"
+    );
+    let e = parse(r#"{"mcpServers": {"a": {"command": "x${TOKEN"}}}"#, &env)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unclosed"), "{e}");
+    assert_eq!(
+        expand_vars("$HOME ${HOME}$", &env).unwrap(),
+        "$HOME /home/u$"
+    );
+}
+
+#[test]
+fn unknown_keys_are_errors_naming_the_key_and_its_line() {
+    let entry = "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",\n    \"pii\": {}}}}";
+    let e = parse(entry, &env).unwrap_err().to_string();
+    assert!(
+        e.contains("unknown field `pii`") && e.contains("line 3"),
+        "{e}"
+    );
+    assert!(e.contains("`command`") && e.contains("`policy`"), "{e}");
+    let top = "{\"mcpServers\": {},\n \"servers\": {}}";
+    let e = parse(top, &env).unwrap_err().to_string();
+    assert!(
+        e.contains("unknown field `servers`") && e.contains("line 2"),
+        "{e}"
+    );
+}
+
+#[test]
+fn other_clients_keys_are_accepted_and_named() {
+    let text = r#"{"globalShortcut": "Ctrl+Space", "mcpServers": {"a": {"command": "x",
+        "description": "d", "timeout": 60, "alwaysAllow": ["t"], "autoApprove": [],
+        "envFile": ".env"}}}"#;
+    assert_eq!(parse(text, &env).unwrap().len(), 1);
+    let File { mcp_servers, .. } = serde_json::from_str(text).unwrap();
+    assert_eq!(mcp_servers.unwrap()["a"].client_keys(), CLIENT_KEYS[..5]);
+}
+
+#[test]
+fn bad_entries_say_what_to_write() {
+    for (text, expected) in [
+        (
+            r#"{"mcpServers": {"a/b": {"command": "x"}}}"#,
+            "server name",
+        ),
+        (r#"{"mcpServers": {"a": {}}}"#, "neither"),
+        (
+            r#"{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}"#,
+            "both",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"type": "sse", "url": "http://h"}}}"#,
+            "SSE",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"url": "file:///etc"}}}"#,
+            "http://",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"command": "x", "policy": "maybe"}}}"#,
+            "did not match any variant",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"type": "http", "command": "x"}}}"#,
+            "does not match",
+        ),
+        ("[1]", "expected a map"),
+        ("{\"mcpServers\": {", "not valid JSON"),
+    ] {
+        let e = parse(text, &env).unwrap_err().to_string();
+        assert!(e.contains(expected), "{text}: {e}");
+    }
+    assert!(parse("{}", &env).unwrap().is_empty());
+}
