@@ -805,3 +805,28 @@ async fn other_clients_keys_in_the_upstreams_file_are_named_in_a_warning() {
         assert!(stderr.contains(warned), "{warned}: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn an_unknown_line_in_the_tokens_file_stops_the_start_naming_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(
+        &file,
+        format!("# tenants\nalice:{}\nmax_concurrency = 4\n", "a".repeat(40)),
+    )
+    .unwrap();
+    let stderr = failed_start(
+        &[],
+        &[
+            "--transport",
+            "http",
+            "--tokens-file",
+            file.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(
+        stderr.contains("line 3") && stderr.contains("expected TENANT:TOKEN"),
+        "{stderr}"
+    );
+}
