@@ -43,13 +43,15 @@ async fn case_01_file_tool_names_are_refused_before_any_disk_access() {
             (format!("a\\..\\..\\{name}"), "backslash"),
         ];
         for (bad, rule) in &names {
-            for tool in [
-                "read_workspace_file",
-                "write_workspace_file",
-                "delete_workspace_file",
+            for (tool, args) in [
+                ("read_workspace_file", json!({"filename": bad})),
+                (
+                    "write_workspace_file",
+                    json!({"filename": bad, "content": "x"}),
+                ),
+                ("delete_workspace_file", json!({"filename": bad})),
             ] {
-                let (err, v) =
-                    call_tool(&client, tool, json!({"filename": bad, "content": "x"})).await;
+                let (err, v) = call_tool(&client, tool, args).await;
                 let message = refusal(err, &v, &format!("{tool}({bad:.60?})"));
                 assert!(
                     message.contains(rule),
