@@ -12,7 +12,8 @@
 # long runs. `-Zsanitizer=address` is unstable: RUSTC_BOOTSTRAP=1 lets the stable toolchain
 # take it (its x86_64 rust-std ships the AddressSanitizer runtime).
 #
-# Usage: tests/fuzz/smoke.sh [TARGET...]   (default: every target)
+# Usage: tests/fuzz/smoke.sh [--build-only] [TARGET...]   (default: every target)
+# --build-only builds and stops: CI builds the targets in the background while its tests run.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -26,6 +27,11 @@ declare -A max_len=(
     [workspace_path]=4096
     [tool_args]=65536
 )
+build_only=false
+if [ "${1:-}" = --build-only ]; then
+    build_only=true
+    shift
+fi
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     targets=(pii channel_frame workspace_path tool_args)
@@ -49,6 +55,9 @@ RUSTFLAGS="--cfg fuzzing $sancov -Zsanitizer=address" \
     cargo build --manifest-path tests/fuzz/Cargo.toml --locked --bins --target "$triple"
 bins="tests/fuzz/target/$triple/debug"
 echo "fuzz smoke: built in $((SECONDS - start)) s"
+if $build_only; then
+    exit 0
+fi
 
 for t in "${targets[@]}"; do
     len="${max_len[$t]:?unknown fuzz target $t}"
