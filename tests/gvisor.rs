@@ -68,6 +68,11 @@ impl GvisorEngine {
             .env("DOCKER_HOST", &self.docker_host)
             .output()
             .expect("docker");
+        assert!(
+            out.status.success(),
+            "docker {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }
@@ -154,7 +159,9 @@ async fn under_runsc_code_runs_and_a_failed_start_leaves_no_runsc_process() {
     // The registration without --network=none: runsc creates the sandbox, the start fails.
     let before = leftovers_after_a_while(&[]).await;
     assert!(before.is_empty(), "runsc processes before: {before:?}");
-    let since = engine.docker(&["system", "info", "--format", "{{.SystemTime}}"]);
+    // Whole seconds, a second before the start and after the query: the CLI gives `--until`
+    // in whole seconds, and a `--since` with nanoseconds inside the same second is refused.
+    let since = (unix_seconds() - 1).to_string();
     let dir = tempfile::tempdir().unwrap();
     let (mut child, client) = common::spawn_server_with(
         dir.path(),
@@ -182,9 +189,9 @@ async fn under_runsc_code_runs_and_a_failed_start_leaves_no_runsc_process() {
         .docker(&[
             "events",
             "--since",
-            since.trim(),
+            &since,
             "--until",
-            "0s",
+            &(unix_seconds() + 1).to_string(),
             "--filter",
             "type=container",
             "--filter",
@@ -210,6 +217,13 @@ async fn under_runsc_code_runs_and_a_failed_start_leaves_no_runsc_process() {
         containers.trim().is_empty(),
         "containers left: {containers}"
     );
+}
+
+/// Seconds since the epoch, on the clock the private engine shares with this host.
+fn unix_seconds() -> u64 {
+    (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH))
+        .expect("a clock after 1970")
+        .as_secs()
 }
 
 /// `serve` with a runsc registration that lacks `--oci-seccomp` (runsc would ignore the
