@@ -38,6 +38,9 @@ fn asked(var: &str) -> Option<String> {
 pub async fn assert_runs_where_asked() {
     let t = TestApp::start().await;
     let inspected = inspect_pooled(&t.app).await;
+    let podman = t.app.shared().engine_info.kind == "Podman";
+    // Read now: the container is single-use, gone once the probe has run in it.
+    let recorded = recorded_runtime(&inspected, podman);
     let pooled_before = t.app.stats().snapshot().executions_pooled;
     let o = t.run(PROBE).await;
     assert_ok(&o);
@@ -49,11 +52,9 @@ pub async fn assert_runs_where_asked() {
     );
     let engine = &t.app.shared().engine;
     let info = engine.client().info().await.expect("the engine's info");
-    let podman = t.app.shared().engine_info.kind == "Podman";
     let inside = &o.result;
 
     // The runtime: the engine's record of the container, then the kernel the code saw.
-    let recorded = recorded_runtime(&inspected, podman);
     let wanted = asked("CEM_RUNTIME").unwrap_or_else(|| default_runtime(&info, podman));
     assert_eq!(
         recorded,
