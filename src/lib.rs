@@ -36,27 +36,52 @@
 //!   tenant, execution and request ids of the spans around each event.
 //! - Internal: `text` (cutting text on character boundaries).
 
-pub mod app;
-pub mod audit;
-pub mod cli;
-pub mod config;
-pub mod discovery;
-pub mod execute;
-pub mod gateway;
-pub mod host;
-pub mod logging;
-pub mod mcp;
+// The layers, top to bottom (`tests/layers.rs` checks them): a module uses only modules of
+// the layers below its own, never one above and never another of its own layer.
+
+// How clients reach the server, and the metrics endpoint beside it.
+pub mod transport;
+
 pub mod metrics;
-pub mod pii;
+
+// The tools, and the binary's other commands.
+pub mod cli;
+pub mod mcp;
+
+// The assembled server.
+pub mod app;
+
+// The command line, converted into each subsystem's settings.
+pub mod config;
+
+// One request's pieces around a sandbox run.
+pub mod execute;
+
+// What the model may see.
 pub mod privacy;
+
+// The user's own MCP servers.
+pub mod gateway;
+
+// The subsystems, which do not know each other.
+pub mod audit;
+pub mod discovery;
+pub mod pii;
 pub mod sandbox;
 pub mod sessions;
-pub mod shipped;
 pub mod skills;
-pub mod tenancy;
-mod text;
-pub mod transport;
 pub mod workspace;
+
+// Tenant names and directories.
+pub mod tenancy;
+
+// What the binary carries.
+pub mod shipped;
+
+// The machine underneath, the log, and text cut on character boundaries.
+pub mod host;
+pub mod logging;
+mod text;
 
 /// Installs the TLS crypto provider (rustls with ring) that HTTPS clients of this process use:
 /// the clients of HTTPS upstreams, and any other reqwest client. Without one, building a client

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use code_execution_mcp::app::App;
 use code_execution_mcp::app::events::{Interest, Listener, Notice};
-use code_execution_mcp::tenancy::TenantDirs;
 use common::upstreams::{sdk_python, upstreams_file};
 use common::{TestApp, call_tool, mcp_client};
 use serde_json::{Value, json};
@@ -62,7 +61,7 @@ fn the_python_sdk_listens_per_tenant_over_http_and_stdio_in_both_eras() {
 /// Opens tenant `name` on `t`'s shared state.
 async fn tenant(t: &TestApp, name: &str) -> Arc<App> {
     let shared = t.app.shared().clone();
-    let dirs = TenantDirs::tenant(&shared.config, name);
+    let dirs = shared.config.storage.tenant_dirs(name);
     Arc::new(
         App::open(shared, dirs, Some(name))
             .await

@@ -98,7 +98,7 @@ impl App {
     /// `--skills-dir`.
     pub async fn start(config: Config) -> Result<Self, StartError> {
         let shared = Shared::start(config).await?;
-        let dirs = TenantDirs::single(&shared.config);
+        let dirs = shared.config.storage.single_tenant_dirs();
         Self::open(shared, dirs, None).await
     }
 

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::tenancy::{TenantDirs, valid_tenant_name};
+
 #[derive(Debug, Clone, Args)]
 pub struct StorageConfig {
     /// Directory of the server's mutable data: the workspace and saved skills, or with tokens
@@ -72,6 +74,33 @@ impl StorageConfig {
         self.registry_dir
             .clone()
             .unwrap_or_else(|| self.data_dir().join("tools_registry"))
+    }
+
+    /// The single tenant's directories (stdio, and HTTP without tokens): `--workspace`,
+    /// `--skills-dir`, the rest under the data directory.
+    pub fn single_tenant_dirs(&self) -> TenantDirs {
+        let data = self.data_dir();
+        TenantDirs {
+            workspace: self.workspace_dir(),
+            skills: self.skills_dir(),
+            servers: data.join("servers"),
+            pii_vault: data.join("pii").join("vault"),
+            sessions: data.join("sessions"),
+        }
+    }
+
+    /// Tenant `name`'s directories under `DATA_DIR/tenants/` (the name is allowlisted by
+    /// [`valid_tenant_name`] first).
+    pub fn tenant_dirs(&self, name: &str) -> TenantDirs {
+        assert!(valid_tenant_name(name), "tenant names are checked");
+        let root = self.data_dir().join("tenants").join(name);
+        TenantDirs {
+            workspace: root.join("workspace"),
+            skills: root.join("skills"),
+            servers: root.join("servers"),
+            pii_vault: root.join("pii").join("vault"),
+            sessions: root.join("sessions"),
+        }
     }
 
     pub fn workspace_quota_bytes(&self) -> u64 {

@@ -32,6 +32,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::policy::{Decision, Policy};
+use crate::tenancy::{MAX_TENANT_CHARS, valid_tenant_name};
 
 /// An upstreams file larger than this is not an upstreams file.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -281,6 +282,7 @@ pub fn parse(
             tracing::info!(upstream = %name, "upstream disabled in the upstreams file");
             continue;
         }
+        check_tenant_names(raw.tenants.as_deref()).map_err(problem)?;
         let expand = |s: &str| expand_vars(s, var);
         let transport = transport(&raw, &expand).map_err(problem)?;
         let policy = match raw.policy {
@@ -296,6 +298,21 @@ pub fn parse(
         });
     }
     Ok(out)
+}
+
+/// Every tenant an upstream names must be a valid tenant name: it is matched against the
+/// tokens file's tenants, which are checked by the same rule.
+fn check_tenant_names(tenants: Option<&[String]>) -> Result<(), String> {
+    match tenants
+        .into_iter()
+        .flatten()
+        .find(|t| !valid_tenant_name(t))
+    {
+        Some(t) => Err(format!(
+            "names {t:?} as a tenant, which is not a tenant name (1 to {MAX_TENANT_CHARS} lowercase letters, digits, '_' or '-')"
+        )),
+        None => Ok(()),
+    }
 }
 
 fn transport(

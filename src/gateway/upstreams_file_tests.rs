@@ -192,3 +192,19 @@ fn bad_entries_say_what_to_write() {
     }
     assert!(parse("{}", &env).unwrap().is_empty());
 }
+
+#[test]
+fn upstream_tenants_follow_the_tenant_name_rule() {
+    let file = |tenants: &str| {
+        parse(
+            &format!(r#"{{"mcpServers": {{"a": {{"command": "x", "tenants": {tenants}}}}}}}"#),
+            &|_| None,
+        )
+    };
+    assert!(file(r#"["sales", "ops-2"]"#).is_ok());
+    let e = file(r#"["../x"]"#).unwrap_err().to_string();
+    assert!(
+        e.contains("upstream `a`") && e.contains("not a tenant name"),
+        "{e}"
+    );
+}

@@ -10,8 +10,6 @@ pub mod uid;
 
 use std::path::PathBuf;
 
-use crate::config::Config;
-
 /// Longest tenant name.
 pub const MAX_TENANT_CHARS: usize = 32;
 
@@ -24,27 +22,6 @@ pub fn valid_tenant_name(name: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
         && name.as_bytes()[0].is_ascii_alphanumeric()
-}
-
-/// Every tenant an upstream names must be a valid tenant name (it is matched against the
-/// tokens file's tenants, which are checked by the same rule).
-pub(crate) fn check_upstream_tenants(
-    upstreams: &[crate::gateway::UpstreamConfig],
-) -> Result<(), crate::config::ConfigError> {
-    for u in upstreams {
-        for t in u.tenants.iter().flatten() {
-            if !valid_tenant_name(t) {
-                return Err(crate::config::ConfigError::Invalid {
-                    flag: "--upstreams",
-                    problem: format!(
-                        "file: upstream `{}` names {t:?} as a tenant, which is not a tenant name (1 to {MAX_TENANT_CHARS} lowercase letters, digits, '_' or '-')",
-                        u.name
-                    ),
-                });
-            }
-        }
-    }
-    Ok(())
 }
 
 /// One tenant's directories.
@@ -60,33 +37,6 @@ pub struct TenantDirs {
     pub sessions: PathBuf,
 }
 
-impl TenantDirs {
-    /// The single tenant of stdio, and of HTTP without tokens: `--workspace`, `--skills-dir`.
-    pub fn single(config: &Config) -> Self {
-        Self {
-            workspace: config.storage.workspace_dir(),
-            skills: config.storage.skills_dir(),
-            servers: config.storage.data_dir().join("servers"),
-            pii_vault: config.storage.data_dir().join("pii").join("vault"),
-            sessions: config.storage.data_dir().join("sessions"),
-        }
-    }
-
-    /// Tenant `name`'s directories under `--data-dir` (the name is allowlisted by
-    /// [`valid_tenant_name`]).
-    pub fn tenant(config: &Config, name: &str) -> Self {
-        assert!(valid_tenant_name(name), "tenant names are checked");
-        let root = config.storage.data_dir().join("tenants").join(name);
-        Self {
-            workspace: root.join("workspace"),
-            skills: root.join("skills"),
-            servers: root.join("servers"),
-            pii_vault: root.join("pii").join("vault"),
-            sessions: root.join("sessions"),
-        }
-    }
-}
-
 /// Creates `dir` and its missing parents with mode 0700, and makes `dir` and its parent (the
 /// tenants directory) 0700: other users of the host have no business in tenants' data. The
 /// engine binds the workspaces as root, so sandboxes are unaffected.
@@ -95,7 +45,7 @@ impl TenantDirs {
 /// moment can fail with EIO, or with EEXIST before the directory shows here (servers opening
 /// their first tenants at once all create `tenants/`): such failures are retried for about a
 /// couple of seconds.
-pub(crate) async fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+pub async fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     let mut attempt = 0;
     loop {
         match crate::host::blocking_here(|| create_private_dir_once(dir)) {
@@ -124,28 +74,4 @@ fn create_private_dir_once(dir: &std::path::Path) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn upstream_tenants_follow_the_tenant_name_rule() {
-        let file = |tenants: &str| {
-            crate::gateway::upstreams_file::parse(
-                &format!(r#"{{"mcpServers": {{"a": {{"command": "x", "tenants": {tenants}}}}}}}"#),
-                &|_| None,
-            )
-            .unwrap()
-        };
-        assert!(check_upstream_tenants(&file(r#"["sales", "ops-2"]"#)).is_ok());
-        let e = check_upstream_tenants(&file(r#"["../x"]"#))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("upstream `a`") && e.contains("not a tenant name"),
-            "{e}"
-        );
-    }
 }

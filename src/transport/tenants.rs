@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 use crate::app::{App, Shared, StartError};
-use crate::tenancy::TenantDirs;
 use crate::tenancy::tokens::{AuthFailure, TokenTable};
 
 /// Why a request found no tenant to serve it.
@@ -69,7 +68,7 @@ impl<S> Tenants<S> {
             .clone();
         let tenant = cell
             .get_or_try_init(|| async {
-                let dirs = TenantDirs::tenant(&self.shared.config, &name);
+                let dirs = self.shared.config.storage.tenant_dirs(&name);
                 let app = App::open(self.shared.clone(), dirs, Some(&name))
                     .await
                     .map_err(|e| {

@@ -6,7 +6,6 @@ use std::process::Command;
 use std::sync::Arc;
 
 use code_execution_mcp::app::App;
-use code_execution_mcp::tenancy::TenantDirs;
 use serde_json::json;
 
 use super::{app_with, run_ok};
@@ -82,7 +81,7 @@ async fn a_tenant_sees_and_calls_only_its_own_upstreams() {
     let open = |name: &'static str| {
         let shared = shared.clone();
         async move {
-            let dirs = TenantDirs::tenant(&shared.config, name);
+            let dirs = shared.config.storage.tenant_dirs(name);
             Arc::new(
                 App::open(shared, dirs, Some(name))
                     .await
