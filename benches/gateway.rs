@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use code_execution_mcp::app::App;
+use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::Config;
-use code_execution_mcp::execute::request::ExecuteRequest;
 use code_execution_mcp::mcp::CodeExecutionServer;
 use code_execution_mcp::sandbox::stats::percentile;
 use rmcp::ServiceExt;

@@ -40,10 +40,10 @@ use std::time::{Duration, Instant};
 
 use bollard::query_parameters::{ListContainersOptionsBuilder, StatsOptionsBuilder};
 use code_execution_mcp::app::App;
+use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::{Config, ImageProfile};
-use code_execution_mcp::execute::request::ExecuteRequest;
 use code_execution_mcp::sandbox::Engine;
-use code_execution_mcp::sandbox::spec::LABEL_INSTANCE;
+use code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE;
 use futures::StreamExt;
 use stdio::{env_usize, leftover_containers, loadavg, ms, p, sorted};
 

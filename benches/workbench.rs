@@ -22,9 +22,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use code_execution_mcp::app::App;
+use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::{Config, ImageProfile};
-use code_execution_mcp::execute::request::ExecuteRequest;
-use code_execution_mcp::sandbox::spec::LABEL_INSTANCE;
+use code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE;
 use code_execution_mcp::sandbox::stats::percentile;
 
 fn env_usize(name: &str, default: usize) -> usize {

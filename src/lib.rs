@@ -54,9 +54,6 @@ pub mod app;
 // The command line, converted into each subsystem's settings.
 pub mod config;
 
-// One request's pieces around a sandbox run.
-pub mod execute;
-
 // What the model may see.
 pub mod privacy;
 

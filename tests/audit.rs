@@ -13,8 +13,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::audit::AuditRecord;
-use code_execution_mcp::execute::request::ExecuteRequest;
 
 /// The values the original examples put into code and output, which the trail must never hold.
 const CANARIES: [&str; 6] = [

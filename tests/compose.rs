@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use code_execution_mcp::sandbox::Backend;
 use code_execution_mcp::sandbox::Engine;
-use code_execution_mcp::sandbox::spec::{LABEL_MANAGED, LABEL_OWNER};
+use code_execution_mcp::sandbox::container::spec::{LABEL_MANAGED, LABEL_OWNER};
 use tokio::process::Command;
 
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");

@@ -14,7 +14,7 @@ use common::TestApp;
 use serde_json::json;
 
 /// Decodes a returned PNG and checks it is one, of the size it claims.
-fn decoded(png: &code_execution_mcp::execute::pictures::Png) -> image::DynamicImage {
+fn decoded(png: &code_execution_mcp::app::execution::pictures::Png) -> image::DynamicImage {
     assert!(png.bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
     let image = image::load_from_memory_with_format(&png.bytes, image::ImageFormat::Png)
         .expect("a PNG that decodes");

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use code_execution_mcp::execute::request::ExecuteRequest;
+use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::sandbox::{Engine, Status};
 use common::{TestApp, assert_ok, stdout, wait_for_full_pool};
 use serde_json::json;
@@ -232,7 +232,8 @@ async fn cancellation_kills_the_container() {
 const CONTAINER_IDENTITY: &str = "import os\nreused = os.path.exists('/tmp/mark')\nopen('/tmp/mark', 'w').write('x')\nresult = [reused, open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19]]";
 
 fn app_runs_gvisor(t: &TestApp) -> bool {
-    t.app.shared().runtime_kind == code_execution_mcp::sandbox::runtime::RuntimeKind::Gvisor
+    t.app.shared().runtime_kind
+        == code_execution_mcp::sandbox::container::runtime::RuntimeKind::Gvisor
 }
 
 #[tokio::test]
@@ -326,8 +327,8 @@ async fn pooled_containers_are_single_use_and_refilled() {
     // (such a call runs cold); later Podman can.
     let pooled = app.stats().snapshot().executions_pooled - pooled_before;
     let podman = app.shared().engine_info.kind == "Podman";
-    let gvisor =
-        app.shared().runtime_kind == code_execution_mcp::sandbox::runtime::RuntimeKind::Gvisor;
+    let gvisor = app.shared().runtime_kind
+        == code_execution_mcp::sandbox::container::runtime::RuntimeKind::Gvisor;
     if gvisor {
         assert_eq!(pooled, 0, "runsc cannot update a limit: the call ran cold");
     } else {
@@ -470,7 +471,7 @@ async fn the_pool_preloads_what_recent_code_imported() {
     let engine = &t.app.shared().engine;
     let label = format!(
         "{}={}",
-        code_execution_mcp::sandbox::spec::LABEL_INSTANCE,
+        code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE,
         t.app.sandbox().instance().id
     );
     let mut seen = Vec::new();

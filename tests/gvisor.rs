@@ -262,7 +262,7 @@ async fn serve_refuses_a_runsc_registration_without_oci_seccomp() {
         "not the refusal: {stderr}"
     );
     assert!(
-        stderr.contains(code_execution_mcp::sandbox::runtime::GVISOR_REGISTRATION),
+        stderr.contains(code_execution_mcp::sandbox::container::runtime::GVISOR_REGISTRATION),
         "no registration to use: {stderr}"
     );
     let containers = engine.docker(&["ps", "-aq"]);

@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use code_execution_mcp::config::{Config, ImageProfile, ImageTreeMode};
-use code_execution_mcp::sandbox::image_tree;
+use code_execution_mcp::sandbox::image::tree as image_tree;
 use code_execution_mcp::sandbox::{Backend, Engine};
 use common::{TestApp, assert_ok, stdout, wait_for_full_pool};
 

@@ -339,7 +339,7 @@ async fn notifications_cancelled_kills_the_running_container() {
     let engine = Engine::connect().await.unwrap();
     let label = format!(
         "{}={instance}",
-        code_execution_mcp::sandbox::spec::LABEL_INSTANCE
+        code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE
     );
     {
         // Dropping the call future makes the rmcp client send notifications/cancelled.
@@ -454,7 +454,7 @@ async fn an_unreachable_engine_or_a_missing_image_fails_start_up_naming_doctor()
     let unreachable =
         failed_start(&[("DOCKER_HOST", "unix:///nonexistent/docker.sock")], &[]).await;
     assert!(
-        unreachable.contains("cannot reach the Docker engine"),
+        unreachable.contains("cannot reach the container engine"),
         "{unreachable}"
     );
     assert!(
@@ -691,7 +691,7 @@ async fn a_failed_start_under_json_logs_says_why_in_a_json_line() {
             && l["message"]
                 .as_str()
                 .unwrap()
-                .contains("cannot reach the Docker engine")),
+                .contains("cannot reach the container engine")),
         "{stderr}"
     );
 }
@@ -721,8 +721,8 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
 
 #[tokio::test]
 async fn a_detached_execution_logs_under_the_request_that_started_it() {
-    use code_execution_mcp::app::detached::Event;
-    use code_execution_mcp::execute::request::ExecuteRequest;
+    use code_execution_mcp::app::execution::detached::Event;
+    use code_execution_mcp::app::execution::request::ExecuteRequest;
     use code_execution_mcp::logging::{JsonLines, request_span};
     use tracing_subscriber::layer::SubscriberExt;
     let captured = Captured::default();

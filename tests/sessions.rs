@@ -5,8 +5,8 @@
 
 mod common;
 
+use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::app::{ExecuteError, Executed};
-use code_execution_mcp::execute::request::ExecuteRequest;
 use code_execution_mcp::sandbox::Status;
 use common::{TestApp, assert_ok};
 use serde_json::json;

@@ -294,7 +294,7 @@ struct ContainerSamples {
 /// (name, engine state) of the managed containers whose owner label names process `pid`.
 async fn container_states(engine: &Engine, pid: u32) -> Result<Vec<(String, String)>, String> {
     use bollard::query_parameters::ListContainersOptionsBuilder;
-    use code_execution_mcp::sandbox::spec::LABEL_OWNER;
+    use code_execution_mcp::sandbox::container::spec::LABEL_OWNER;
     let filters = std::collections::HashMap::from([("label", vec![LABEL_OWNER])]);
     let opts = ListContainersOptionsBuilder::default()
         .all(true)

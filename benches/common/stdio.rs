@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use code_execution_mcp::sandbox::Backend;
 use code_execution_mcp::sandbox::Engine;
-use code_execution_mcp::sandbox::spec::{LABEL_MANAGED, LABEL_OWNER};
+use code_execution_mcp::sandbox::container::spec::{LABEL_MANAGED, LABEL_OWNER};
 use code_execution_mcp::sandbox::stats::percentile;
 use futures::future::join_all;
 use rmcp::model::CallToolResult;

@@ -3,10 +3,10 @@
 
 use std::path::PathBuf;
 
-use crate::execute::request::InputError;
+use crate::app::execution::request::InputError;
 use crate::gateway::UpstreamsError;
-use crate::host::engine_paths::HostPathError;
 use crate::pii::KeyFileError;
+use crate::sandbox::engine::paths::HostPathError;
 use crate::sandbox::image::ImageError;
 use crate::sandbox::{EngineError, SandboxError};
 use crate::skills::SkillError;

@@ -1,6 +1,6 @@
 //! One tenant's change events, for `subscriptions/listen` (MCP 2026-07-28): resources that
 //! changed (the workspace's files; any other resource of the tenant may use the same event),
-//! and the tenant's `tools/list` changing. Why a bus on the [`super::App`] and
+//! and the tenant's `tools/list` changing. Why a bus on the [`crate::app::App`] and
 //! not on the MCP session: over HTTP on 2026-07-28 a `CodeExecutionServer` may be made per
 //! request, so the request that writes a file and the listen stream that must hear of it need
 //! not share anything but their tenant. Each tenant has its own bus, so an event of one tenant

@@ -5,20 +5,11 @@
 //! sandbox from the configuration's groups ([`sandbox`]). Both transports and the tests share
 //! it; the MCP layer holds an `Arc<App>` and reaches it through the methods below only.
 
-mod audit;
-pub mod detached;
-pub mod engine_limits;
 mod errors;
 pub mod events;
-mod execute;
-mod image_tree;
-pub mod paused;
-mod sandbox;
-mod sessions;
+pub mod execution;
+pub mod open;
 mod shared;
-mod tenant_user;
-mod vault;
-mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,14 +17,14 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 pub use errors::{ExecuteError, StartError};
-pub use execute::Executed;
-pub use image_tree::decide as decide_image_tree;
-pub use sessions::SessionArg;
+pub use execution::Executed;
+pub use execution::sessions::SessionArg;
+pub use open::image_tree::decide as decide_image_tree;
 pub use shared::Shared;
 
+use crate::app::execution::calls::ServerCalls;
 use crate::config::Config;
 use crate::discovery::Discovery;
-use crate::execute::calls::ServerCalls;
 use crate::gateway::GatewayView;
 use crate::pii::PiiEngine;
 use crate::privacy::Privacy;
@@ -72,9 +63,9 @@ pub struct App {
     /// This tenant's upstream MCP servers (`--upstreams`), their tools and package.
     gateway: Option<Arc<GatewayView>>,
     /// State carried across calls (`execute_code`'s `session`).
-    sessions: Arc<sessions::Sessions>,
+    sessions: Arc<execution::sessions::Sessions>,
     /// Executions waiting for a 2026-07-28 client's answer to a question.
-    paused: Arc<paused::PausedTable>,
+    paused: Arc<execution::paused::PausedTable>,
     /// Executions run as tasks (the tasks extension). Held here, not by the MCP session:
     /// a tenant's tasks outlive the request, and the HTTP session, that started them.
     tasks: rmcp::task_manager::TaskManager,
@@ -128,10 +119,10 @@ impl App {
             tracing::info!("opening tenant {name}: {}", dirs.workspace.display());
             create_tenant_root(&dirs.workspace).await?;
         }
-        let own_user = tenant_user::own_user(&shared.config, tenant);
-        let opened = workspace::open(&shared, &dirs.workspace, own_user).await?;
+        let own_user = open::tenant_user::own_user(&shared.config, tenant);
+        let opened = open::workspace::open(&shared, &dirs.workspace, own_user).await?;
         let skills = Arc::new(open_skills(&dirs.skills)?);
-        let pii = Arc::new(vault::open(&shared, tenant, dirs.pii_vault.clone()).await?);
+        let pii = Arc::new(open::vault::open(&shared, tenant, dirs.pii_vault.clone()).await?);
         let gateway =
             match &shared.gateway {
                 None => None,
@@ -146,13 +137,13 @@ impl App {
             // What its sandboxes only read: the tenant's group's alone.
             let package = gateway.as_ref().map(|view| view.tree_root().to_path_buf());
             for dir in std::iter::once(dirs.skills.clone()).chain(package) {
-                crate::host::blocking_here(|| tenant_user::close_to_group(&dir, user))?;
+                crate::host::blocking_here(|| open::tenant_user::close_to_group(&dir, user))?;
             }
         }
         let stats = Arc::new(Stats::new());
-        let sandbox = sandbox::start(
+        let sandbox = open::sandbox::start(
             &shared,
-            sandbox::Mounts {
+            open::sandbox::Mounts {
                 workspace: &dirs.workspace,
                 skills: &dirs.skills,
                 gateway: gateway.as_deref(),
@@ -177,10 +168,11 @@ impl App {
                 None
             }
         };
-        let sessions = Arc::new(sessions::Sessions::new(store, engine_dir));
+        let sessions = Arc::new(execution::sessions::Sessions::new(store, engine_dir));
         sweep_sessions(&sessions, &span);
-        let paused = paused::PausedTable::new(tenant, shared.config.gateway.confirm_wait());
-        let audit = audit::open(&shared, tenant);
+        let paused =
+            execution::paused::PausedTable::new(tenant, shared.config.gateway.confirm_wait());
+        let audit = execution::audit::open(&shared, tenant);
         Ok(Self {
             tenant: tenant.map(str::to_string),
             own_uid: own_user.is_some(),
@@ -245,7 +237,7 @@ impl App {
     }
 
     /// This tenant's executions paused on a question.
-    pub fn paused(&self) -> &Arc<paused::PausedTable> {
+    pub fn paused(&self) -> &Arc<execution::paused::PausedTable> {
         &self.paused
     }
 
@@ -405,7 +397,7 @@ fn open_skills(dir: &Path) -> Result<SkillStore, StartError> {
 }
 
 /// Removes expired sessions now and every minute while the tenant's `App` lives.
-fn sweep_sessions(sessions: &Arc<sessions::Sessions>, span: &tracing::Span) {
+fn sweep_sessions(sessions: &Arc<execution::sessions::Sessions>, span: &tracing::Span) {
     let weak = Arc::downgrade(sessions);
     let sweep = async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));

@@ -7,17 +7,18 @@ use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 
-use super::StartError;
+use crate::app::StartError;
 use crate::config::Config;
 use crate::discovery::Discovery;
 use crate::gateway::Gateway;
-use crate::host::engine_paths::HostPaths;
 use crate::pii::PiiKey;
+use crate::sandbox::cleanup::reaper;
+use crate::sandbox::container::runtime::RuntimeKind;
+use crate::sandbox::container::seccomp_file;
+use crate::sandbox::container::spec::Seccomp;
+use crate::sandbox::engine::paths::HostPaths;
 use crate::sandbox::image;
-use crate::sandbox::runtime::RuntimeKind;
-use crate::sandbox::seccomp_file;
-use crate::sandbox::spec::Seccomp;
-use crate::sandbox::{Engine, EngineError, EngineInfo, reaper};
+use crate::sandbox::{Engine, EngineError, EngineInfo};
 
 /// What every tenant of a server shares: the engine, the sandbox image, the tool catalog, the
 /// server-wide execution slots and the translation of paths for the engine.
@@ -47,13 +48,13 @@ pub struct Shared {
     pub pii_key: Option<PiiKey>,
     /// The host copy of the image's `/usr` sandboxes mount (`--image-tree`), if any, and why
     /// or why not.
-    pub image_tree: Option<crate::sandbox::image_tree::TreeMount>,
+    pub image_tree: Option<crate::sandbox::image::tree::TreeMount>,
     pub image_tree_reason: String,
     /// Whether the engine is rootless and which limits it does not enforce (accepted with
     /// `--allow-unenforced-limits`).
-    pub engine_limits: super::engine_limits::EngineLimits,
+    pub engine_limits: crate::app::open::engine_limits::EngineLimits,
     /// Holds the copy (a shared lock) so no other server removes it while this one runs.
-    _image_tree_hold: Option<crate::sandbox::image_tree::Prepared>,
+    _image_tree_hold: Option<crate::sandbox::image::tree::Prepared>,
 }
 
 impl Shared {
@@ -129,10 +130,16 @@ impl Shared {
             )
             .await?
         };
-        let engine_limits =
-            super::engine_limits::check(&config, runtime_kind, &engine, &engine_info, &image)
-                .await?;
-        let tree = super::image_tree::serve(&config, &engine, &image_id, &host_paths).await;
+        let engine_limits = crate::app::open::engine_limits::check(
+            &config,
+            runtime_kind,
+            &engine,
+            &engine_info,
+            &image,
+        )
+        .await?;
+        let tree =
+            crate::app::open::image_tree::serve(&config, &engine, &image_id, &host_paths).await;
         let registry_dir = config.storage.registry_dir();
         let discovery =
             Arc::new(

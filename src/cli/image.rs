@@ -5,9 +5,10 @@
 use std::path::PathBuf;
 
 use crate::config::ImageProfile;
-use crate::sandbox::derived::RequirementsError;
 use crate::sandbox::image::ImageError;
-use crate::sandbox::{Engine, EngineError, derived, image};
+use crate::sandbox::image::derived::RequirementsError;
+use crate::sandbox::image::{self, derived};
+use crate::sandbox::{Engine, EngineError};
 
 /// Why `image build` built nothing (or not all it was asked for).
 #[derive(Debug, thiserror::Error)]

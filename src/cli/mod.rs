@@ -4,5 +4,4 @@
 
 pub mod audit;
 pub mod doctor;
-mod doctor_limits;
 pub mod image;

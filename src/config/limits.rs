@@ -21,6 +21,8 @@ const MAX_IMAGES: Range = Range::new("--max-images", 0, 64);
 const IMAGE_MAX_SIDE: Range = Range::new("--image-max-side", 64, 8192);
 const IMAGE_MAX_KB: Range = Range::new("--image-max-kb", 16, 5 * 1024);
 
+/// Below this the interpreter itself does not start reliably.
+pub const MIN_MEMORY_MB: u64 = 32;
 #[derive(Debug, Clone, Args)]
 pub struct LimitsConfig {
     /// Timeout of an execution when the caller gives none, in seconds.
@@ -73,24 +75,6 @@ pub struct LimitsConfig {
 }
 
 impl LimitsConfig {
-    /// The bounds `execute_code` requests are clamped to.
-    pub fn execute_bounds(&self) -> crate::execute::request::RequestBounds {
-        crate::execute::request::RequestBounds {
-            default_timeout_secs: self.default_timeout_secs,
-            max_timeout_secs: self.max_timeout_secs,
-            default_memory_mb: self.default_memory_mb,
-            max_memory_mb: self.max_memory_mb,
-        }
-    }
-
-    /// The bounds of returned images.
-    pub fn image_bounds(&self) -> crate::execute::pictures::PictureBounds {
-        crate::execute::pictures::PictureBounds {
-            max_side: self.image_max_side,
-            max_bytes: self.image_max_kb as usize * 1024,
-        }
-    }
-
     /// What the harness in each container cuts and drops.
     pub fn harness_limits(&self) -> HarnessLimits {
         HarnessLimits {
@@ -114,7 +98,7 @@ impl LimitsConfig {
                 self.default_timeout_secs, self.max_timeout_secs
             )));
         }
-        let min_memory = crate::execute::request::MIN_MEMORY_MB;
+        let min_memory = MIN_MEMORY_MB;
         if self.default_memory_mb < min_memory || self.default_memory_mb > self.max_memory_mb {
             return Err(ConfigError::Conflict(format!(
                 "--default-memory-mb {} must be between {min_memory} and --max-memory-mb {}",

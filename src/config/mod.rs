@@ -24,7 +24,7 @@ mod transport;
 use clap::Args;
 
 pub use gateway::GatewayConfig;
-pub use limits::LimitsConfig;
+pub use limits::{LimitsConfig, MIN_MEMORY_MB};
 pub use operations::OperationsConfig;
 pub use pii::{PiiConfig, PiiOutput};
 pub use pool::PoolConfig;
@@ -113,8 +113,9 @@ impl Config {
     /// Where the host copies of sandbox images' /usr live: `--image-tree-dir`, else
     /// DATA_DIR/image-trees.
     pub fn image_tree_dir(&self) -> std::path::PathBuf {
-        (self.sandbox.image_tree_dir.clone())
-            .unwrap_or_else(|| (self.storage.data_dir()).join(crate::sandbox::image_tree::DIR_NAME))
+        (self.sandbox.image_tree_dir.clone()).unwrap_or_else(|| {
+            (self.storage.data_dir()).join(crate::sandbox::image::tree::DIR_NAME)
+        })
     }
 
     /// Executions one tenant may run at once.

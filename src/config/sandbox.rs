@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::sandbox::preload::Preload;
+use crate::sandbox::pool::preload::Preload;
 
 use super::ConfigError;
 use super::range::Range;
+use crate::sandbox::container::spec::ContainerOptions;
 pub use crate::sandbox::image::ImageProfile;
-pub use crate::sandbox::image_tree::ImageTreeMode;
-use crate::sandbox::spec::ContainerOptions;
+pub use crate::sandbox::image::tree::ImageTreeMode;
 
 const TMPFS_MB: Range = Range::at_least("--tmpfs-mb", 1);
 const START_TIMEOUT_SECS: Range = Range::new("--start-timeout-secs", 1, 600);

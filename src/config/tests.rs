@@ -151,7 +151,7 @@ fn audit_flags_parse_and_need_the_trail() {
 
 #[test]
 fn preload_is_learned_unless_given_and_is_checked() {
-    use crate::sandbox::preload::Preload;
+    use crate::sandbox::pool::preload::Preload;
     let mut c = Config::defaults();
     c.sandbox.preload = None;
     assert_eq!(c.sandbox.preload(), Preload::Learned);

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::session::{CallAudit, CallOutcome, PolicyDecision};
-use crate::sandbox::histogram::{Histogram, HistogramSnapshot};
+use super::call_record::{CallAudit, CallOutcome, PolicyDecision};
+use crate::sandbox::stats::histogram::{Histogram, HistogramSnapshot};
 use crate::sandbox::stats::{LATENCY_WINDOW, percentile};
 
 /// Distinct (server, tool) pairs counted by name per tenant.

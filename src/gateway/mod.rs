@@ -22,10 +22,11 @@
 //! ```
 //!
 //! A call travels harness → channel `call` frame (`call_tool`) → `execute::calls::ServerCalls`
-//! → [`ToolSession::call`] → the upstream's `tools/call`, and back the same way. Credentials
+//! → [`UpstreamCalls::call`] → the upstream's `tools/call`, and back the same way. Credentials
 //! (an entry's `env` and `headers`) stay in this process: the sandbox gets generated stubs
 //! that name servers and tools, nothing else.
 
+pub mod call_record;
 pub mod call_stats;
 mod child;
 mod client;
@@ -35,11 +36,11 @@ pub mod policy;
 pub mod redact;
 pub mod results;
 pub mod secrets;
-pub mod session;
 pub mod stubs;
 pub mod tools;
 pub mod tree;
 pub mod upstream;
+pub mod upstream_calls;
 pub mod upstreams_file;
 pub mod view;
 
@@ -52,8 +53,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use session::{CallLimits, Confirm, ToolCallRecord, ToolSession};
+pub use call_record::ToolCallRecord;
 pub use upstream::{Upstream, UpstreamLimits, UpstreamStatus};
+pub use upstream_calls::{CallLimits, Confirm, UpstreamCalls};
 pub use upstreams_file::{UpstreamConfig, UpstreamsError};
 pub use view::GatewayView;
 

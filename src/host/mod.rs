@@ -1,9 +1,7 @@
-//! The host the server runs on: paths as the engine sees them ([`engine_paths`], when the
-//! server itself runs in a container), the data directory's storage (local or shared across a
+//! The host the server runs on: the data directory's storage (local or shared across a
 //! swarm), processes' start times and liveness (owner labels, temp files), the file
 //! primitives that never follow a link ([`safe_fs`]), and running storage work from async code.
 
-pub mod engine_paths;
 pub(crate) mod process;
 pub(crate) mod runtime_leftovers;
 pub(crate) mod safe_fs;

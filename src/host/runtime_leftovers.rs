@@ -10,10 +10,17 @@
 
 use std::collections::HashSet;
 
+/// A container id as Docker and Podman write it: 64 lowercase hex digits.
+pub(crate) fn is_container_id(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// The processes of the shim that ran container `id` (64 hex digits) and everything under it;
 /// empty where there is none or `id` is not a container id.
 pub(crate) fn shim_processes(id: &str) -> Vec<u32> {
-    if !super::engine_paths::is_container_id(id) {
+    if !is_container_id(id) {
         return Vec::new();
     }
     let Ok(entries) = std::fs::read_dir("/proc") else {

@@ -11,10 +11,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::CodeExecutionServer;
-use crate::app::paused::Parked;
-use crate::execute::produced::ProducedFile;
-use crate::execute::progress::{self, LatestLine, Progress};
-use crate::execute::request::ExecuteRequest;
+use crate::app::execution::paused::Parked;
+use crate::app::execution::produced::ProducedFile;
+use crate::app::execution::progress::{self, LatestLine, Progress};
+use crate::app::execution::request::ExecuteRequest;
 use crate::gateway::{Confirm, ToolCallRecord};
 use crate::privacy::{Attachment, Link, Reply};
 use crate::sandbox::Status;
@@ -102,7 +102,7 @@ pub struct ExecuteCodeResponse {
     pub session: Option<String>,
     /// What the session carries to its next call (with `session`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub state: Option<crate::sandbox::carry::StateReport>,
+    pub state: Option<crate::sandbox::run::carry::StateReport>,
 }
 
 /// One returned image.
@@ -327,7 +327,7 @@ impl CodeExecutionServer {
                 call.error = call.error.map(|e| {
                     self.app
                         .privacy()
-                        .text_cut(e, crate::gateway::session::MAX_RECORD_ERROR_CHARS)
+                        .text_cut(e, crate::gateway::call_record::MAX_RECORD_ERROR_CHARS)
                 });
                 call
             })

@@ -1,10 +1,10 @@
 //! `execute_code` on a 2026-07-28 connection whose client can answer questions: the
-//! execution runs detached ([`crate::app::detached`]), and a `confirm` question from its code
+//! execution runs detached ([`crate::app::execution::detached`]), and a `confirm` question from its code
 //! ends this `tools/call` with an `InputRequiredResult` (an elicitation per question and a
 //! sealed `requestState`). The client's retry carries the answers and the state; it resumes
 //! the same execution, still running in its container, and waits for its end or its next
 //! question. The code never runs twice. Between the two requests the execution waits in the
-//! tenant's [`crate::app::paused::PausedTable`].
+//! tenant's [`crate::app::execution::paused::PausedTable`].
 //!
 //! A cancelled request cancels its execution, as on the legacy path.
 
@@ -16,8 +16,8 @@ use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
 
 use super::CodeExecutionServer;
-use crate::app::detached::{Answer, Event, Question};
-use crate::app::paused::Parked;
+use crate::app::execution::detached::{Answer, Event, Question};
+use crate::app::execution::paused::Parked;
 use crate::privacy::Reply;
 
 /// The elicitation that asks `message` (a form with no fields: the answer is the action).

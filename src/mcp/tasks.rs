@@ -21,7 +21,7 @@ use tracing::Instrument;
 
 use super::CodeExecutionServer;
 use super::rounds::elicitation;
-use crate::app::detached::{Answer, Detached, Event, Question};
+use crate::app::execution::detached::{Answer, Detached, Event, Question};
 use crate::privacy::Reply;
 
 /// How long an execution may run before its call becomes a task.

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::sandbox::histogram::HistogramSnapshot;
+use crate::sandbox::stats::histogram::HistogramSnapshot;
 
 /// The `Content-Type` of the format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -11,9 +11,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::spec::{ContainerOptions, Seccomp};
-use super::stats::Stats;
-use super::{
+use crate::sandbox::container::spec::{ContainerOptions, Seccomp};
+use crate::sandbox::stats::Stats;
+use crate::sandbox::{
     Backend, BuiltinCalls, HarnessLimits, Job, Outcome, PoolBudget, Removals, Sandbox,
     SandboxSettings, Status,
 };
@@ -93,7 +93,7 @@ pub struct ProbeSettings {
     pub uid: u32,
     pub gid: u32,
     pub runtime: Option<String>,
-    pub runtime_kind: super::runtime::RuntimeKind,
+    pub runtime_kind: crate::sandbox::container::runtime::RuntimeKind,
     pub oom_reported: bool,
 }
 
@@ -130,8 +130,8 @@ pub fn probe_sandbox(engine: Arc<dyn Backend>, settings: ProbeSettings) -> Sandb
             removals: Removals::new(engine, 0),
             pool_memory_bytes: 0,
             image_id: String::new(),
-            start_limit: (settings.runtime_kind).start_limit(super::DEFAULT_START_LIMIT),
-            preload: super::preload::Preload::Fixed(Vec::new()),
+            start_limit: (settings.runtime_kind).start_limit(crate::sandbox::DEFAULT_START_LIMIT),
+            preload: crate::sandbox::pool::preload::Preload::Fixed(Vec::new()),
             seccomp: settings.seccomp,
             oom_reported: settings.oom_reported,
             image_tree: None,

@@ -10,28 +10,13 @@
 //! backoff, and shutdown waits a bounded time for removals (the next start reaps the rest). The
 //! server therefore serves again once the engine is back, without a restart.
 
-pub mod backend;
-pub mod carry;
-pub mod channel;
-pub mod derived;
-pub mod docker;
+pub mod cleanup;
+pub mod container;
 pub mod enforcement;
-mod events;
-mod execution;
-pub mod histogram;
+pub mod engine;
 pub mod image;
-pub mod image_tree;
-pub mod output;
-mod pool;
-pub mod preload;
-pub mod prepared;
-pub(crate) mod reaper;
-pub mod removal;
-pub mod returned;
-pub mod rootless;
-pub mod runtime;
-pub mod seccomp_file;
-pub mod spec;
+pub mod pool;
+pub mod run;
 pub mod stats;
 #[cfg(test)]
 mod tests;
@@ -47,15 +32,17 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-pub use backend::Backend;
-pub use channel::{BuiltinCalls, CallHandler, HarnessLimits};
-pub use docker::{Engine, EngineError, EngineInfo, SwarmNode};
-pub use execution::{DEFAULT_START_LIMIT, Edges, Job, Outcome, Status};
-pub use output::{BoundedText, OutputTap};
+pub use cleanup::removal::Removals;
+use container::spec::{self, LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, SandboxSpec};
+pub use engine::{Backend, Engine, EngineError, EngineInfo, SwarmNode};
+use image::tree as image_tree;
+use pool::preload;
 pub use pool::{PoolBudget, PoolSnapshot};
-pub use prepared::Prepared;
-pub use removal::Removals;
-use spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, SandboxSpec};
+use run::carry;
+pub use run::channel::{BuiltinCalls, CallHandler, HarnessLimits};
+pub use run::output::{BoundedText, OutputTap};
+pub use run::prepared::Prepared;
+pub use run::{DEFAULT_START_LIMIT, Edges, Job, Outcome, Status};
 use stats::{Phase, Stats};
 
 #[derive(Debug, thiserror::Error)]
@@ -142,7 +129,7 @@ impl Instance {
     pub fn new() -> Self {
         Self {
             id: uuid::Uuid::new_v4().simple().to_string(),
-            owner: reaper::current_owner(),
+            owner: spec::current_owner(),
         }
     }
 }
@@ -162,11 +149,11 @@ pub struct Sandbox {
     waiting: AtomicUsize,
     seq: AtomicU64,
     shutdown: CancellationToken,
-    cleanup: execution::Cleanup,
+    cleanup: run::Cleanup,
     stats: Arc<Stats>,
     pool: Arc<pool::Pool>,
-    oom: events::OomEvents,
-    breaks: events::EngineBreaks,
+    oom: engine::events::OomEvents,
+    breaks: engine::events::EngineBreaks,
     /// Set once the engine answered that it cannot update a container's memory limit, or from
     /// the start under a runtime that cannot (gVisor's runsc has no `update`): a non-default
     /// limit then runs cold without taking (and wasting) a pooled container.
@@ -194,7 +181,7 @@ impl Sandbox {
                 settings.pool_memory_bytes,
                 settings.image_id.clone(),
             )),
-            cleanup: execution::Cleanup {
+            cleanup: run::Cleanup {
                 tracker: TaskTracker::new(),
                 stats: stats.clone(),
                 removals: settings.removals.clone(),
@@ -208,8 +195,8 @@ impl Sandbox {
             seq: AtomicU64::new(0),
             shutdown: CancellationToken::new(),
             stats,
-            oom: events::OomEvents::default(),
-            breaks: events::EngineBreaks::default(),
+            oom: engine::events::OomEvents::default(),
+            breaks: engine::events::EngineBreaks::default(),
             no_memory_update,
             pressure: Default::default(),
             learned: Default::default(),
@@ -307,7 +294,7 @@ impl Sandbox {
         let source = match warm {
             Some(ready) => {
                 self.stats.record_pooled();
-                execution::Source::Warm(ready)
+                run::Source::Warm(ready)
             }
             None => {
                 // A large snapshot goes in as a file mount: this container is the session's.
@@ -319,13 +306,13 @@ impl Sandbox {
                     },
                     self.next_name(),
                 );
-                execution::Source::Cold(&cold.0, &cold.1)
+                run::Source::Cold(&cold.0, &cold.1)
             }
         };
         let _running = self.stats.running_guard();
         let result = {
             let linked = LinkedCancel::new(&cancel, &self.shutdown);
-            let runner = execution::Runner {
+            let runner = run::Runner {
                 oom_reported: self.settings.oom_reported,
                 runtime: self.settings.container.runtime_kind,
                 pids_limit: self.settings.container.pids_limit,
@@ -337,7 +324,7 @@ impl Sandbox {
                 breaks: &self.breaks,
                 start_limit: self.settings.start_limit,
             };
-            let run = execution::execute(&runner, source, &job, linked.token(), start_deadline);
+            let run = run::execute(&runner, source, &job, linked.token(), start_deadline);
             tokio::pin!(run);
             // The replacement starts once this execution has answered, or after REFILL_DELAY
             // if it runs longer: on a small machine, a container start beside a short
@@ -408,7 +395,7 @@ impl Sandbox {
         &self,
         memory_bytes: i64,
         deadline: tokio::time::Instant,
-    ) -> Option<execution::Started> {
+    ) -> Option<run::Started> {
         let default_limit = memory_bytes == self.pool.memory_bytes();
         if self.settings.pool_size == 0
             || (!default_limit && self.no_memory_update.load(Ordering::Relaxed))
@@ -434,10 +421,10 @@ impl Sandbox {
     /// containers carry the default), or `None` when the engine did not set it by `deadline`.
     async fn fit_memory(
         &self,
-        ready: execution::Started,
+        ready: run::Started,
         memory_bytes: i64,
         deadline: tokio::time::Instant,
-    ) -> Option<execution::Started> {
+    ) -> Option<run::Started> {
         if memory_bytes == self.pool.memory_bytes() {
             return Some(ready);
         }
@@ -544,9 +531,9 @@ impl Sandbox {
                 // Offered only once its interpreter and preload are ready: a call never waits
                 // on a preload in progress.
                 let start = async {
-                    let mut started = execution::start(&backend, &spec, &name, &cleanup).await?;
+                    let mut started = run::start(&backend, &spec, &name, &cleanup).await?;
                     let t = std::time::Instant::now();
-                    started.announced(execution::Announcement::Ready).await?;
+                    started.announced(run::Announcement::Ready).await?;
                     cleanup.stats.phase(Phase::Ready, t.elapsed());
                     Ok(started)
                 };
@@ -608,9 +595,8 @@ impl Sandbox {
                 let mut started = match pooled {
                     Some(started) => started,
                     None => {
-                        let mut started =
-                            execution::start(&backend, &spec, &name, &cleanup).await?;
-                        started.announced(execution::Announcement::Ready).await?;
+                        let mut started = run::start(&backend, &spec, &name, &cleanup).await?;
+                        started.announced(run::Announcement::Ready).await?;
                         if spec.state.is_some() {
                             // It mapped the mounted snapshot before it said ready.
                             cleanup.stats.phase(Phase::StateSent, t.elapsed());
@@ -626,7 +612,7 @@ impl Sandbox {
                         action: "deliver the session's state to the sandbox",
                         message: e.to_string(),
                     })?;
-                started.announced(execution::Announcement::Loaded).await?;
+                started.announced(run::Announcement::Loaded).await?;
                 cleanup.stats.phase(Phase::StateSent, t.elapsed());
                 started.loaded = true;
                 Ok::<_, EngineError>(started)
@@ -711,7 +697,7 @@ impl Sandbox {
         let label = format!("{LABEL_INSTANCE}={}", self.instance.id);
         match tokio::time::timeout(
             SWEEP_LIMIT,
-            reaper::remove_labelled(self.backend.as_ref(), &[label]),
+            cleanup::reaper::remove_labelled(self.backend.as_ref(), &[label]),
         )
         .await
         {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tracing::Instrument;
 
-use super::backend::{EngineEvent, EventFilter};
-use super::{Sandbox, pool};
+use crate::sandbox::engine::backend::{EngineEvent, EventFilter};
+use crate::sandbox::{Sandbox, pool};
 
 impl Sandbox {
     /// Follows the engine's events for as long as the server runs (a broken stream is

@@ -1,7 +1,10 @@
 //! Errors of the skills store. They reach a model through the skills tools and the sandbox's
 //! `skills` calls, so each message says what is allowed or what to do next.
 
-use super::name::NAME_RULE;
+/// The naming rule of `skills::name` in words, as error messages give it.
+pub const NAME_RULE: &str = "a skill name is 1 to 64 ASCII letters, digits and underscores, \
+     starts with a letter or a single underscore (not a digit, not \"__\") and is not a Python \
+     keyword, so that `from skills import NAME` works; e.g. \"parse_access_log\"";
 
 /// Errors of the store, worded for a model to act on.
 #[derive(Debug, thiserror::Error)]

@@ -2,15 +2,11 @@
 //! measure a "not found" error uses to suggest existing names. Pure functions with no access to the
 //! store, so the rule can be read (and fuzzed) on its own.
 
+pub use super::error::NAME_RULE;
 use super::error::{Result, SkillError};
 
 /// Longest skill name, in bytes (all ASCII).
 pub const MAX_NAME_LEN: usize = 64;
-/// The naming rule in words, as error messages give it.
-pub const NAME_RULE: &str = "a skill name is 1 to 64 ASCII letters, digits and underscores, \
-     starts with a letter or a single underscore (not a digit, not \"__\") and is not a Python \
-     keyword, so that `from skills import NAME` works; e.g. \"parse_access_log\"";
-
 /// Python's hard keywords (3.12). Soft keywords (`match`, `case`, `type`, `_`) are valid
 /// identifiers and allowed.
 pub(super) const PYTHON_KEYWORDS: [&str; 35] = [

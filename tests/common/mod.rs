@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use code_execution_mcp::app::App;
+use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::Config;
-use code_execution_mcp::execute::request::ExecuteRequest;
-use code_execution_mcp::sandbox::backend::Labelled;
-use code_execution_mcp::sandbox::spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER};
+use code_execution_mcp::sandbox::container::spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER};
+use code_execution_mcp::sandbox::engine::backend::Labelled;
 use code_execution_mcp::sandbox::{Backend, Engine, Outcome, Status};
 use rmcp::RoleClient;
 use rmcp::service::{Peer, RunningService, ServiceError};

@@ -10,8 +10,8 @@
 
 use bollard::models::ContainerInspectResponse;
 use code_execution_mcp::config::ImageTreeMode;
-use code_execution_mcp::sandbox::image_tree;
-use code_execution_mcp::sandbox::runtime::RuntimeKind;
+use code_execution_mcp::sandbox::container::runtime::RuntimeKind;
+use code_execution_mcp::sandbox::image::tree as image_tree;
 
 use super::{TestApp, assert_ok, inspect_pooled};
 

@@ -94,7 +94,7 @@ async fn engine_stopped_or_restarted_under_a_running_server() {
     assert!(err, "{v}");
     let text = error_text(&v);
     assert!(
-        text.contains("the Docker engine went away") && text.contains("Retry once the engine"),
+        text.contains("the container engine went away") && text.contains("Retry once the engine"),
         "{v}"
     );
 
@@ -107,7 +107,7 @@ async fn engine_stopped_or_restarted_under_a_running_server() {
     assert!(err, "{v}");
     let text = error_text(&v);
     assert!(
-        text.contains("cannot reach the Docker engine") && text.contains("needs no restart"),
+        text.contains("cannot reach the container engine") && text.contains("needs no restart"),
         "{v}"
     );
 
@@ -145,7 +145,7 @@ async fn engine_stopped_or_restarted_under_a_running_server() {
     eprintln!("running across a restart: {took:?} {v}");
     assert!(err, "{v}");
     assert!(
-        error_text(&v).contains("the Docker engine went away"),
+        error_text(&v).contains("the container engine went away"),
         "{v}"
     );
     let (err, v, _) = server
@@ -180,7 +180,7 @@ async fn engine_stopped_or_restarted_under_a_running_server() {
     eprintln!("running across a restart behind a held socket: {took:?} {v}");
     assert!(err, "{v}");
     assert!(
-        error_text(&v).contains("the Docker engine went away"),
+        error_text(&v).contains("the container engine went away"),
         "{v}"
     );
     let (err, v, _) = server

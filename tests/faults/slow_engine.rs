@@ -84,7 +84,8 @@ async fn a_slow_or_stalled_engine_never_holds_a_call_or_the_shutdown() {
         "{texts:?}"
     );
     assert!(
-        texts[1].contains("the Docker engine did not start a sandbox container within 5 seconds"),
+        texts[1]
+            .contains("the container engine did not start a sandbox container within 5 seconds"),
         "{texts:?}"
     );
 

@@ -4,7 +4,7 @@
 //! at once, the call budget, an upstream that never answers `initialize`, one that floods
 //! stderr, a policy that denies, and an upstream still starting when the first execution comes.
 
-use code_execution_mcp::execute::request::ExecuteRequest;
+use code_execution_mcp::app::execution::request::ExecuteRequest;
 use serde_json::{Value, json};
 
 use super::{app_with, app_with_ready, run, run_ok, status_after_failure, statuses};

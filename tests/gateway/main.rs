@@ -18,8 +18,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use code_execution_mcp::app::Executed;
+use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::Config;
-use code_execution_mcp::execute::request::ExecuteRequest;
 use code_execution_mcp::sandbox::Status;
 use common::TestApp;
 use serde_json::Value;

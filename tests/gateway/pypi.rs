@@ -143,12 +143,13 @@ result = {{
 
     // A session carries what came from the `servers` package and from skills: a module, a
     // tool's function, a skill's function, each usable in the next call's fresh container.
-    let session = |code: &str, handle: &str| code_execution_mcp::execute::request::ExecuteRequest {
-        code: code.into(),
-        timeout_seconds: Some(120.0),
-        session: Some(handle.into()),
-        ..Default::default()
-    };
+    let session =
+        |code: &str, handle: &str| code_execution_mcp::app::execution::request::ExecuteRequest {
+            code: code.into(),
+            timeout_seconds: Some(120.0),
+            session: Some(handle.into()),
+            ..Default::default()
+        };
     let first = t
         .app
         .execute(

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use code_execution_mcp::execute::request::ExecuteRequest;
+use code_execution_mcp::app::execution::request::ExecuteRequest;
 use serde_json::json;
 
 use crate::common::{self, assert_ok, call_tool, mcp_client};

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::ImageProfile;
-use code_execution_mcp::execute::request::ExecuteRequest;
 use serde_json::{Value, json};
 
 use crate::common::host_watch::{HostWatch, spawned_dirs};

@@ -205,7 +205,9 @@ async fn case_28_the_sandbox_posture() {
         // Docker lists the server's mounts under Mounts only; Podman repeats them as binds.
         // Either way, nothing but the workspace, skills and tools package is bound, and, with
         // the image's tree served from the host (--image-tree), its /usr directories read-only.
-        use code_execution_mcp::sandbox::spec::{SERVERS_MOUNT, SKILLS_MOUNT, WORKSPACE_MOUNT};
+        use code_execution_mcp::sandbox::container::spec::{
+            SERVERS_MOUNT, SKILLS_MOUNT, WORKSPACE_MOUNT,
+        };
         for bind in host.binds.unwrap_or_default() {
             let mut parts = bind.split(':');
             let target = parts.nth(1).unwrap_or_default();

@@ -303,7 +303,7 @@ result = "done"
 async fn case_26_opening_files_stops_at_the_nofile_limit() {
     watched(async |t, _| {
         let v = verdict(t, include_str!("probes/case_26_nofile.py"), json!({})).await;
-        let limit = code_execution_mcp::sandbox::spec::NOFILE_LIMIT;
+        let limit = code_execution_mcp::sandbox::container::spec::NOFILE_LIMIT;
         assert_eq!(v["soft"], limit, "{v}");
         assert_eq!(v["hard"], limit, "{v}");
         assert_eq!(v["errno"], "EMFILE", "{v}");
@@ -314,7 +314,7 @@ async fn case_26_opening_files_stops_at_the_nofile_limit() {
         let nproc = if gvisor(t) {
             t.app.shared().config.sandbox.pids_limit
         } else {
-            code_execution_mcp::sandbox::spec::nproc_limit()
+            code_execution_mcp::sandbox::container::spec::nproc_limit()
         };
         assert_eq!(v["nproc"], json!([nproc, nproc]), "{v}");
     })

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use code_execution_mcp::execute::request::ExecuteRequest;
+use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::sandbox::Backend;
 use serde_json::{Value, json};
 
@@ -36,7 +36,7 @@ async fn case_40_a_100_mb_code_string_is_refused_before_the_engine() {
                 matches!(
                     err,
                     code_execution_mcp::app::ExecuteError::Input(
-                        code_execution_mcp::execute::request::InputError::CodeTooLarge { .. }
+                        code_execution_mcp::app::execution::request::InputError::CodeTooLarge { .. }
                     )
                 ),
                 "{err}"
@@ -64,7 +64,7 @@ async fn case_40_a_100_mb_code_string_is_refused_before_the_engine() {
             let engine = &t.app.shared().engine;
             let label = format!(
                 "{}={}",
-                code_execution_mcp::sandbox::spec::LABEL_INSTANCE,
+                code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE,
                 t.app.sandbox().instance().id
             );
             assert!(engine.list_labelled(&[label]).await.unwrap().is_empty());

@@ -5,9 +5,9 @@
 
 use serde_json::json;
 
-use super::fake::{Step, ok};
-use super::*;
 use crate::sandbox::PoolBudget;
+use crate::sandbox::tests::fake::{Step, ok};
+use crate::sandbox::tests::*;
 
 /// A rig with a pool of `base` within a budget of `max`, idle after `idle_secs`.
 async fn breathing(base: usize, max: usize, idle_secs: u64, idle_floor: usize) -> Rig {
@@ -168,7 +168,7 @@ async fn phases_of_a_cold_execution_are_timed() {
 #[tokio::test(start_paused = true)]
 async fn replacements_skip_the_preload_while_executions_outpace_the_pool() {
     let mut s = settings(1, 4);
-    s.preload = crate::sandbox::preload::Preload::Fixed(vec!["pandas".into()]);
+    s.preload = crate::sandbox::pool::preload::Preload::Fixed(vec!["pandas".into()]);
     let rig = Rig::new(vec![ok(json!(1))], s);
     rig.sandbox.refill();
     rig.engine.until_live(1).await;
@@ -207,7 +207,7 @@ async fn a_learned_preload_follows_what_the_code_imports() {
         "type": "done", "success": true, "result": 1, "imports": ["pandas", "numpy"]
     }));
     let mut s = settings(1, 2);
-    s.preload = crate::sandbox::preload::Preload::Learned;
+    s.preload = crate::sandbox::pool::preload::Preload::Learned;
     let rig = Rig::new(vec![imports_pandas], s);
     rig.sandbox.refill();
     rig.engine.until_live(1).await;

@@ -4,10 +4,10 @@ use std::sync::atomic::Ordering;
 
 use serde_json::json;
 
-use super::fake::{Step, ok, printed};
-use super::*;
-use crate::sandbox::backend::EngineEvent;
-use crate::sandbox::docker::EngineError;
+use crate::sandbox::engine::backend::EngineEvent;
+use crate::sandbox::engine::error::EngineError;
+use crate::sandbox::tests::fake::{Step, ok, printed};
+use crate::sandbox::tests::*;
 
 #[tokio::test(start_paused = true)]
 async fn done_with_success_is_ok_with_output_and_result() {
@@ -120,7 +120,7 @@ async fn deadline_after_an_oom_kill_is_memory_limit() {
 fn engine_stop_oom(engine: &FakeEngine, name: &str) {
     engine.record_exit(
         name,
-        crate::sandbox::backend::ExitState {
+        crate::sandbox::engine::backend::ExitState {
             oom_killed: true,
             exit_code: Some(137),
         },

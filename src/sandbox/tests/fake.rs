@@ -16,11 +16,11 @@ use futures::channel::mpsc;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
-use crate::sandbox::backend::{
+use crate::sandbox::container::spec::SandboxSpec;
+use crate::sandbox::engine::backend::{
     Attached, Backend, EngineEvent, EventFilter, EventStream, ExitState, Labelled, Output,
 };
-use crate::sandbox::docker::EngineError;
-use crate::sandbox::spec::SandboxSpec;
+use crate::sandbox::engine::error::EngineError;
 
 /// One thing a scripted harness does after it has read its job.
 #[derive(Debug, Clone)]

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::channel::{BuiltinCalls, HarnessLimits};
-use super::{Job, Outcome, Sandbox, SandboxError, SandboxSettings, Status};
+use crate::sandbox::run::channel::{BuiltinCalls, HarnessLimits};
 use crate::sandbox::stats::Stats;
+use crate::sandbox::{Job, Outcome, Sandbox, SandboxError, SandboxSettings, Status};
 use fake::{FakeEngine, Step};
 
 const MB: i64 = 1024 * 1024;
@@ -31,7 +31,7 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         servers: None,
         uid: 10001,
         gid: 10001,
-        container: crate::sandbox::spec::ContainerOptions {
+        container: crate::sandbox::container::spec::ContainerOptions {
             pids_limit: 64,
             tmpfs_bytes: 8 << 20,
             runtime: None,
@@ -47,15 +47,15 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         server_slots: Arc::new(tokio::sync::Semaphore::new(max_concurrency)),
         pool_size,
         // A budget of one pool: no growth (the breathing tests give it more).
-        pool_budget: super::PoolBudget::new(pool_size),
+        pool_budget: crate::sandbox::PoolBudget::new(pool_size),
         pool_idle: Duration::ZERO,
         pool_idle_floor: pool_size,
         // Replaced by the rig with one on its own fake engine.
-        removals: super::Removals::new(Arc::new(Arc::new(FakeEngine::new(Vec::new()))), 0),
+        removals: crate::sandbox::Removals::new(Arc::new(Arc::new(FakeEngine::new(Vec::new()))), 0),
         pool_memory_bytes: 256 * MB,
         image_id: "sha256:one".into(),
         start_limit: Duration::from_secs(30),
-        preload: crate::sandbox::preload::Preload::Fixed(Vec::new()),
+        preload: crate::sandbox::pool::preload::Preload::Fixed(Vec::new()),
         seccomp: Default::default(),
         oom_reported: true,
         image_tree: None,
@@ -78,7 +78,7 @@ impl Rig {
     /// A rig whose used containers may wait in a removal backlog of `bound`.
     fn with_backlog(script: Vec<Step>, mut settings: SandboxSettings, bound: usize) -> Self {
         let engine = Arc::new(FakeEngine::new(script));
-        settings.removals = super::Removals::new(Arc::new(engine.clone()), bound);
+        settings.removals = crate::sandbox::Removals::new(Arc::new(engine.clone()), bound);
         let stats = Arc::new(Stats::new());
         let sandbox = Arc::new(Sandbox::new(
             Arc::new(engine.clone()),

@@ -5,10 +5,10 @@ use std::sync::atomic::Ordering;
 
 use serde_json::json;
 
-use super::fake::{Step, ok};
-use super::*;
-use crate::sandbox::backend::EngineEvent;
+use crate::sandbox::engine::backend::EngineEvent;
 use crate::sandbox::pool::Pool;
+use crate::sandbox::tests::fake::{Step, ok};
+use crate::sandbox::tests::*;
 
 #[tokio::test(start_paused = true)]
 async fn the_pool_fills_and_a_pooled_run_takes_one_then_refills() {
@@ -56,9 +56,9 @@ async fn a_replacement_the_engine_is_stuck_on_costs_half_the_start_limit_then_ru
 }
 
 /// A container started by the rig's engine, as a pooled start makes it.
-async fn started(rig: &Rig, name: &str) -> crate::sandbox::execution::Started {
+async fn started(rig: &Rig, name: &str) -> crate::sandbox::run::Started {
     let sandbox = &rig.sandbox;
-    crate::sandbox::execution::start(
+    crate::sandbox::run::start(
         &sandbox.backend,
         &sandbox.spec(256 * MB),
         name,
@@ -296,7 +296,7 @@ async fn shutdown_cancels_runs_drains_the_pool_and_refuses_new_runs() {
 #[tokio::test(start_paused = true)]
 async fn shutdown_sweeps_containers_of_this_instance_that_no_guard_holds() {
     use crate::sandbox::Backend;
-    use crate::sandbox::spec::{ContainerOptions, LABEL_INSTANCE, SandboxSpec};
+    use crate::sandbox::container::spec::{ContainerOptions, LABEL_INSTANCE, SandboxSpec};
     let rig = Rig::cold(vec![ok(json!(1))]);
     // A container of this instance the engine has but no execution tracks.
     let spec = SandboxSpec {

@@ -4,9 +4,9 @@
 use std::io::Read;
 use std::sync::{Arc, Mutex};
 
-use super::fake::ok;
-use super::*;
-use crate::sandbox::carry::{Carry, SnapshotStore, SnapshotWriter};
+use crate::sandbox::run::carry::{Carry, SnapshotStore, SnapshotWriter};
+use crate::sandbox::tests::fake::ok;
+use crate::sandbox::tests::*;
 use serde_json::json;
 
 /// A session store in memory.

@@ -8,7 +8,7 @@
 //! follow (used in turn; 0 pushes an empty chunk), the rest is the stream.
 #![no_main]
 
-use code_execution_mcp::sandbox::channel::{
+use code_execution_mcp::sandbox::run::channel::{
     FromHarness, Line, LineSplitter, ToHarness, parse_frame,
 };
 use libfuzzer_sys::fuzz_target;

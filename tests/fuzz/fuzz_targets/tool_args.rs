@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use code_execution_mcp::config::Config;
 use code_execution_mcp::discovery::{MAX_LIMIT, Registry};
-use code_execution_mcp::execute::request::{self, InputError, MIN_MEMORY_MB, MIN_TIMEOUT_SECS};
+use code_execution_mcp::app::execution::request::{self, InputError, MIN_MEMORY_MB, MIN_TIMEOUT_SECS};
 use code_execution_mcp::mcp::args::{
     DefinitionArgs, ExecuteCodeArgs, FileArgs, ListArgs, SaveSkillArgs, SearchArgs, SkillNameArgs,
     TextArgs, WriteArgs,
@@ -126,7 +126,7 @@ fn check_execute(a: &ExecuteCodeArgs) {
         assert!(handle.len() == 36 && !handle.contains(['/', '.', '\0']), "{handle:?}");
     }
 
-    let l = request::clamp(a.timeout_seconds, a.memory_mb, &c.limits.execute_bounds()).expect("JSON numbers are finite");
+    let l = request::clamp(a.timeout_seconds, a.memory_mb, &request::RequestBounds::of(&c.limits)).expect("JSON numbers are finite");
     let (min_t, max_t) = (
         Duration::from_secs_f64(MIN_TIMEOUT_SECS),
         Duration::from_secs(c.limits.max_timeout_secs),

@@ -1,0 +1,122 @@
+//! The audit trail around one execution: its digest taken before it runs (and, with
+//! `--audit-required`, the trail's check), its record built from how it ended and written
+//! before the tool answers. Every string that could carry personal data (the code, the client's
+//! name, file names, a tool name the upstream does not list) goes through the tenant's PII
+//! engine first, whatever `--pii-output` says: the trail holds tokens, never values.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::app::execution::request::ExecuteRequest;
+use crate::app::{App, ExecuteError, Executed, Shared};
+use crate::audit::{AuditCall, AuditLog, AuditRecord, SINGLE_TENANT_DIR, record};
+use crate::sandbox::SandboxError;
+
+/// The tenant's trail on this node, when `--audit` keeps one.
+pub(crate) fn open(shared: &Shared, tenant: Option<&str>) -> Option<Arc<AuditLog>> {
+    let settings = shared.config.operations.audit_settings()?;
+    Some(Arc::new(AuditLog::new(
+        &shared.config.storage.data_dir(),
+        tenant.unwrap_or(SINGLE_TENANT_DIR),
+        shared.node_name(),
+        settings,
+    )))
+}
+
+/// What the record needs from the request, taken before the request is spent.
+pub(crate) struct Begun {
+    log: Arc<AuditLog>,
+    code_sha256: String,
+    code: Option<String>,
+    client: Option<String>,
+}
+
+impl App {
+    /// The request's part of its record; with `--audit-required`, refuses the execution while
+    /// the trail cannot be written.
+    pub(crate) async fn audit_begin(
+        &self,
+        request: &ExecuteRequest,
+    ) -> Result<Option<Begun>, ExecuteError> {
+        let Some(log) = &self.audit else {
+            return Ok(None);
+        };
+        if log.settings().required && !log.is_ok() {
+            let probe = log.clone();
+            tokio::task::spawn_blocking(move || probe.check_writable())
+                .await
+                .expect("the audit check does not panic")
+                .map_err(|e| ExecuteError::AuditUnavailable(e.source.to_string()))?;
+        }
+        Ok(Some(Begun {
+            log: log.clone(),
+            code_sha256: record::code_digest(&request.code),
+            code: log.settings().include_code.then(|| request.code.clone()),
+            client: request.client.clone(),
+        }))
+    }
+
+    /// Writes the execution's record (on a blocking thread, before the caller answers). A
+    /// failure is the trail's to report (log, health, metrics), never the call's.
+    pub(crate) async fn audit_end(
+        &self,
+        begun: Begun,
+        execution_id: &str,
+        executed: &Result<Executed, ExecuteError>,
+        took: Duration,
+    ) {
+        let mut record = AuditRecord {
+            time: record::now(),
+            tenant: self.tenant.clone(),
+            node: self.node_name().to_string(),
+            execution_id: execution_id.to_string(),
+            client: begun.client,
+            session: None,
+            code_sha256: begun.code_sha256,
+            code: begun.code,
+            status: String::new(),
+            error_type: None,
+            duration_ms: (took.as_secs_f64() * 1e6).round() / 1e3,
+            calls: Vec::new(),
+            files_changed: Vec::new(),
+            files_truncated: false,
+        };
+        match executed {
+            Ok(e) => {
+                record.status = e.outcome.status.as_str().to_string();
+                record.error_type = e.outcome.error_type.clone();
+                record.session = e.session.clone();
+                record.calls = (e.tool_calls.iter())
+                    .map(|c| AuditCall {
+                        server: c.server.clone(),
+                        tool: c.tool.clone(),
+                        outcome: c.audit.outcome.as_str().to_string(),
+                        policy: c.audit.policy.map(|p| p.as_str().to_string()),
+                        arguments_sha256: c.audit.arguments_sha256.clone(),
+                        duration_ms: c.duration_ms,
+                    })
+                    .collect();
+                record.files_changed = (e.produced.files.iter()).map(|f| f.path.clone()).collect();
+                record.files_truncated = e.produced.files_truncated;
+            }
+            Err(ExecuteError::Sandbox(SandboxError::Engine(_))) => {
+                record.status = "engine_failure".into();
+            }
+            Err(_) => record.status = "refused".into(),
+        }
+        let (log, pii) = (begun.log, self.pii.clone());
+        let _ = tokio::task::spawn_blocking(move || {
+            let tokens = |s: &mut String| *s = pii.sanitize(s).text;
+            record.code.as_mut().map(tokens);
+            record.client.as_mut().map(tokens);
+            record.error_type.as_mut().map(tokens);
+            record.files_changed.iter_mut().for_each(tokens);
+            for call in &mut record.calls {
+                tokens(&mut call.server);
+                tokens(&mut call.tool);
+            }
+            log.append(&record)
+        })
+        .await;
+    }
+}

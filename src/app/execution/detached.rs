@@ -1,0 +1,179 @@
+//! An execution detached from the request that started it. On a 2026-07-28 connection the
+//! server may not send requests of its own, so a `confirm` question cannot be asked while the
+//! `tools/call` that runs the code waits: the question has to travel back as that call's
+//! result (a multi-round-trip request), or through a task, while the code keeps running in
+//! its container. So the execution runs in a task of its own and reports what happens through
+//! a bounded channel of [`Event`]s: a question for the user, a progress line, and its end.
+//!
+//! Whoever holds the receiver drives it: the request that started it, a later request that
+//! answers a question (`app::paused` keeps it between the two), or a task of the tasks
+//! extension. Dropping the receiver does not stop the execution (a question then gets no
+//! answer, which the code sees as a refused call); its cancel token does, and removes the
+//! container like any cancelled execution.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::app::execution::progress::{self, LatestLine, Progress};
+use crate::app::execution::request::ExecuteRequest;
+use crate::app::{App, ExecuteError, Executed};
+use crate::gateway::Confirm;
+
+/// Events one execution may have waiting before its driver reads them. Questions wait for
+/// room (the code's call waits anyway); progress lines are dropped when the channel is full.
+const EVENTS: usize = 16;
+
+/// What a detached execution reports.
+pub enum Event {
+    /// Code called a tool whose policy is `confirm`: the user must answer first.
+    Question(Question),
+    /// The latest output line, every few seconds while the code runs.
+    Progress(Progress),
+    /// The execution ended.
+    Done(Box<Result<Executed, ExecuteError>>),
+}
+
+/// The user's answer to a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Accept,
+    Decline,
+    /// The user dismissed the question without choosing.
+    Cancel,
+}
+
+impl Answer {
+    /// The answer an elicitation result (`{"action": ...}`) gives, if it is one.
+    pub fn from_elicit_result(value: &serde_json::Value) -> Option<Self> {
+        match value.get("action")?.as_str()? {
+            "accept" => Some(Answer::Accept),
+            "decline" => Some(Answer::Decline),
+            "cancel" => Some(Answer::Cancel),
+            _ => None,
+        }
+    }
+}
+
+/// One question from the code's upstream call, waiting for its answer.
+pub struct Question {
+    /// What the user is asked (the server, the tool and the call's arguments).
+    pub message: String,
+    answer: oneshot::Sender<Answer>,
+}
+
+impl Question {
+    /// Gives the code its answer. An execution that already ended ignores it.
+    pub fn answer(self, answer: Answer) {
+        let _ = self.answer.send(answer);
+    }
+}
+
+/// A running execution and the means to drive it.
+pub struct Detached {
+    pub events: mpsc::Receiver<Event>,
+    /// Cancels the execution (its container is removed).
+    pub cancel: CancellationToken,
+}
+
+/// Asks through the channel: the question goes to the driver, the code waits for the answer.
+struct ChannelConfirm {
+    events: mpsc::Sender<Event>,
+}
+
+#[async_trait::async_trait]
+impl Confirm for ChannelConfirm {
+    async fn confirm(&self, message: String) -> Result<bool, String> {
+        let (answer, answered) = oneshot::channel();
+        self.events
+            .send(Event::Question(Question { message, answer }))
+            .await
+            .map_err(|_| "the request that ran the code is gone".to_string())?;
+        match answered.await {
+            Ok(Answer::Accept) => Ok(true),
+            Ok(Answer::Decline) => Ok(false),
+            Ok(Answer::Cancel) => Err("the user dismissed the question".to_string()),
+            Err(_) => Err("no answer came (the question was abandoned)".to_string()),
+        }
+    }
+}
+
+impl App {
+    /// Starts `request` in a task of its own; its questions (`confirm` policy), progress lines
+    /// and end arrive as [`Event`]s. The request's own `confirm` and `tap` are replaced.
+    pub fn execute_detached(self: &Arc<Self>, mut request: ExecuteRequest) -> Detached {
+        let (events, received) = mpsc::channel(EVENTS);
+        let cancel = CancellationToken::new();
+        let (tap, latest) = LatestLine::new();
+        request.tap = Some(Arc::new(tap));
+        request.confirm = Some(Arc::new(ChannelConfirm {
+            events: events.clone(),
+        }));
+        let (app, stop) = (self.clone(), cancel.clone());
+        let run = async move {
+            let run = app.execute(request, stop);
+            let shown = |line| app.privacy().text_cut(line, progress::MAX_LINE_CHARS);
+            let report = |p: Progress| {
+                let _ = events.try_send(Event::Progress(p));
+                std::future::ready(())
+            };
+            let ran = progress::with_progress(run, latest, shown, report).await;
+            let _ = events.send(Event::Done(Box::new(ran))).await;
+        };
+        // The request's span (its id, the tenant) goes with the execution into its task.
+        tokio::spawn(run.in_current_span());
+        Detached {
+            events: received,
+            cancel,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elicit_results_give_answers() {
+        let answer = |v| Answer::from_elicit_result(&v);
+        assert_eq!(
+            answer(serde_json::json!({"action": "accept", "content": {}})),
+            Some(Answer::Accept)
+        );
+        assert_eq!(
+            answer(serde_json::json!({"action": "decline"})),
+            Some(Answer::Decline)
+        );
+        assert_eq!(
+            answer(serde_json::json!({"action": "cancel"})),
+            Some(Answer::Cancel)
+        );
+        assert_eq!(answer(serde_json::json!({"action": "maybe"})), None);
+        assert_eq!(answer(serde_json::json!({"role": "assistant"})), None);
+    }
+
+    #[tokio::test]
+    async fn a_question_waits_for_its_answer() {
+        let (events, mut received) = mpsc::channel(EVENTS);
+        let confirm = ChannelConfirm { events };
+        let asking = tokio::spawn(async move { confirm.confirm("May I?".into()).await });
+        let Some(Event::Question(q)) = received.recv().await else {
+            panic!("a question arrives");
+        };
+        assert_eq!(q.message, "May I?");
+        q.answer(Answer::Decline);
+        assert_eq!(asking.await.unwrap(), Ok(false));
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_question_is_refused() {
+        let (events, mut received) = mpsc::channel(EVENTS);
+        let confirm = ChannelConfirm { events };
+        let asking = tokio::spawn(async move { confirm.confirm("May I?".into()).await });
+        drop(received.recv().await);
+        let refused = asking.await.unwrap().unwrap_err();
+        assert!(refused.contains("no answer"), "{refused}");
+    }
+}

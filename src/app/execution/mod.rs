@@ -1,0 +1,263 @@
+//! `execute_code` in the application: the request's checks and clamping ([`request`]), the
+//! workspace's soft quota and snapshot, the tool session of the code's upstream calls, what
+//! sandbox code may call on the server ([`calls`]), progress reports while it runs
+//! ([`progress`]), the run in a fresh container, then redaction of what the model will see and
+//! what the code returns besides text ([`produced`]: pictures made safe by [`pictures`],
+//! resource links, the files it created or changed). A session's turn ([`sessions`]), an
+//! execution in its own task ([`detached`]), one waiting for an answer ([`paused`]) and its
+//! audit record ([`audit`]) are here too.
+
+pub(crate) mod audit;
+pub mod calls;
+pub mod detached;
+pub mod paused;
+pub mod pictures;
+pub mod produced;
+pub mod progress;
+pub mod request;
+pub(crate) mod sessions;
+
+use std::sync::Arc;
+
+use tracing::Instrument;
+
+use crate::app::execution::calls::ServerCalls;
+use crate::app::{App, ExecuteError};
+use crate::gateway::{ToolCallRecord, UpstreamCalls};
+use crate::sandbox::{Job, Outcome};
+use request::{ExecLimits, ExecuteRequest};
+
+/// What one execution gave: its outcome, the limits it ran under, and the upstream tool calls
+/// its code made.
+#[derive(Debug)]
+pub struct Executed {
+    /// This execution's id (`exe_…`), as its log lines and audit record name it.
+    pub id: String,
+    pub outcome: Outcome,
+    pub limits: ExecLimits,
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// Images, resource links and the files the code created or changed.
+    pub produced: crate::app::execution::produced::Produced,
+    /// The session the call belonged to, and what became of its state.
+    pub session: Option<String>,
+    pub state: Option<crate::sandbox::run::carry::StateReport>,
+}
+
+impl App {
+    /// Checks and clamps the request, then runs it in a fresh container. With a tap, each
+    /// output chunk is also offered to it as it arrives (for progress reports; see
+    /// `progress`).
+    ///
+    /// Every execution has an id of its own ([`new_execution_id`]): its log lines carry it
+    /// (the `execution` span), and so does its audit record.
+    pub async fn execute(
+        &self,
+        request: ExecuteRequest,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<Executed, ExecuteError> {
+        let call_started = std::time::Instant::now();
+        let execution_id = new_execution_id();
+        let span = crate::logging::execution_span(&execution_id);
+        async {
+            let audit = self.audit_begin(&request).await?;
+            let executed = self.execute_timed(request, cancel, &execution_id).await;
+            let took = call_started.elapsed();
+            self.stats.phase(crate::sandbox::stats::Phase::Call, took);
+            log_end(&executed, took);
+            if let Some(audit) = audit {
+                self.audit_end(audit, &execution_id, &executed, took).await;
+            }
+            executed
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn execute_timed(
+        &self,
+        request: ExecuteRequest,
+        cancel: tokio_util::sync::CancellationToken,
+        execution_id: &str,
+    ) -> Result<Executed, ExecuteError> {
+        let ExecuteRequest {
+            code,
+            context_vars,
+            timeout_seconds,
+            memory_mb,
+            tap,
+            confirm,
+            session: session_arg,
+            client: _,
+        } = request;
+        request::check_code(&code, self.config.limits.max_code_bytes)?;
+        request::check_context_vars(context_vars.as_ref())?;
+        let context_vars = context_vars.unwrap_or(serde_json::Value::Null);
+        request::check_job_size(&code, &context_vars)?;
+        let limits = request::clamp(
+            timeout_seconds,
+            memory_mb,
+            &request::RequestBounds::of(&self.config.limits),
+        )?;
+        // One trip to a blocking thread: the soft quota, then what the workspace holds (to
+        // tell what the code produced).
+        let before = self
+            .with_workspace(|ws| ws.check_quota().map(|()| ws.snapshot().ok()))
+            .await
+            .map_err(ExecuteError::Workspace)?;
+        let session = match &self.gateway {
+            None => None,
+            Some(view) => {
+                view.first_connections().await;
+                let view = view.clone();
+                let limits = self.config.gateway.call_limits();
+                let pii = self.config.pii.tokenizes().then(|| self.pii.clone());
+                let session = tokio::task::spawn_blocking(move || {
+                    UpstreamCalls::new(view, limits, confirm, pii)
+                })
+                .await
+                .expect("package generation does not panic")
+                .map_err(ExecuteError::ToolsPackage)?;
+                Some(Arc::new(session))
+            }
+        };
+        let mut turn = match session_arg {
+            None => None,
+            Some(_) if self.config.sessions.session_max_count == 0 => {
+                return Err(ExecuteError::SessionsOff);
+            }
+            Some(arg) => Some(
+                self.sessions
+                    .begin(crate::app::SessionArg::parse(&arg))
+                    .await?,
+            ),
+        };
+        let (carry, saved) = match turn.as_mut().map(|t| t.carry()) {
+            Some((carry, saved)) => (Some(carry), Some(saved)),
+            None => (None, None),
+        };
+        let job = Job {
+            code,
+            carry,
+            context_vars,
+            timeout: limits.timeout,
+            memory_bytes: limits.memory_bytes,
+            tap,
+            servers: session
+                .as_ref()
+                .and_then(|s| s.tree_version().map(str::to_string)),
+            calls: session.as_ref().map(|s| {
+                Arc::new(
+                    ServerCalls::new(self.skills.clone(), self.pii.clone()).with_tools(s.clone()),
+                ) as Arc<dyn crate::sandbox::CallHandler>
+            }),
+        };
+        let ran = self.sandbox.run(job, cancel).await;
+        let handle = turn.as_ref().map(|t| t.handle.clone());
+        if let (Some(turn), Some(saved)) = (turn, saved) {
+            turn.finish(saved, self.sandbox.clone());
+        }
+        let tool_calls = session.as_ref().map(|s| s.records()).unwrap_or_default();
+        if let Some(view) = &self.gateway {
+            drop(session);
+            view.collect_unused();
+        }
+        let mut outcome = ran?;
+        let state = handle.as_ref().map(|_| {
+            outcome.state.take().unwrap_or_else(|| {
+                crate::app::execution::sessions::unsaved(outcome.status.as_str())
+            })
+        });
+        if let Some(error) = outcome.error.as_mut()
+            && mentions_no_space(error)
+        {
+            error.push_str(&format!(". {}", self.no_space_hint()));
+        }
+        // One trip to a blocking thread: redaction, then the images and files produced.
+        let pii = self.config.pii.tokenizes().then(|| self.pii.clone());
+        let (workspace, bounds) = (
+            self.workspace.clone(),
+            pictures::PictureBounds::of(&self.config.limits),
+        );
+        let (outcome, produced) = tokio::task::spawn_blocking(move || {
+            if let Some(pii) = pii {
+                crate::privacy::redact_outcome(&pii, &mut outcome);
+            }
+            let returned = std::mem::take(&mut outcome.returned);
+            let produced = crate::app::execution::produced::prepare(
+                returned,
+                bounds,
+                &workspace,
+                before.as_ref(),
+            );
+            (outcome, produced)
+        })
+        .await
+        .expect("redaction and preparing images and files do not panic");
+        Ok(Executed {
+            id: execution_id.to_string(),
+            outcome,
+            limits,
+            tool_calls,
+            produced,
+            session: handle,
+            state,
+        })
+    }
+
+    /// What to do when code ran out of space: which limits apply and how to free space.
+    fn no_space_hint(&self) -> String {
+        let workspace = if self.config.storage.workspace_quota_mb > 0 {
+            format!(
+                "/workspace holds at most {} MiB (the workspace quota)",
+                self.config.storage.workspace_quota_mb
+            )
+        } else {
+            "/workspace is on the host's disk (no quota), which is full".to_string()
+        };
+        format!(
+            "No space left: {workspace} and /tmp at most {} MiB. Delete files you no longer need (delete_file in code, or the delete_workspace_file tool) or write less",
+            self.config.sandbox.tmpfs_mb
+        )
+    }
+}
+
+/// The execution's last line (at debug level): how it ended, or why it did not run.
+fn log_end(executed: &Result<Executed, ExecuteError>, took: std::time::Duration) {
+    let elapsed_ms = took.as_millis() as u64;
+    match executed {
+        Ok(e) => tracing::debug!(
+            status = e.outcome.status.as_str(),
+            elapsed_ms,
+            "execution ended"
+        ),
+        Err(e) => tracing::debug!(elapsed_ms, "execution did not run: {e}"),
+    }
+}
+
+/// A new execution's id: 16 random hex digits, `exe_` before them (unique enough to find one
+/// execution in a tenant's logs and audit trail, short enough to read).
+pub fn new_execution_id() -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    format!("exe_{}", &id[..16])
+}
+
+/// Whether an execution's error is Python's "no space left" (ENOSPC) or "disk quota exceeded"
+/// (EDQUOT), as `OSError` puts it.
+fn mentions_no_space(error: &str) -> bool {
+    error.contains("[Errno 28]") || error.contains("[Errno 122]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_space_errors_are_recognised() {
+        assert!(mentions_no_space("[Errno 28] No space left on device"));
+        assert!(mentions_no_space(
+            "[Errno 122] Disk quota exceeded: '/workspace/x'"
+        ));
+        assert!(!mentions_no_space("[Errno 2] No such file or directory"));
+        assert!(!mentions_no_space("division by zero"));
+    }
+}

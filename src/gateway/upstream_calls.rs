@@ -1,0 +1,370 @@
+//! One execution's use of the gateway: the calls its code makes, each checked in order
+//! (upstream visible to this tenant, tool known, call budget, policy, concurrency), with
+//! personal-data tokens restored in the arguments on the way out, bounded results on the way
+//! back, and a record of every call for the execution's response and the statistics.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use tokio::sync::Semaphore;
+
+use super::call_record::{
+    CallAudit, CallOutcome, MAX_RECORD_ERROR_CHARS, PolicyDecision, ToolCallRecord,
+};
+use super::policy::Decision;
+use super::results;
+use super::tree::TreeVersion;
+use super::upstream::UpstreamStatus;
+use super::view::GatewayView;
+use crate::pii::PiiEngine;
+use crate::sandbox::run::output::EDGE_BYTES;
+
+/// Asks the user whether a call may go out (MCP elicitation in the tool layer).
+#[async_trait::async_trait]
+pub trait Confirm: Send + Sync {
+    /// `Ok(true)`: go ahead; `Ok(false)`: the user declined; `Err`: could not ask (why).
+    async fn confirm(&self, message: String) -> Result<bool, String>;
+}
+
+/// Per-execution limits on tool calls.
+#[derive(Debug, Clone, Copy)]
+pub struct CallLimits {
+    pub max_calls: u32,
+    pub timeout: Duration,
+    pub max_result_bytes: usize,
+    pub max_concurrent: usize,
+}
+
+/// Longest rendering of a call's arguments in a confirmation request.
+const MAX_SHOWN_ARGUMENTS: usize = 600;
+
+/// Most records kept per execution (the count goes on).
+const MAX_RECORDS: usize = 1000;
+
+pub struct UpstreamCalls {
+    view: Arc<GatewayView>,
+    version: Option<Arc<TreeVersion>>,
+    limits: CallLimits,
+    confirm: Option<Arc<dyn Confirm>>,
+    /// Restores tokens in arguments when output is tokenized.
+    pii: Option<Arc<PiiEngine>>,
+    made: AtomicU32,
+    in_flight: Semaphore,
+    records: Mutex<Vec<ToolCallRecord>>,
+}
+
+impl UpstreamCalls {
+    pub fn new(
+        view: Arc<GatewayView>,
+        limits: CallLimits,
+        confirm: Option<Arc<dyn Confirm>>,
+        pii: Option<Arc<PiiEngine>>,
+    ) -> std::io::Result<Self> {
+        let version = view.current_tree()?;
+        Ok(Self {
+            view,
+            version,
+            limits,
+            confirm,
+            pii,
+            made: AtomicU32::new(0),
+            in_flight: Semaphore::new(limits.max_concurrent.max(1)),
+            records: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The package version this execution imports from.
+    pub fn tree_version(&self) -> Option<&str> {
+        self.version.as_deref().map(|v| v.id.as_str())
+    }
+
+    /// The calls made so far (the first [`MAX_RECORDS`]; [`Self::calls_made`] counts all).
+    pub fn records(&self) -> Vec<ToolCallRecord> {
+        self.records.lock().expect("records lock").clone()
+    }
+
+    pub fn calls_made(&self) -> u32 {
+        self.made.load(Ordering::Relaxed)
+    }
+
+    /// Calls `server`'s tool `tool`; the value for sandbox code, or why not.
+    pub async fn call(&self, server: &str, tool: &str, arguments: Value) -> Result<Value, String> {
+        let started = Instant::now();
+        let mut audit = CallAudit {
+            arguments_sha256: arguments_digest(&arguments),
+            ..CallAudit::default()
+        };
+        let result = self.call_checked(server, tool, arguments, &mut audit).await;
+        if result.is_ok() {
+            audit.outcome = CallOutcome::Ok;
+        }
+        if self.view.upstream(server).is_some() {
+            self.view
+                .stats
+                .record(server, result.is_ok(), started.elapsed());
+            self.view.stats.record_call(server, tool, &audit);
+        }
+        let mut records = self.records.lock().expect("records lock");
+        if records.len() < MAX_RECORDS {
+            records.push(ToolCallRecord {
+                server: crate::text::prefix_chars(server, 100).to_owned(),
+                tool: crate::text::prefix_chars(tool, 200).to_owned(),
+                duration_ms: (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+                ok: result.is_ok(),
+                // Cut for the model where the PII engine can see past the cut (`Privacy::text_cut`).
+                error: result.as_ref().err().map(|e| {
+                    crate::text::prefix_chars(e, MAX_RECORD_ERROR_CHARS + EDGE_BYTES).to_owned()
+                }),
+                audit,
+            });
+        }
+        result
+    }
+
+    async fn call_checked(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+        audit: &mut CallAudit,
+    ) -> Result<Value, String> {
+        let made = self.made.fetch_add(1, Ordering::Relaxed);
+        if made >= self.limits.max_calls {
+            return Err(format!(
+                "this execution has made {} tool calls, the most one may (--max-tool-calls): do more per call, or split the work over executions",
+                self.limits.max_calls
+            ));
+        }
+        let upstream = self.view.upstream(server).ok_or_else(|| {
+            format!(
+                "no upstream MCP server named {server:?} is available here; available: {}",
+                self.view.server_names().join(", ")
+            )
+        })?;
+        let tools = upstream.tools();
+        let Some(found) = tools.iter().find(|t| t.name == tool) else {
+            let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).take(30).collect();
+            names.sort_unstable();
+            return Err(
+                if tools.is_empty() && upstream.status() != UpstreamStatus::Ready {
+                    format!(
+                        "upstream `{server}` is not connected: {}",
+                        upstream.unavailable_reason()
+                    )
+                } else if tools.is_empty() {
+                    format!("upstream `{server}` is connected and lists no tools")
+                } else {
+                    format!(
+                        "upstream `{server}` has no tool {tool:?}; its tools: {}",
+                        names.join(", ")
+                    )
+                },
+            );
+        };
+        audit.listed = true;
+        let Value::Object(arguments) = arguments else {
+            return Err(format!(
+                "the arguments of `{server}/{tool}` must be a dict of argument names to values"
+            ));
+        };
+        match upstream.config.policy.decide(tool, found.destructive) {
+            Decision::Allow => audit.policy = Some(PolicyDecision::Allow),
+            Decision::Deny => {
+                audit.policy = Some(PolicyDecision::Deny);
+                audit.outcome = CallOutcome::Denied;
+                return Err(format!(
+                    "the policy for upstream `{server}` denies `{tool}` (set in the upstreams file)"
+                ));
+            }
+            Decision::Confirm => {
+                let (decision, answer) =
+                    self.ask(server, tool, found.destructive, &arguments).await;
+                audit.policy = Some(decision);
+                if decision == PolicyDecision::ConfirmDeclined {
+                    audit.outcome = CallOutcome::Declined;
+                }
+                answer?
+            }
+        }
+        let _permit = self.in_flight.try_acquire().map_err(|_| {
+            format!(
+                "{} tool calls are already in flight in this execution, the most at once (--max-concurrent-tool-calls): wait for one to finish",
+                self.limits.max_concurrent
+            )
+        })?;
+        let arguments = match &self.pii {
+            Some(pii) => {
+                let pii = pii.clone();
+                tokio::task::spawn_blocking(move || restore_tokens(&pii, arguments))
+                    .await
+                    .map_err(|e| format!("internal error: {e}"))?
+            }
+            None => arguments,
+        };
+        audit.outcome = CallOutcome::Error;
+        let wire = upstream
+            .call(tool, arguments, self.limits.timeout)
+            .await
+            .map_err(|e| {
+                if matches!(e, super::upstream::CallFailure::Timeout { .. }) {
+                    audit.outcome = CallOutcome::Timeout;
+                }
+                e.to_string()
+            })?;
+        let size = json_size(&wire);
+        if size > self.limits.max_result_bytes {
+            return Err(format!(
+                "the result of `{server}/{tool}` is {:.1} MiB, over the {:.1} MiB limit (--max-tool-result-mb): ask the tool for less (a filter, a page)",
+                size as f64 / 1048576.0,
+                self.limits.max_result_bytes as f64 / 1048576.0
+            ));
+        }
+        results::for_sandbox(&wire)
+            .map_err(|message| format!("`{server}/{tool}` failed: {message}"))
+    }
+
+    async fn ask(
+        &self,
+        server: &str,
+        tool: &str,
+        destructive: bool,
+        arguments: &Map<String, Value>,
+    ) -> (PolicyDecision, Result<(), String>) {
+        let Some(confirm) = &self.confirm else {
+            return (
+                PolicyDecision::ConfirmFailed,
+                Err(format!(
+                    "`{server}/{tool}` needs the user's confirmation (policy `confirm`{}), and this client cannot ask (it does not support MCP elicitation); an administrator can set the tool's policy to `allow` in the upstreams file",
+                    if destructive {
+                        ", the default for a tool its server marks destructive"
+                    } else {
+                        ""
+                    }
+                )),
+            );
+        };
+        // The user decides on what the call would do: its arguments as the code passed them.
+        let shown = crate::text::cut(
+            &Value::Object(arguments.clone()).to_string(),
+            MAX_SHOWN_ARGUMENTS,
+        );
+        let message = format!(
+            "Code running in the sandbox wants to call `{tool}` on the MCP server `{server}`{} with the arguments {shown}. Allow this call?",
+            if destructive {
+                " (the server marks this tool destructive)"
+            } else {
+                ""
+            }
+        );
+        match confirm.confirm(message).await {
+            Ok(true) => (PolicyDecision::ConfirmAccepted, Ok(())),
+            Ok(false) => (
+                PolicyDecision::ConfirmDeclined,
+                Err(format!("the user declined the call to `{server}/{tool}`")),
+            ),
+            Err(why) => (
+                PolicyDecision::ConfirmFailed,
+                Err(format!(
+                    "`{server}/{tool}` needs the user's confirmation and asking failed: {why}"
+                )),
+            ),
+        }
+    }
+}
+
+/// SHA-256 (hex) of `arguments` as JSON. serde_json's maps keep keys sorted, so equal
+/// arguments give equal digests whatever order the code wrote them in.
+fn arguments_digest(arguments: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    // Writing JSON into a hasher cannot fail.
+    let _ = serde_json::to_writer(HashWriter(&mut hasher), arguments);
+    hex::encode(hasher.finalize())
+}
+
+/// `io::Write` into a hasher, so a large value is hashed without being written out first.
+struct HashWriter<'a>(&'a mut sha2::Sha256);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        sha2::Digest::update(self.0, buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The length of `v` as JSON, counted without writing it out (a result may be tens of MiB).
+fn json_size(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, v) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
+}
+
+/// Replaces the tokens this server minted ([EMAIL_ab12cd34]) by their values in every string
+/// of the arguments, keys included: the model saw tokens, the upstream gets what they stand for.
+fn restore_tokens(pii: &PiiEngine, arguments: Map<String, Value>) -> Map<String, Value> {
+    fn walk(pii: &PiiEngine, v: Value) -> Value {
+        match v {
+            Value::String(s) if s.contains('[') => Value::String(pii.restore(&s).text),
+            Value::Array(items) => Value::Array(items.into_iter().map(|i| walk(pii, i)).collect()),
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, v)| {
+                        let k = if k.contains('[') {
+                            pii.restore(&k).text
+                        } else {
+                            k
+                        };
+                        (k, walk(pii, v))
+                    })
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+    match walk(pii, Value::Object(arguments)) {
+        Value::Object(map) => map,
+        _ => unreachable!("an object stays an object"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argument_digests_ignore_key_order_and_differ_by_value() {
+        let a = serde_json::json!({"b": 1, "a": "x"});
+        let b: Value = serde_json::from_str(r#"{"a": "x", "b": 1}"#).unwrap();
+        assert_eq!(arguments_digest(&a), arguments_digest(&b));
+        assert_ne!(
+            arguments_digest(&a),
+            arguments_digest(&serde_json::json!({"b": 2, "a": "x"}))
+        );
+        assert_eq!(arguments_digest(&a).len(), 64);
+    }
+
+    #[test]
+    fn json_size_is_the_serialized_length() {
+        let v =
+            serde_json::json!({"rows": [{"name": "Zoë", "n": 1.5}, null, "a\"b\n"], "ok": true});
+        assert_eq!(json_size(&v), serde_json::to_vec(&v).unwrap().len());
+    }
+}
