@@ -34,7 +34,7 @@ impl TrigramIndex {
         let mut chars = Vec::new();
         for (id, term) in terms.enumerate() {
             padded(term, &mut chars);
-            if chars.len() < 5 || chars.iter().copied().any(super::text::is_cjk) {
+            if chars.len() < 5 || chars.iter().copied().any(super::words::is_cjk) {
                 continue;
             }
             let mut seen = Vec::with_capacity(chars.len());

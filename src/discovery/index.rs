@@ -20,7 +20,7 @@ use super::catalog::ToolEntry;
 use super::fields::{FIELD_COUNT, field_texts};
 use super::hash::FastMap;
 use super::rank::{Bm25, Posting};
-use super::{stem, text};
+use super::{stem, words};
 
 const K1: f32 = 1.2;
 /// (weight, b) per field, in `Field` order: name, server, description, use cases, params.
@@ -77,8 +77,8 @@ pub struct Index {
 
 /// Turns a query or text into index terms: tokens without stop words, stemmed.
 pub fn analyze(text: &str, mut emit: impl FnMut(&str, String)) {
-    text::tokenize(text, |tok| {
-        if !text::is_stop_word(tok) {
+    words::tokenize(text, |tok| {
+        if !words::is_stop_word(tok) {
             emit(tok, stem::stem(tok));
         }
     });
@@ -97,11 +97,11 @@ impl Index {
             let mut lens = [0u32; FIELD_COUNT];
             occurrences.clear();
             for (f, field) in field_texts(tool).iter().enumerate() {
-                text::tokenize(field, |tok| {
+                words::tokenize(field, |tok| {
                     let term = match memo.get(tok) {
                         Some(&t) => t,
                         None => {
-                            let t = (!text::is_stop_word(tok))
+                            let t = (!words::is_stop_word(tok))
                                 .then(|| vocab.intern(stem::stem(tok), tok));
                             memo.insert(tok.to_owned(), t);
                             t

@@ -11,7 +11,7 @@
 //! catalog.rs   read, validate and merge the files into ToolEntry values (bad input is skipped,
 //!              logged and kept as LoadProblem, never a panic)
 //! fields.rs    the text of a tool per field: name, server, description, use cases, parameters
-//! text.rs      tokenizer: snake/camel/kebab/dotted splitting, digits, CJK bigrams, stop words
+//! words.rs     tokenizer: snake/camel/kebab/dotted splitting, digits, CJK bigrams, stop words
 //! stem.rs      Porter stemmer: word forms meet ("creating" = "create")
 //! index.rs     vocabulary + postings with precomputed BM25F impacts
 //! rank.rs      the Ranker trait (room for a semantic ranker) and BM25 scoring
@@ -55,7 +55,7 @@ mod reload;
 mod stem;
 mod suggest;
 mod synonyms;
-mod text;
+mod words;
 
 #[cfg(test)]
 mod tests;

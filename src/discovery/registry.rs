@@ -17,7 +17,7 @@ use super::index::{Index, analyze};
 use super::query::{Analyzer, SearchOptions};
 use super::rank::{RankQuery, Ranker, Scored, top};
 use super::synonyms::Synonyms;
-use super::text;
+use super::words;
 use crate::shipped::ShippedFile;
 
 /// Results per search at most; more is noise to a model and tokens to pay for.
@@ -361,7 +361,7 @@ impl Registry {
 /// Whether a name is made of several words (`get_weather`, `files.read`, `getWeather`).
 fn is_compound(name: &str) -> bool {
     let mut words = 0;
-    text::tokenize(name, |_| words += 1);
+    words::tokenize(name, |_| words += 1);
     words > 1
 }
 

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::text::{Exposition, Kind};
+use super::exposition::{Exposition, Kind};
 use crate::app::{App, Shared};
 use crate::gateway::UpstreamStatus;
 use crate::sandbox::stats::Phase;

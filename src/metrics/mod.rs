@@ -1,10 +1,10 @@
 //! Prometheus metrics at `http://ADDR/metrics` (`--metrics-listen`), for stdio and HTTP servers
 //! alike, on a listener of its own: it answers nothing else, needs no token, and is meant for a
 //! private address (README's "Monitoring"). What it serves is read at scrape time
-//! ([`collect`]) and written in the text format ([`text`]).
+//! ([`collect`]) and written in the text format ([`exposition`]).
 
 pub mod collect;
-pub mod text;
+pub mod exposition;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -74,5 +74,5 @@ pub async fn serve(
 
 async fn scrape(shared: &Shared, apps: &[Arc<App>]) -> Response {
     let body = collect::render(shared, apps).await;
-    ([(header::CONTENT_TYPE, text::CONTENT_TYPE)], body).into_response()
+    ([(header::CONTENT_TYPE, exposition::CONTENT_TYPE)], body).into_response()
 }
