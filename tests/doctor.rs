@@ -3,7 +3,7 @@
 //! and a missing image fail for real; what this machine's engine cannot be made to lack (a
 //! recent API, memory and swap limits, seccomp, a working container list) is reported by a fake
 //! engine on a unix socket that answers the few Docker API calls the checks make (the memory
-//! check itself, which runs a container, is covered by a unit test in src/cli/doctor.rs).
+//! check itself, which runs a container, is covered by a unit test in src/cli/doctor/mod.rs).
 
 mod common;
 
