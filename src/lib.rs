@@ -36,6 +36,10 @@
 //!   tenant, execution and request ids of the spans around each event.
 //! - Internal: `text` (cutting text on character boundaries).
 
+// No unsafe code: the server's memory safety is the compiler's, all of it (libc and rustix
+// calls go through their safe wrappers).
+#![forbid(unsafe_code)]
+
 // The layers, top to bottom (`tests/layers.rs` checks them): a module uses only modules of
 // the layers below its own, never one above and never another of its own layer.
 

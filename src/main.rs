@@ -1,6 +1,8 @@
 //! The `code-execution-mcp` binary: command-line parsing and the process edge (logging to
 //! stderr, signals, exit codes). Everything else is the library.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 use std::sync::Arc;
 
