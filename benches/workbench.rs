@@ -18,6 +18,9 @@
 //! (default 30), `BENCH_THINK_MS` (default 1500: a preloading container takes about a second to
 //! be ready). Figures on a shared machine are noisy: compare the ratios.
 
+#[path = "../tests/common/docker.rs"]
+mod docker;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -26,6 +29,7 @@ use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::{Config, ImageProfile};
 use code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE;
 use code_execution_mcp::sandbox::stats::percentile;
+use docker::docker;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -44,19 +48,6 @@ fn config(dir: &Path, profile: ImageProfile, preload: &str) -> Config {
     c.sandbox.image_profile = profile;
     c.sandbox.preload = Some(preload.split(',').map(str::to_string).collect());
     c
-}
-
-fn docker(args: &[&str]) -> String {
-    let out = std::process::Command::new("docker")
-        .args(args)
-        .output()
-        .expect("run docker");
-    assert!(
-        out.status.success(),
-        "docker {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 async fn wait_for_pool(app: &App, size: usize) {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::sandbox::{Engine, Status};
+use common::docker::{docker, docker_with_input};
 use common::{TestApp, assert_ok, stdout, wait_for_full_pool};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -344,41 +345,16 @@ async fn pooled_containers_are_single_use_and_refilled() {
     t.finish().await;
 }
 
-fn docker(args: &[&str], stdin: Option<&str>) -> String {
-    use std::io::Write;
-    let mut child = std::process::Command::new("docker")
-        .args(args)
-        .env("DOCKER_BUILDKIT", "0")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("docker CLI");
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-    drop(input);
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "docker {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 #[tokio::test]
 async fn the_pool_follows_its_image_tag_to_a_rebuilt_image() {
     let tag = format!("cem-test-retag:{}", std::process::id());
-    docker(
-        &[
-            "tag",
-            &code_execution_mcp::sandbox::image::default_tag(
-                code_execution_mcp::sandbox::image::ImageProfile::Data,
-            ),
-            &tag,
-        ],
-        None,
-    );
+    docker(&[
+        "tag",
+        &code_execution_mcp::sandbox::image::default_tag(
+            code_execution_mcp::sandbox::image::ImageProfile::Data,
+        ),
+        &tag,
+    ]);
     let t = TestApp::start_with(|c| {
         c.sandbox.image = Some(tag.clone());
         c.pool.pool_size = 1;
@@ -393,8 +369,8 @@ async fn the_pool_follows_its_image_tag_to_a_rebuilt_image() {
     // Rebuild under the same tag: the waiting containers are replaced from the new image.
     wait_for_full_pool(app, 1).await;
     let dockerfile = format!("FROM {old_id}\nENV POOL_IMAGE_MARK=rebuilt\n");
-    docker(&["build", "-q", "-t", &tag, "-"], Some(&dockerfile));
-    let new_id = docker(&["image", "inspect", "--format", "{{.Id}}", &tag], None);
+    docker_with_input(&["build", "-q", "-t", &tag, "-"], &dockerfile);
+    let new_id = docker(&["image", "inspect", "--format", "{{.Id}}", &tag]);
     assert_ne!(new_id, old_id);
     for _ in 0..200 {
         if app.sandbox().pool_image() == new_id && app.sandbox().pool_ready() == 1 {
@@ -416,7 +392,7 @@ async fn the_pool_follows_its_image_tag_to_a_rebuilt_image() {
     );
     assert_eq!(app.stats().snapshot().executions_pooled, pooled + 1);
     t.finish().await;
-    docker(&["rmi", "-f", &tag], None);
+    docker(&["rmi", "-f", &tag]);
 }
 
 /// Output printed just before the code returns reaches the server even when the harness's

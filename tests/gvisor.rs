@@ -63,17 +63,7 @@ impl GvisorEngine {
     }
 
     fn docker(&self, args: &[&str]) -> String {
-        let out = Command::new("docker")
-            .args(args)
-            .env("DOCKER_HOST", &self.docker_host)
-            .output()
-            .expect("docker");
-        assert!(
-            out.status.success(),
-            "docker {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        common::docker::docker_at(&self.docker_host, args)
     }
 }
 

@@ -239,13 +239,7 @@ impl Rootless {
     }
 
     fn docker(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new("docker")
-            .args(["-H", &self.docker_host])
-            .args(args)
-            .output()
-            .expect("docker");
-        assert!(out.status.success(), "docker {args:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        common::docker::docker_at(&self.docker_host, args)
     }
 
     fn assert_no_sandboxes(&self) {

@@ -2,6 +2,7 @@
 //! against the real Docker engine, and checks that no container is left behind.
 #![allow(dead_code)]
 
+pub mod docker;
 pub mod host_watch;
 pub mod images;
 pub mod placement;
