@@ -57,6 +57,8 @@
 //! Figures on a shared machine are noisy (the bench, the server and the engine share the same
 //! cores): compare the ratios within one run, not absolute figures across runs.
 
+#[path = "common/knobs.rs"]
+mod knobs;
 #[path = "common/stdio.rs"]
 mod stdio;
 
@@ -67,13 +69,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use code_execution_mcp::config::Config;
+use knobs::env_usize;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use stdio::{
-    command_stdout, concurrent, describe, env_usize, leftover_containers, loadavg, ms, p, sorted,
-    tail,
+    command_stdout, concurrent, describe, leftover_containers, loadavg, ms, p, sorted, tail,
 };
 use tokio::process::{Child, Command};
 

@@ -19,6 +19,9 @@
 //!
 //! Figures on a shared machine are noisy: compare the ratios.
 
+#[path = "common/knobs.rs"]
+mod knobs;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +31,7 @@ use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::Config;
 use code_execution_mcp::mcp::CodeExecutionServer;
 use code_execution_mcp::sandbox::stats::percentile;
+use knobs::env_usize;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
@@ -220,10 +224,7 @@ fn count_tokens(texts: &[String]) -> Option<Vec<u64>> {
 
 #[tokio::main]
 async fn main() {
-    let n: usize = std::env::var("BENCH_CALLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let n = env_usize("BENCH_CALLS", 1000);
     let dir = tempfile::tempdir().unwrap();
     let app = app(dir.path()).await;
 

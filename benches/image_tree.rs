@@ -21,6 +21,9 @@
 //! The engine and host rows alternate sample by sample, so drift on a shared machine hits both.
 //! Figures are noisy: compare the ratios within one run.
 
+#[path = "common/knobs.rs"]
+mod knobs;
+
 use std::path::Path;
 use std::time::Instant;
 
@@ -28,13 +31,7 @@ use code_execution_mcp::app::App;
 use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::{Config, ImageProfile, ImageTreeMode};
 use code_execution_mcp::sandbox::stats::percentile;
-
-fn samples() -> usize {
-    std::env::var("BENCH_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(9)
-}
+use knobs::env_usize;
 
 fn config(dir: &Path, mode: ImageTreeMode, trees: &Path) -> Config {
     let mut c = Config::defaults();
@@ -127,7 +124,7 @@ fn row(label: &str, mut ms: Vec<f64>, baseline: Option<f64>) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let n = samples();
+    let n = env_usize("BENCH_N", 9);
     let dir = tempfile::tempdir().expect("temp dir");
     let trees = dir.path().join("image-trees");
     let engine_app = App::start(config(

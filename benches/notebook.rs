@@ -42,6 +42,8 @@
 //!
 //! Figures on a shared machine are noisy: compare within one run, not across runs.
 
+#[path = "common/knobs.rs"]
+mod knobs;
 #[path = "common/stdio.rs"]
 mod stdio;
 
@@ -50,13 +52,13 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use code_execution_mcp::config::Config;
+use knobs::env_usize;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use stdio::{
-    command_stdout, concurrent, describe, env_usize, leftover_containers, loadavg, ms, p, sorted,
-    tail,
+    command_stdout, concurrent, describe, leftover_containers, loadavg, ms, p, sorted, tail,
 };
 use tokio::process::{Child, Command};
 

@@ -21,6 +21,9 @@
 //!
 //! Figures are noisy on a shared machine: compare within one run.
 
+#[path = "common/knobs.rs"]
+mod knobs;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,13 +33,7 @@ use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::audit::{AuditLog, AuditRecord, AuditSettings};
 use code_execution_mcp::config::{Config, ImageProfile};
 use code_execution_mcp::sandbox::stats::percentile;
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use knobs::env_usize;
 
 fn config(dir: &Path, operations: bool) -> Config {
     let mut c = Config::defaults();
@@ -90,8 +87,8 @@ async fn scrape(client: &reqwest::Client, url: &str) -> (f64, usize) {
 #[tokio::main]
 async fn main() {
     code_execution_mcp::install_tls_provider();
-    let n = env_or("BENCH_N", 100);
-    let pace = Duration::from_millis(env_or("BENCH_PACE_MS", 500) as u64);
+    let n = env_usize("BENCH_N", 100);
+    let pace = Duration::from_millis(env_usize("BENCH_PACE_MS", 500) as u64);
     let (base_dir, ops_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let base = Arc::new(App::start(config(base_dir.path(), false)).await.unwrap());
     let ops = Arc::new(App::start(config(ops_dir.path(), true)).await.unwrap());
@@ -163,7 +160,7 @@ async fn main() {
     row("one audit record appended", appends, None);
 
     // Scrapes after many executions.
-    let target = env_or("BENCH_SCRAPE_EXECUTIONS", 1000) as u64;
+    let target = env_usize("BENCH_SCRAPE_EXECUTIONS", 1000) as u64;
     let recorded = || ops.execution_stats().executions_total;
     while recorded() < target {
         let left = (target - recorded()).min(2);

@@ -32,6 +32,8 @@
 //!
 //! Figures are noisy on a shared machine: compare the ratios within one run.
 
+#[path = "common/knobs.rs"]
+mod knobs;
 #[path = "common/stdio.rs"]
 mod stdio;
 
@@ -45,7 +47,8 @@ use code_execution_mcp::config::{Config, ImageProfile};
 use code_execution_mcp::sandbox::Engine;
 use code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE;
 use futures::StreamExt;
-use stdio::{env_usize, leftover_containers, loadavg, ms, p, sorted};
+use knobs::env_usize;
+use stdio::{leftover_containers, loadavg, ms, p, sorted};
 
 const CALLERS: usize = 8;
 const ROUNDS: usize = 2;

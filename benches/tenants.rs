@@ -16,25 +16,22 @@
 //! of rows 1 and 2 (default 40), `BENCH_TENANTS` samples of rows 3 and 4 (default 5),
 //! `BENCH_THINK_MS` (default 400). Figures on a shared machine are noisy: compare the ratios.
 
+#[path = "common/knobs.rs"]
+mod knobs;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use code_execution_mcp::config::{Config, Secret, Transport};
 use code_execution_mcp::sandbox::stats::percentile;
 use code_execution_mcp::transport::{Access, http_access, serve_http};
+use knobs::env_usize;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::json;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn config(dir: &Path) -> Config {
     let mut c = Config::defaults();

@@ -20,6 +20,8 @@
 
 #[path = "../tests/common/docker.rs"]
 mod docker;
+#[path = "common/knobs.rs"]
+mod knobs;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -30,13 +32,7 @@ use code_execution_mcp::config::{Config, ImageProfile};
 use code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE;
 use code_execution_mcp::sandbox::stats::percentile;
 use docker::docker;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use knobs::env_usize;
 
 fn config(dir: &Path, profile: ImageProfile, preload: &str) -> Config {
     let mut c = Config::defaults();

@@ -15,15 +15,6 @@ use futures::future::join_all;
 use rmcp::model::CallToolResult;
 use tokio::process::Command;
 
-pub fn env_usize(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
-        Err(_) => default,
-    }
-}
-
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
