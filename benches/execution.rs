@@ -57,34 +57,25 @@
 //! Figures on a shared machine are noisy (the bench, the server and the engine share the same
 //! cores): compare the ratios within one run, not absolute figures across runs.
 
-#[path = "common/knobs.rs"]
-mod knobs;
-#[path = "common/stdio.rs"]
-mod stdio;
+mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use code_execution_mcp::config::Config;
-use knobs::env_usize;
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
-use serde_json::{Value, json};
-use stdio::{
-    command_stdout, concurrent, describe, leftover_containers, loadavg, ms, p, sorted, tail,
+use common::docker_run::{docker_print1, docker_run_args};
+use common::knobs::env_usize;
+use common::server::{BIN, PHASES, Phases, Server, Storage};
+use common::stdio::{
+    command_stdout, concurrent, docker_version, leftover_containers, loadavg, ms, p,
+    report_leftovers, sorted,
 };
-use tokio::process::{Child, Command};
+use serde_json::json;
 
-#[path = "../tests/common/private_engine.rs"]
-#[allow(dead_code)]
-mod private_engine;
-
-const BIN: &str = env!("CARGO_BIN_EXE_code-execution-mcp");
-const SECCOMP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/images/python/seccomp.json");
+/// Every server of this bench keeps only its workspace and skills in its temporary directory:
+/// the copies of the image's `/usr` stay in the user's data home between servers.
+const STORAGE: Storage = Storage::WorkspaceAndSkills;
 const WARMUPS: usize = 2;
 const FLOOR_N: usize = 20;
 const CALLERS: [usize; 3] = [1, 4, 8];
@@ -142,59 +133,11 @@ struct Call {
     server: f64,
 }
 
-/// The phases whose means the bench prints, in the order of a container's life.
-const PHASES: [&str; 13] = [
-    "create",
-    "attach",
-    "start",
-    "ready",
-    "pool_wait",
-    "state_sent",
-    "job_written",
-    "first_frame",
-    "done",
-    "kill_wait",
-    "remove",
-    "run",
-    "call",
-];
-
-/// Cumulative (count, total ms) per phase, from `get_execution_stats`.
-#[derive(Clone, Default)]
-struct Phases(std::collections::BTreeMap<String, (f64, f64)>);
-
-impl Phases {
-    fn from_stats(executions: &Value) -> Self {
-        let mut map = std::collections::BTreeMap::new();
-        for name in PHASES {
-            let p = &executions["phases"][name];
-            let (Some(count), Some(total)) = (p["count"].as_f64(), p["total_ms"].as_f64()) else {
-                panic!("get_execution_stats has no phases.{name}: {executions}");
-            };
-            map.insert(name.to_string(), (count, total));
-        }
-        Self(map)
-    }
-
-    /// Per phase, (count, mean ms) of what happened between `before` and `self`.
-    fn since(&self, before: &Phases) -> Vec<(f64, f64)> {
-        PHASES
-            .iter()
-            .map(|name| {
-                let (c1, t1) = self.0[*name];
-                let (c0, t0) = before.0.get(*name).copied().unwrap_or_default();
-                let n = c1 - c0;
-                (n, if n > 0.0 { (t1 - t0) / n } else { 0.0 })
-            })
-            .collect()
-    }
-}
-
 /// One row of the phase table: a row's name, its client-side mean, and its phases.
 struct PhaseRow {
     name: String,
     client_mean: f64,
-    phases: Vec<(f64, f64)>,
+    phases: Phases,
 }
 
 /// One row of the latency table.
@@ -230,73 +173,8 @@ impl Row {
     }
 }
 
-/// A server process spawned for one phase, with its MCP session over stdio.
-struct Server {
-    child: Child,
-    client: Option<RunningService<RoleClient, ()>>,
-    pid: u32,
-    log: PathBuf,
-    exited: bool,
-    _dir: tempfile::TempDir,
-}
-
+/// What the execution rows ask of a server besides the common calls.
 impl Server {
-    /// Spawns `serve` with its data in a fresh temp dir (stderr to a log there) and connects.
-    async fn start(flags: &[&str]) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let log = dir.path().join("server.stderr");
-        let mut child = Command::new(BIN)
-            .env("NO_COLOR", "1") // the log is a file, quoted in failure messages
-            .args(["serve", "--workspace-quota-mb", "0"])
-            .arg("--workspace")
-            .arg(dir.path().join("workspace"))
-            .arg("--skills-dir")
-            .arg(dir.path().join("skills"))
-            .args(flags)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).expect("server log file"))
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn the server binary");
-        let pid = child.id().expect("server pid");
-        let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-        let client = match ().serve((stdout, stdin)).await {
-            Ok(client) => client,
-            Err(e) => panic!("MCP handshake with the server failed: {e}\n{}", tail(&log)),
-        };
-        Self {
-            child,
-            client: Some(client),
-            pid,
-            log,
-            exited: false,
-            _dir: dir,
-        }
-    }
-
-    fn fail(&self, msg: String) -> ! {
-        panic!("{msg}\n{}", tail(&self.log))
-    }
-
-    /// Calls a tool; anything but a successful result with structured content fails the bench.
-    async fn call(&self, name: &'static str, args: Value) -> Value {
-        let client = self.client.as_ref().expect("the server is running");
-        let params = CallToolRequestParams::new(name)
-            .with_arguments(args.as_object().cloned().unwrap_or_default());
-        let result = match client.call_tool(params).await {
-            Ok(r) => r,
-            Err(e) => self.fail(format!("{name}: tools/call failed: {e}")),
-        };
-        if result.is_error == Some(true) {
-            self.fail(format!("{name} returned an error: {}", describe(&result)));
-        }
-        match result.structured_content {
-            Some(v) => v,
-            None => self.fail(format!("{name}: no structured content: {result:?}")),
-        }
-    }
-
     /// One `execute_code("print(1)")`, checked.
     async fn print1(&self) -> Call {
         let t = Instant::now();
@@ -308,23 +186,12 @@ impl Server {
         }
     }
 
-    /// `executions` of `get_execution_stats`.
-    async fn executions(&self) -> Value {
-        let v = self.call("get_execution_stats", json!({})).await;
-        if v["executions"]["pool"].is_null() {
-            self.fail(format!("get_execution_stats has no executions.pool: {v}"));
-        }
-        v["executions"].clone()
-    }
-
     async fn pool_ready(&self) -> usize {
         self.executions().await["pool"]["ready"]
             .as_u64()
             .unwrap_or_default() as usize
     }
 
-    /// Waits until the pool holds at least `size` and its target, nothing is starting, and
-    /// the removal backlog is empty: the work a row caused is done. Returns the phases then.
     /// `n` calls back to back from a settled pool, and their phase row.
     async fn back_to_back(&self, name: &str, n: usize, pool_size: usize) -> (Vec<Call>, PhaseRow) {
         let before = self.settle(pool_size).await;
@@ -340,61 +207,8 @@ impl Server {
         (calls, row)
     }
 
-    async fn settle(&self, size: usize) -> Phases {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let e = self.executions().await;
-            let pool = &e["pool"];
-            let n = |v: &Value| v.as_u64().unwrap_or_default() as usize;
-            if n(&pool["ready"]) >= size.max(n(&pool["target"]))
-                && n(&pool["starting"]) == 0
-                && n(&e["removal_backlog"]) == 0
-            {
-                return Phases::from_stats(&e);
-            }
-            if Instant::now() > deadline {
-                self.fail(format!(
-                    "the pool did not settle at {size} within 120 s: {e}"
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
     async fn wait_pool_full(&self, size: usize) {
         self.settle(size).await;
-    }
-
-    /// Closes stdin (by closing the session) and waits for a clean exit.
-    async fn shutdown(mut self) {
-        if let Some(mut client) = self.client.take() {
-            let _ = client.close_with_timeout(Duration::from_secs(5)).await;
-        }
-        match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
-            Ok(Ok(status)) if status.success() => self.exited = true,
-            other => self.fail(format!(
-                "server {} did not exit cleanly after its stdin closed: {other:?}",
-                self.pid
-            )),
-        }
-    }
-}
-
-impl Drop for Server {
-    /// On a failed run, SIGTERM lets the server remove its containers before `kill_on_drop`.
-    fn drop(&mut self) {
-        if self.exited {
-            return;
-        }
-        if let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
-        for _ in 0..200 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 }
 
@@ -427,68 +241,6 @@ fn rss_sampler(pid: u32, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> 
     })
 }
 
-/// `docker run --rm` with the isolation flags of the server's containers.
-fn docker_run_args(image: &str, workspace: &Path) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "run",
-        "--rm",
-        "-i",
-        "--network",
-        "none",
-        "--read-only",
-        "--tmpfs",
-        "/tmp:rw,nosuid,nodev,noexec,size=64m",
-        "--init",
-        "--user",
-        "10001:10001",
-        "--cap-drop",
-        "ALL",
-        "--security-opt",
-        "no-new-privileges",
-    ]
-    .map(String::from)
-    .into();
-    args.push("--security-opt".into());
-    args.push(format!("seccomp={SECCOMP}"));
-    args.extend(
-        [
-            "--memory",
-            "500m",
-            "--memory-swap",
-            "500m",
-            "--pids-limit",
-            "128",
-            "--log-driver",
-            "none",
-            "-v",
-        ]
-        .map(String::from),
-    );
-    args.push(format!("{}:/workspace", workspace.display()));
-    args.extend([image, "python3", "-c", "print(1)"].map(String::from));
-    args
-}
-
-/// One checked `docker run`; returns its latency in ms.
-async fn docker_run(args: &[String]) -> f64 {
-    let t = Instant::now();
-    let out = Command::new("docker")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .expect("run the docker CLI");
-    let elapsed = ms(t.elapsed());
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.trim() == "1",
-        "docker run failed ({}): stdout {stdout:?}, stderr {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    elapsed
-}
-
 /// `n` samples after the warm-ups, from an async sampler.
 async fn sample<T, F: AsyncFnMut() -> T>(n: usize, mut one: F) -> Vec<T> {
     for _ in 0..WARMUPS {
@@ -519,7 +271,7 @@ fn main() {
                 .enable_all()
                 .build()
                 .expect("runtime");
-            let engine = rt.block_on(private_engine::PrivateEngine::start_with(
+            let engine = rt.block_on(common::private_engine::PrivateEngine::start_with(
                 &["overlay2"],
                 runtime,
             ));
@@ -552,37 +304,21 @@ async fn run() {
     let pool_size = env_usize("CEM_POOL_SIZE", Config::defaults().pool.pool_size);
     assert!(pool_size > 0, "the pooled rows need a pool size > 0");
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let docker_version = command_stdout(
-        "docker",
-        &[
-            "info",
-            "--format",
-            "{{.ServerVersion}}, storage {{.Driver}}, runtime {{.DefaultRuntime}}",
-        ],
-    )
-    .await;
+    let docker_version = docker_version().await;
     progress("making sure the sandbox image is built");
     let image = command_stdout(BIN, &["image", "build"]).await;
     let mut pids = Vec::new();
 
     // 2. docker run --rm baseline.
     progress("docker run --rm, sequential");
-    let docker_dir = tempfile::tempdir().expect("temp dir");
-    let workspace = docker_dir.path().join("workspace");
-    std::fs::create_dir(&workspace).expect("workspace dir");
-    // The sandbox user (10001) must be able to write the bind-mounted workspace.
-    std::fs::set_permissions(
-        &workspace,
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .expect("chmod workspace");
-    let run_args = docker_run_args(&image, &workspace);
-    let docker_samples = sample(knobs.n_short, async || docker_run(&run_args).await).await;
+    let (docker_dir, workspace) = common::docker_run::workspace();
+    let run_args = docker_run_args(&image, &workspace, &[], "print(1)");
+    let docker_samples = sample(knobs.n_short, async || docker_print1(&run_args).await).await;
     let baseline = Row::from_samples("`docker run --rm` (same flags)", &docker_samples);
 
     // 1 and 3. Cold path (and the interpreter start-up floor measured in it).
     progress("cold path (--pool-size 0)");
-    let cold = Server::start(&["--pool-size", "0"]).await;
+    let cold = Server::start(STORAGE, &["--pool-size", "0"]).await;
     pids.push(cold.pid);
     let code = FLOOR_SNIPPET.replace("range(N)", &format!("range({FLOOR_N})"));
     let floor = cold.call("execute_code", json!({ "code": code })).await;
@@ -611,7 +347,7 @@ async fn run() {
 
     // 4 to 7. Pooled server: paced, back to back, throughput, memory.
     progress("pooled path (default pool size, --max-concurrency 8)");
-    let pooled = Server::start(&["--max-concurrency", "8"]).await;
+    let pooled = Server::start(STORAGE, &["--max-concurrency", "8"]).await;
     pids.push(pooled.pid);
     pooled.wait_pool_full(pool_size).await;
     let rss_idle = proc_kib(pooled.pid, "VmRSS").expect("server VmRSS");
@@ -683,14 +419,17 @@ async fn run() {
     // 9. The previous design, same run: fixed pool, every container removed at once.
     progress("previous design: fixed pool, --removal-backlog 0");
     let size = pool_size.to_string();
-    let fixed = Server::start(&[
-        "--max-concurrency",
-        "8",
-        "--pool-max",
-        &size,
-        "--removal-backlog",
-        "0",
-    ])
+    let fixed = Server::start(
+        STORAGE,
+        &[
+            "--max-concurrency",
+            "8",
+            "--pool-max",
+            &size,
+            "--removal-backlog",
+            "0",
+        ],
+    )
     .await;
     pids.push(fixed.pid);
     let (fixed_b2b, row) = fixed
@@ -723,7 +462,7 @@ async fn run() {
 
     progress(&format!("throughput, {DOCKER_LOOPS} docker run --rm loops"));
     let docker_took = concurrent(DOCKER_LOOPS, knobs.calls, async || {
-        docker_run(&run_args).await
+        docker_print1(&run_args).await
     })
     .await;
     let docker_tp = (DOCKER_LOOPS * knobs.calls) as f64 / docker_took.as_secs_f64();
@@ -738,7 +477,7 @@ async fn run() {
     let mut first = Vec::new();
     for _ in 0..3 {
         let t = Instant::now();
-        let server = Server::start(&[]).await;
+        let server = Server::start(STORAGE, &[]).await;
         server.print1().await;
         first.push(ms(t.elapsed()));
         pids.push(server.pid);
@@ -841,17 +580,7 @@ async fn run() {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    if left.is_empty() {
-        println!(
-            "containers left behind by this run's {} servers: none",
-            pids.len()
-        );
-    } else {
-        let mut rm = vec!["rm", "-f"];
-        rm.extend(left.iter().map(String::as_str));
-        let _ = command_stdout("docker", &rm).await;
-        panic!("containers left behind by this run's servers (now removed): {left:?}");
-    }
+    report_leftovers(&left, pids.len()).await;
 }
 
 fn mean_client(calls: &[Call]) -> f64 {
@@ -867,17 +596,7 @@ fn print_phases(rows: &[PhaseRow]) {
     println!("| row | {} | client |", PHASES.join(" | "));
     println!("|---|{}---:|", "---:|".repeat(PHASES.len()));
     for row in rows {
-        let cells: Vec<String> = row
-            .phases
-            .iter()
-            .map(|(n, mean)| {
-                if *n == 0.0 {
-                    "–".to_string()
-                } else {
-                    format!("{mean:.1} ({n})")
-                }
-            })
-            .collect();
+        let cells = row.phases.cells();
         println!(
             "| {} | {} | {:.1} |",
             row.name,

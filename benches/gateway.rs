@@ -19,8 +19,7 @@
 //!
 //! Figures on a shared machine are noisy: compare the ratios.
 
-#[path = "common/knobs.rs"]
-mod knobs;
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,7 +30,7 @@ use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::Config;
 use code_execution_mcp::mcp::CodeExecutionServer;
 use code_execution_mcp::sandbox::stats::percentile;
-use knobs::env_usize;
+use common::knobs::env_usize;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;

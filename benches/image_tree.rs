@@ -21,8 +21,7 @@
 //! The engine and host rows alternate sample by sample, so drift on a shared machine hits both.
 //! Figures are noisy: compare the ratios within one run.
 
-#[path = "common/knobs.rs"]
-mod knobs;
+mod common;
 
 use std::path::Path;
 use std::time::Instant;
@@ -31,7 +30,7 @@ use code_execution_mcp::app::App;
 use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::{Config, ImageProfile, ImageTreeMode};
 use code_execution_mcp::sandbox::stats::percentile;
-use knobs::env_usize;
+use common::knobs::env_usize;
 
 fn config(dir: &Path, mode: ImageTreeMode, trees: &Path) -> Config {
     let mut c = Config::defaults();

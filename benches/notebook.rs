@@ -42,28 +42,22 @@
 //!
 //! Figures on a shared machine are noisy: compare within one run, not across runs.
 
-#[path = "common/knobs.rs"]
-mod knobs;
-#[path = "common/stdio.rs"]
-mod stdio;
+mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use code_execution_mcp::config::Config;
-use knobs::env_usize;
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
-use serde_json::{Value, json};
-use stdio::{
-    command_stdout, concurrent, describe, leftover_containers, loadavg, ms, p, sorted, tail,
+use common::docker_run::{docker_print1, docker_run, docker_run_args};
+use common::knobs::env_usize;
+use common::server::{BIN, PHASES, Phases, Server, Storage};
+use common::stdio::{
+    command_stdout, concurrent, docker_version, leftover_containers, loadavg, ms, p,
+    report_leftovers, sorted,
 };
-use tokio::process::{Child, Command};
+use serde_json::{Value, json};
+use tokio::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_code-execution-mcp");
-const SECCOMP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/images/python/seccomp.json");
 const WARMUPS: usize = 2;
 const LOOPS: usize = 8;
 
@@ -91,71 +85,6 @@ print(json.dumps(result))
 
 fn progress(what: &str) {
     eprintln!("bench notebook: {what}");
-}
-
-/// The phases whose means the bench prints, in the order of a container's life.
-const PHASES: [&str; 13] = [
-    "create",
-    "attach",
-    "start",
-    "ready",
-    "pool_wait",
-    "state_sent",
-    "job_written",
-    "first_frame",
-    "done",
-    "kill_wait",
-    "remove",
-    "run",
-    "call",
-];
-
-/// Cumulative (count, total ms) per phase, and executions pooled and prepared, from
-/// `get_execution_stats`; or the difference of two such snapshots.
-#[derive(Clone, Default)]
-struct Phases {
-    phases: [(f64, f64); PHASES.len()],
-    pooled: f64,
-    prepared: f64,
-}
-
-impl Phases {
-    fn from_stats(executions: &Value) -> Self {
-        let mut phases = [(0.0, 0.0); PHASES.len()];
-        for (i, name) in PHASES.iter().enumerate() {
-            let p = &executions["phases"][name];
-            let (Some(count), Some(total)) = (p["count"].as_f64(), p["total_ms"].as_f64()) else {
-                panic!("get_execution_stats has no phases.{name}: {executions}");
-            };
-            phases[i] = (count, total);
-        }
-        Self {
-            phases,
-            pooled: executions["executions_pooled"].as_f64().unwrap_or_default(),
-            prepared: executions["executions_prepared"]
-                .as_f64()
-                .unwrap_or_default(),
-        }
-    }
-
-    /// `self` − `before`.
-    fn since(&self, before: &Phases) -> Phases {
-        let mut out = self.clone();
-        for (o, b) in out.phases.iter_mut().zip(before.phases) {
-            *o = (o.0 - b.0, o.1 - b.1);
-        }
-        out.pooled -= before.pooled;
-        out.prepared -= before.prepared;
-        out
-    }
-
-    fn add(&mut self, other: &Phases) {
-        for (o, b) in self.phases.iter_mut().zip(other.phases) {
-            *o = (o.0 + b.0, o.1 + b.1);
-        }
-        self.pooled += other.pooled;
-        self.prepared += other.prepared;
-    }
 }
 
 /// One call to time: the code, its session handle, and what its answer must hold.
@@ -244,71 +173,8 @@ impl Series {
     }
 }
 
-/// A server process spawned for some rows, with its MCP session over stdio.
-struct Server {
-    child: Child,
-    client: Option<RunningService<RoleClient, ()>>,
-    pid: u32,
-    log: PathBuf,
-    exited: bool,
-    _dir: tempfile::TempDir,
-}
-
+/// What the notebook's rows ask of a server besides the common calls.
 impl Server {
-    /// Spawns `serve` with its data in a fresh temp dir (stderr to a log there) and connects.
-    async fn start(flags: &[&str]) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let log = dir.path().join("server.stderr");
-        let mut child = Command::new(BIN)
-            .env("NO_COLOR", "1")
-            .args(["serve", "--workspace-quota-mb", "0"])
-            .arg("--data-dir")
-            .arg(dir.path())
-            .args(flags)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).expect("server log file"))
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn the server binary");
-        let pid = child.id().expect("server pid");
-        let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-        let client = match ().serve((stdout, stdin)).await {
-            Ok(client) => client,
-            Err(e) => panic!("MCP handshake with the server failed: {e}\n{}", tail(&log)),
-        };
-        Self {
-            child,
-            client: Some(client),
-            pid,
-            log,
-            exited: false,
-            _dir: dir,
-        }
-    }
-
-    fn fail(&self, msg: String) -> ! {
-        panic!("{msg}\n{}", tail(&self.log))
-    }
-
-    /// Calls a tool; anything but a successful result with structured content fails the bench.
-    async fn call(&self, name: &'static str, args: Value) -> Value {
-        let client = self.client.as_ref().expect("the server is running");
-        let params = CallToolRequestParams::new(name)
-            .with_arguments(args.as_object().cloned().unwrap_or_default());
-        let result = match client.call_tool(params).await {
-            Ok(r) => r,
-            Err(e) => self.fail(format!("{name}: tools/call failed: {e}")),
-        };
-        if result.is_error == Some(true) {
-            self.fail(format!("{name} returned an error: {}", describe(&result)));
-        }
-        match result.structured_content {
-            Some(v) => v,
-            None => self.fail(format!("{name}: no structured content: {result:?}")),
-        }
-    }
-
     /// One `execute_code` of `code`, in `session` if given; fails the bench unless it ended
     /// `ok`. Returns the answer, the client's latency and `execution_time_ms`.
     async fn exec(&self, code: &str, session: Option<&str>) -> (Value, f64, f64) {
@@ -341,37 +207,6 @@ impl Server {
         match v["session"].as_str() {
             Some(s) if v["state"]["saved"] == json!(true) => s.to_string(),
             _ => self.fail(format!("a new session answered {v}")),
-        }
-    }
-
-    async fn executions(&self) -> Value {
-        let v = self.call("get_execution_stats", json!({})).await;
-        if v["executions"]["pool"].is_null() {
-            self.fail(format!("get_execution_stats has no executions.pool: {v}"));
-        }
-        v["executions"].clone()
-    }
-
-    /// Waits until the pool holds at least `size` and its target, nothing is starting, and
-    /// the removal backlog is empty: the work a row caused is done. Returns the phases then.
-    async fn settle(&self, size: usize) -> Phases {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let e = self.executions().await;
-            let pool = &e["pool"];
-            let n = |v: &Value| v.as_u64().unwrap_or_default() as usize;
-            if n(&pool["ready"]) >= size.max(n(&pool["target"]))
-                && n(&pool["starting"]) == 0
-                && n(&e["removal_backlog"]) == 0
-            {
-                return Phases::from_stats(&e);
-            }
-            if Instant::now() > deadline {
-                self.fail(format!(
-                    "the pool did not settle at {size} within 120 s: {e}"
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -430,112 +265,6 @@ impl Server {
         }
         series.phases = self.settle(pool).await.since(&before);
     }
-
-    /// Closes stdin (by closing the session) and waits for a clean exit.
-    async fn shutdown(mut self) {
-        if let Some(mut client) = self.client.take() {
-            let _ = client.close_with_timeout(Duration::from_secs(5)).await;
-        }
-        match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
-            Ok(Ok(status)) if status.success() => self.exited = true,
-            other => self.fail(format!(
-                "server {} did not exit cleanly after its stdin closed: {other:?}",
-                self.pid
-            )),
-        }
-    }
-}
-
-impl Drop for Server {
-    /// On a failed run, SIGTERM lets the server remove its containers before `kill_on_drop`.
-    fn drop(&mut self) {
-        if self.exited {
-            return;
-        }
-        if let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
-        for _ in 0..200 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-/// `docker run --rm` with the isolation flags of the server's containers, `extra` flags, and
-/// `python3 -c CODE`. Without `--init` when `extra` is not empty: the engine's init is mounted
-/// at /sbin/docker-init, under /usr on a merged-/usr image, where a bind of /usr hides it.
-fn docker_run_args(image: &str, workspace: &Path, extra: &[String], code: &str) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "run",
-        "--rm",
-        "-i",
-        "--network",
-        "none",
-        "--read-only",
-        "--tmpfs",
-        "/tmp:rw,nosuid,nodev,noexec,size=64m",
-        "--init",
-        "--user",
-        "10001:10001",
-        "--cap-drop",
-        "ALL",
-        "--security-opt",
-        "no-new-privileges",
-    ]
-    .map(String::from)
-    .into();
-    if !extra.is_empty() {
-        args.retain(|a| a != "--init");
-    }
-    args.push("--security-opt".into());
-    args.push(format!("seccomp={SECCOMP}"));
-    args.extend(
-        [
-            "--memory",
-            "500m",
-            "--memory-swap",
-            "500m",
-            "--pids-limit",
-            "128",
-            "--log-driver",
-            "none",
-            "-v",
-        ]
-        .map(String::from),
-    );
-    args.push(format!("{}:/workspace", workspace.display()));
-    args.extend(extra.iter().cloned());
-    args.extend([image, "python3", "-c", code].map(String::from));
-    args
-}
-
-/// One checked `docker run`; returns its latency in ms and its stdout.
-async fn docker_run(args: &[String]) -> (f64, String) {
-    let t = Instant::now();
-    let out = Command::new("docker")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .expect("run the docker CLI");
-    let elapsed = ms(t.elapsed());
-    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(
-        out.status.success(),
-        "docker run failed ({}): stdout {stdout:?}, stderr {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (elapsed, stdout)
-}
-
-async fn docker_print1(args: &[String]) -> f64 {
-    let (t, out) = docker_run(args).await;
-    assert_eq!(out, "1", "docker run printed {out:?}");
-    t
 }
 
 /// The import snippet's (p50, max) in ms from its answer (`result`, or a printed JSON line).
@@ -582,15 +311,7 @@ async fn run() {
     let (run_started, load_before) = (Instant::now(), loadavg());
     let pool = env_usize("CEM_POOL_SIZE", Config::defaults().pool.pool_size);
     assert!(pool > 0, "the bench needs a pool size > 0");
-    let docker_version = command_stdout(
-        "docker",
-        &[
-            "info",
-            "--format",
-            "{{.ServerVersion}}, storage {{.Driver}}, runtime {{.DefaultRuntime}}",
-        ],
-    )
-    .await;
+    let docker_version = docker_version().await;
     progress("making sure the sandbox image is built");
     let image = command_stdout(BIN, &["image", "build"]).await;
     let help = command_stdout(BIN, &["serve", "--help"]).await;
@@ -600,14 +321,7 @@ async fn run() {
 
     // 1. docker run --rm, sequential.
     progress("docker run --rm, sequential");
-    let docker_dir = tempfile::tempdir().expect("temp dir");
-    let workspace = docker_dir.path().join("workspace");
-    std::fs::create_dir(&workspace).expect("workspace dir");
-    std::fs::set_permissions(
-        &workspace,
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .expect("chmod workspace");
+    let (docker_dir, workspace) = common::docker_run::workspace();
     let print_args = docker_run_args(&image, &workspace, &[], "print(1)");
     for _ in 0..WARMUPS {
         docker_print1(&print_args).await;
@@ -619,7 +333,7 @@ async fn run() {
 
     // 2 to 5 on the default server.
     progress("default server (--max-concurrency 8)");
-    let server = Server::start(&["--max-concurrency", "8"]).await;
+    let server = Server::start(Storage::DataDir, &["--max-concurrency", "8"]).await;
     pids.push(server.pid);
 
     progress("print(1) paced, 300 ms think time");
@@ -741,7 +455,11 @@ async fn run() {
 
     // 4, with matplotlib.pyplot preloaded too.
     progress("matplotlib with --preload numpy,pandas,matplotlib.pyplot");
-    let mpl = Server::start(&["--preload", "numpy,pandas,matplotlib.pyplot"]).await;
+    let mpl = Server::start(
+        Storage::DataDir,
+        &["--preload", "numpy,pandas,matplotlib.pyplot"],
+    )
+    .await;
     pids.push(mpl.pid);
     let mut chart_preloaded = Series::new(
         "the same chart, `--preload numpy,pandas,matplotlib.pyplot`",
@@ -784,7 +502,7 @@ async fn run() {
     if image_tree {
         for tree in ["engine", "host"] {
             progress(&format!("--image-tree {tree}"));
-            let s = Server::start(&["--image-tree", tree]).await;
+            let s = Server::start(Storage::DataDir, &["--image-tree", tree]).await;
             pids.push(s.pid);
             let import = import_ms(&s.exec(&snippet, None).await.0["result"]);
             let mut chart = Series::new(
@@ -927,18 +645,7 @@ async fn run() {
     );
     println!("|---|{}---:|---:|---:|", "---:|".repeat(PHASES.len()));
     for s in &rows {
-        let cells: Vec<String> = s
-            .phases
-            .phases
-            .iter()
-            .map(|(n, total)| {
-                if *n == 0.0 {
-                    "–".to_string()
-                } else {
-                    format!("{:.1} ({n})", total / n)
-                }
-            })
-            .collect();
+        let cells = s.phases.cells();
         println!(
             "| {} | {} | {} | {} | {:.1} |",
             s.name,
@@ -949,17 +656,7 @@ async fn run() {
         );
     }
     println!();
-    if left.is_empty() {
-        println!(
-            "containers left behind by this run's {} servers: none",
-            pids.len()
-        );
-    } else {
-        let mut rm = vec!["rm", "-f"];
-        rm.extend(left.iter().map(String::as_str));
-        let _ = command_stdout("docker", &rm).await;
-        panic!("containers left behind by this run's servers (now removed): {left:?}");
-    }
+    report_leftovers(&left, pids.len()).await;
 }
 
 fn yes(met: bool) -> &'static str {

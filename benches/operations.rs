@@ -21,8 +21,7 @@
 //!
 //! Figures are noisy on a shared machine: compare within one run.
 
-#[path = "common/knobs.rs"]
-mod knobs;
+mod common;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -33,7 +32,7 @@ use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::audit::{AuditLog, AuditRecord, AuditSettings};
 use code_execution_mcp::config::{Config, ImageProfile};
 use code_execution_mcp::sandbox::stats::percentile;
-use knobs::env_usize;
+use common::knobs::env_usize;
 
 fn config(dir: &Path, operations: bool) -> Config {
     let mut c = Config::defaults();

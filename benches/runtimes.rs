@@ -32,10 +32,7 @@
 //!
 //! Figures are noisy on a shared machine: compare the ratios within one run.
 
-#[path = "common/knobs.rs"]
-mod knobs;
-#[path = "common/stdio.rs"]
-mod stdio;
+mod common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -46,9 +43,9 @@ use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::{Config, ImageProfile};
 use code_execution_mcp::sandbox::Engine;
 use code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE;
+use common::knobs::env_usize;
+use common::stdio::{leftover_containers, loadavg, ms, p, sorted};
 use futures::StreamExt;
-use knobs::env_usize;
-use stdio::{leftover_containers, loadavg, ms, p, sorted};
 
 const CALLERS: usize = 8;
 const ROUNDS: usize = 2;
@@ -168,7 +165,7 @@ async fn throughput(app: &App, calls: usize) -> (usize, Duration) {
     settle(app).await;
     let each = calls.div_ceil(CALLERS);
     let started = Instant::now();
-    stdio::concurrent(CALLERS, each, async || execute(app, "print(1)").await).await;
+    common::stdio::concurrent(CALLERS, each, async || execute(app, "print(1)").await).await;
     (each * CALLERS, started.elapsed())
 }
 

@@ -18,8 +18,7 @@
 
 #[path = "../tests/swarm/cluster.rs"]
 mod cluster;
-#[path = "../tests/common/images.rs"]
-mod images;
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -47,7 +46,7 @@ fn main() {
 
     let image = cluster::ServerImage::build(
         Path::new(env!("CARGO_BIN_EXE_code-execution-mcp")),
-        &images::sandbox_base(),
+        &common::images::sandbox_base(),
     );
     let sandbox = code_execution_mcp::sandbox::image::default_tag(
         code_execution_mcp::sandbox::image::ImageProfile::Minimal,

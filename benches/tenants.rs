@@ -16,8 +16,7 @@
 //! of rows 1 and 2 (default 40), `BENCH_TENANTS` samples of rows 3 and 4 (default 5),
 //! `BENCH_THINK_MS` (default 400). Figures on a shared machine are noisy: compare the ratios.
 
-#[path = "common/knobs.rs"]
-mod knobs;
+mod common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -25,7 +24,7 @@ use std::time::{Duration, Instant};
 use code_execution_mcp::config::{Config, Secret, Transport};
 use code_execution_mcp::sandbox::stats::percentile;
 use code_execution_mcp::transport::{Access, http_access, serve_http};
-use knobs::env_usize;
+use common::knobs::env_usize;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;

@@ -18,10 +18,7 @@
 //! (default 30), `BENCH_THINK_MS` (default 1500: a preloading container takes about a second to
 //! be ready). Figures on a shared machine are noisy: compare the ratios.
 
-#[path = "../tests/common/docker.rs"]
-mod docker;
-#[path = "common/knobs.rs"]
-mod knobs;
+mod common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -31,8 +28,8 @@ use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::{Config, ImageProfile};
 use code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE;
 use code_execution_mcp::sandbox::stats::percentile;
-use docker::docker;
-use knobs::env_usize;
+use common::docker::docker;
+use common::knobs::env_usize;
 
 fn config(dir: &Path, profile: ImageProfile, preload: &str) -> Config {
     let mut c = Config::defaults();

@@ -1,7 +1,6 @@
-//! Helpers the stdio benches share (`execution`, `notebook`): samples and percentiles, the
-//! machine's load, commands that must succeed, concurrent loops, a failed call's text and the
-//! server's stderr tail, and the containers a run left behind.
-#![allow(dead_code)]
+//! Helpers the stdio benches share (`execution`, `notebook`, `runtimes`): samples and
+//! percentiles, the machine's load and engine, commands that must succeed, concurrent loops, a
+//! failed call's text and the server's stderr tail, and the containers a run left behind.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -114,4 +113,30 @@ pub async fn leftover_containers(pids: &[u32]) -> Vec<String> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     left
+}
+
+/// The engine's version, storage driver and default runtime, for a report's header.
+pub async fn docker_version() -> String {
+    command_stdout(
+        "docker",
+        &[
+            "info",
+            "--format",
+            "{{.ServerVersion}}, storage {{.Driver}}, runtime {{.DefaultRuntime}}",
+        ],
+    )
+    .await
+}
+
+/// Reports that the run's `servers` left no container behind; else removes those `left` and
+/// fails the bench naming them.
+pub async fn report_leftovers(left: &[String], servers: usize) {
+    if left.is_empty() {
+        println!("containers left behind by this run's {servers} servers: none");
+    } else {
+        let mut rm = vec!["rm", "-f"];
+        rm.extend(left.iter().map(String::as_str));
+        let _ = command_stdout("docker", &rm).await;
+        panic!("containers left behind by this run's servers (now removed): {left:?}");
+    }
 }

@@ -1,6 +1,5 @@
 //! The docker CLI for tests and benches that look at or prepare the engine from outside the
-//! server: one checked call, its stdout back. Benches include this file on its own.
-#![allow(dead_code)]
+//! server: one checked call, its stdout back. benches/common includes this file too.
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -1,0 +1,17 @@
+//! What the benches share, each bench including it as `mod common`: its knobs, the server
+//! binary over stdio and the `docker run` baseline of the stdio benches, and the test support
+//! they need from tests/common (the docker CLI, the private engine, the images deployments
+//! build on), included from there so that tests and benches run the same code.
+#![allow(dead_code)]
+
+pub mod docker_run;
+pub mod knobs;
+pub mod server;
+pub mod stdio;
+
+#[path = "../../tests/common/docker.rs"]
+pub mod docker;
+#[path = "../../tests/common/images.rs"]
+pub mod images;
+#[path = "../../tests/common/private_engine.rs"]
+pub mod private_engine;
