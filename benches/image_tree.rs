@@ -30,14 +30,12 @@ use code_execution_mcp::app::App;
 use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::{Config, ImageProfile, ImageTreeMode};
 use code_execution_mcp::sandbox::stats::percentile;
+use common::config::defaults_in;
+use common::in_process::timed_execution;
 use common::knobs::env_usize;
 
 fn config(dir: &Path, mode: ImageTreeMode, trees: &Path) -> Config {
-    let mut c = Config::defaults();
-    c.storage.data_dir = Some(dir.join("data"));
-    c.storage.workspace = Some(dir.join("workspace"));
-    c.storage.skills_dir = Some(dir.join("skills"));
-    c.storage.workspace_quota_mb = 0;
+    let mut c = defaults_in(dir);
     c.pool.pool_size = 0;
     c.pool.pool_max = 0;
     c.sandbox.image_profile = ImageProfile::Data;
@@ -49,24 +47,7 @@ fn config(dir: &Path, mode: ImageTreeMode, trees: &Path) -> Config {
 
 /// Runs `code`; returns (the float it printed last, the call's wall time in ms).
 async fn run(app: &App, code: &str) -> (f64, f64) {
-    let started = Instant::now();
-    let ran = app
-        .execute(
-            ExecuteRequest {
-                code: code.into(),
-                ..Default::default()
-            },
-            Default::default(),
-        )
-        .await
-        .expect("the execution runs");
-    let wall = started.elapsed().as_secs_f64() * 1000.0;
-    assert!(
-        ran.outcome.success(),
-        "{:?} {}",
-        ran.outcome.error,
-        ran.outcome.stderr.as_str()
-    );
+    let (ran, wall) = timed_execution(app, code).await;
     let printed = (ran.outcome.stdout.as_str().lines().last())
         .and_then(|l| l.trim().parse().ok())
         .unwrap_or(f64::NAN);

@@ -32,14 +32,12 @@ use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::audit::{AuditLog, AuditRecord, AuditSettings};
 use code_execution_mcp::config::{Config, ImageProfile};
 use code_execution_mcp::sandbox::stats::percentile;
+use common::config::defaults_in;
+use common::in_process::execution_ms;
 use common::knobs::env_usize;
 
 fn config(dir: &Path, operations: bool) -> Config {
-    let mut c = Config::defaults();
-    c.storage.data_dir = Some(dir.join("data"));
-    c.storage.workspace = Some(dir.join("workspace"));
-    c.storage.skills_dir = Some(dir.join("skills"));
-    c.storage.workspace_quota_mb = 0;
+    let mut c = defaults_in(dir);
     c.pool.pool_size = 2;
     c.pool.pool_max = 2;
     c.sandbox.image_profile = ImageProfile::Minimal;
@@ -47,16 +45,6 @@ fn config(dir: &Path, operations: bool) -> Config {
     c.operations.audit = operations;
     c.operations.audit_code = operations;
     c
-}
-
-async fn execute(app: &App, code: &str) -> f64 {
-    let started = Instant::now();
-    let ran = app
-        .execute(ExecuteRequest::code(code), Default::default())
-        .await
-        .expect("the execution runs");
-    assert!(ran.outcome.success(), "{:?}", ran.outcome.error);
-    started.elapsed().as_secs_f64() * 1000.0
 }
 
 fn row(name: &str, mut ms: Vec<f64>, base: Option<f64>) -> f64 {
@@ -112,16 +100,16 @@ async fn main() {
     };
     // Warm both: images' pages, pools full.
     for _ in 0..5 {
-        execute(&base, "print(1)").await;
-        execute(&ops, "print(1)").await;
+        execution_ms(&base, "print(1)").await;
+        execution_ms(&ops, "print(1)").await;
     }
     println!("paced print(1), {n} samples each, one call every {pace:?}, alternating:");
     let (mut off, mut on) = (Vec::new(), Vec::new());
     for _ in 0..n {
         tokio::time::sleep(pace).await;
-        off.push(execute(&base, "print(1)").await);
+        off.push(execution_ms(&base, "print(1)").await);
         tokio::time::sleep(pace).await;
-        on.push(execute(&ops, "print(1)").await);
+        on.push(execution_ms(&ops, "print(1)").await);
     }
     let b = row("  baseline (no audit, no metrics)", off, None);
     row("  audit trail (--audit-code) + metrics", on, Some(b));
@@ -163,7 +151,7 @@ async fn main() {
     let recorded = || ops.execution_stats().executions_total;
     while recorded() < target {
         let left = (target - recorded()).min(2);
-        let runs = (0..left).map(|_| execute(&ops, "print(1)"));
+        let runs = (0..left).map(|_| execution_ms(&ops, "print(1)"));
         futures::future::join_all(runs).await;
     }
     scraper.abort();

@@ -43,8 +43,10 @@ use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::{Config, ImageProfile};
 use code_execution_mcp::sandbox::Engine;
 use code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE;
+use common::config::defaults_in;
+use common::in_process::execution_ms;
 use common::knobs::env_usize;
-use common::stdio::{leftover_containers, loadavg, ms, p, sorted};
+use common::stdio::{leftover_containers, loadavg, p, sorted};
 use futures::StreamExt;
 
 const CALLERS: usize = 8;
@@ -89,11 +91,7 @@ impl Pair {
 }
 
 fn config(dir: &Path, profile: ImageProfile, pool: usize, runtime: Option<&str>) -> Config {
-    let mut c = Config::defaults();
-    c.storage.data_dir = Some(dir.join("data"));
-    c.storage.workspace = Some(dir.join("workspace"));
-    c.storage.skills_dir = Some(dir.join("skills"));
-    c.storage.workspace_quota_mb = 0;
+    let mut c = defaults_in(dir);
     c.pool.pool_size = pool;
     c.pool.max_concurrency = CALLERS;
     c.sandbox.image_profile = profile;
@@ -118,17 +116,6 @@ async fn settle(app: &App) {
     }
 }
 
-/// One checked execution of `code`: its latency in ms, as the caller sees it.
-async fn execute(app: &App, code: &str) -> f64 {
-    let started = Instant::now();
-    let ran = app
-        .execute(ExecuteRequest::code(code), Default::default())
-        .await
-        .expect("the execution runs");
-    assert!(ran.outcome.success(), "{code}: {:?}", ran.outcome.error);
-    ms(started.elapsed())
-}
-
 /// `n` samples of `code` on each server, alternating, each after `pause` and a settled pool.
 /// Returns (runc, runsc) latencies and how many of the calls took a pooled container.
 async fn alternate(pair: &Pair, code: &str, n: usize, pause: Duration) -> [(Vec<f64>, u64); 2] {
@@ -139,7 +126,7 @@ async fn alternate(pair: &Pair, code: &str, n: usize, pause: Duration) -> [(Vec<
         for (i, app) in pair.both().into_iter().enumerate() {
             settle(app).await;
             tokio::time::sleep(pause).await;
-            samples[i].push(execute(app, code).await);
+            samples[i].push(execution_ms(app, code).await);
         }
     }
     let after = pair.both().map(pooled);
@@ -165,7 +152,7 @@ async fn throughput(app: &App, calls: usize) -> (usize, Duration) {
     settle(app).await;
     let each = calls.div_ceil(CALLERS);
     let started = Instant::now();
-    common::stdio::concurrent(CALLERS, each, async || execute(app, "print(1)").await).await;
+    common::stdio::concurrent(CALLERS, each, async || execution_ms(app, "print(1)").await).await;
     (each * CALLERS, started.elapsed())
 }
 
@@ -261,7 +248,7 @@ async fn main() {
 
     let cold = Pair::start(ImageProfile::Minimal, 0).await;
     for app in cold.both() {
-        execute(app, "print(1)").await; // the image's pages, both ways
+        execution_ms(app, "print(1)").await; // the image's pages, both ways
     }
     latency_row(
         "cold print(1), pool 0",
@@ -271,7 +258,7 @@ async fn main() {
 
     let pooled = Pair::start(ImageProfile::Minimal, 2).await;
     for app in pooled.both() {
-        execute(app, "print(1)").await;
+        execution_ms(app, "print(1)").await;
     }
     memory_row(&engine, "idle pooled, minimal image", &pooled).await;
     latency_row(
@@ -296,7 +283,7 @@ async fn main() {
 
     let data = Pair::start(ImageProfile::Data, 2).await;
     for app in data.both() {
-        execute(app, "import numpy").await;
+        execution_ms(app, "import numpy").await;
     }
     memory_row(&engine, "idle pooled, data image", &data).await;
     latency_row(

@@ -28,15 +28,13 @@ use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::{Config, ImageProfile};
 use code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE;
 use code_execution_mcp::sandbox::stats::percentile;
+use common::config::defaults_in;
 use common::docker::docker;
+use common::in_process::execution_ms;
 use common::knobs::env_usize;
 
 fn config(dir: &Path, profile: ImageProfile, preload: &str) -> Config {
-    let mut c = Config::defaults();
-    c.storage.data_dir = Some(dir.join("data"));
-    c.storage.workspace = Some(dir.join("workspace"));
-    c.storage.skills_dir = Some(dir.join("skills"));
-    c.storage.workspace_quota_mb = 0;
+    let mut c = defaults_in(dir);
     c.pool.pool_size = 2;
     c.sandbox.image_profile = profile;
     c.sandbox.preload = Some(preload.split(',').map(str::to_string).collect());
@@ -59,19 +57,7 @@ async fn latencies(app: &App, code: &str, n: usize, think: Duration) -> Vec<f64>
     for _ in 0..n {
         tokio::time::sleep(think).await;
         wait_for_pool(app, 1).await;
-        let started = Instant::now();
-        let ran = app
-            .execute(
-                ExecuteRequest {
-                    code: code.into(),
-                    ..Default::default()
-                },
-                Default::default(),
-            )
-            .await
-            .expect("the execution runs");
-        assert!(ran.outcome.success(), "{:?}", ran.outcome.error);
-        samples.push(started.elapsed().as_secs_f64() * 1000.0);
+        samples.push(execution_ms(app, code).await);
     }
     samples
 }

@@ -1,14 +1,18 @@
-//! What the benches share, each bench including it as `mod common`: its knobs, the server
-//! binary over stdio and the `docker run` baseline of the stdio benches, and the test support
-//! they need from tests/common (the docker CLI, the private engine, the images deployments
-//! build on), included from there so that tests and benches run the same code.
+//! What the benches share, each bench including it as `mod common`: its knobs, a checked and
+//! timed execution in this process, the server binary over stdio and the `docker run` baseline
+//! of the stdio benches; and the test support they need from tests/common (configurations in a
+//! temporary directory, the docker CLI, the private engine, the images deployments build on),
+//! included from there so that tests and benches run the same code.
 #![allow(dead_code)]
 
 pub mod docker_run;
+pub mod in_process;
 pub mod knobs;
 pub mod server;
 pub mod stdio;
 
+#[path = "../../tests/common/config.rs"]
+pub mod config;
 #[path = "../../tests/common/docker.rs"]
 pub mod docker;
 #[path = "../../tests/common/images.rs"]
