@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use code_execution_mcp::sandbox::Backend;
 use code_execution_mcp::sandbox::Engine;
-use common::{BIN, TestApp, call_tool, containers_of, spawn_server, spawn_server_with_env};
+use common::{
+    BIN, TestApp, call_tool, containers_of, spawn_server, spawn_server_with_env, stop_with_sigterm,
+};
 use rmcp::ServiceExt;
 use serde_json::json;
 use tokio::process::{Child, Command};
@@ -586,7 +588,6 @@ async fn json_logs_over_http_name_the_tenant_of_each_call() {
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     use std::os::unix::fs::PermissionsExt;
-    use tokio::io::AsyncReadExt;
     const TOKEN: &str = "json-logs-alice-0123456789abcdef0123456789";
     code_execution_mcp::install_tls_provider();
     let dir = tempfile::tempdir().unwrap();
@@ -624,12 +625,7 @@ async fn json_logs_over_http_name_the_tenant_of_each_call() {
         .kill_on_drop(true)
         .spawn()
         .expect("spawn the server binary");
-    let mut stderr = child.stderr.take().unwrap();
-    let log = tokio::spawn(async move {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text).await;
-        text
-    });
+    let log = common::read_stderr(&mut child);
     let health = format!("http://{listen}/health");
     let mut up = false;
     for _ in 0..300 {
@@ -650,13 +646,7 @@ async fn json_logs_over_http_name_the_tenant_of_each_call() {
     let (id, result) = execute_with_id(&client, "print(1)").await;
     assert_ne!(result.is_error, Some(true), "{result:?}");
     client.cancel().await.unwrap();
-    let pid = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
-        .await
-        .expect("the server stops on SIGTERM")
-        .unwrap();
-    assert!(status.success(), "{status}");
+    stop_with_sigterm(&mut child).await;
     let lines = json_log(&log.await.unwrap());
     for line in lines_of_the_call(&lines, &id) {
         assert_eq!(line["tenant"], "alice", "{line}");

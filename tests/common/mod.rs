@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use code_execution_mcp::app::App;
 use code_execution_mcp::app::execution::request::ExecuteRequest;
+use code_execution_mcp::app::{App, ExecuteError};
 use code_execution_mcp::config::Config;
 use code_execution_mcp::sandbox::container::spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER};
 use code_execution_mcp::sandbox::engine::backend::Labelled;
@@ -109,6 +110,41 @@ impl TestApp {
             )
             .await
             .unwrap_or_else(|e| panic!("execution could not run: {e}"))
+    }
+
+    /// Starts `code` with `context` (timeout 120 s) in the background and waits up to a minute
+    /// for it to create `marker` in the workspace, its sign that it runs; else panics saying
+    /// that `what` did not start.
+    pub async fn start_in_background(
+        &self,
+        code: &'static str,
+        context: Value,
+        marker: &str,
+        what: &str,
+    ) -> tokio::task::JoinHandle<Result<code_execution_mcp::app::Executed, ExecuteError>> {
+        let app = self.app.clone();
+        let running = tokio::spawn(async move {
+            app.execute(
+                ExecuteRequest {
+                    code: code.into(),
+                    context_vars: Some(context),
+                    timeout_seconds: Some(120.0),
+                    memory_mb: None,
+                    ..Default::default()
+                },
+                Default::default(),
+            )
+            .await
+        });
+        let marker = self.workspace().join(marker);
+        for _ in 0..600 {
+            if marker.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(marker.exists(), "{what} did not start");
+        running
     }
 
     /// Shuts down and asserts that this instance left no container on the engine.
@@ -327,7 +363,6 @@ impl LoggedServer {
         env: &[(&str, &std::ffi::OsStr)],
     ) -> Self {
         use rmcp::ServiceExt;
-        use tokio::io::AsyncReadExt;
         let _starting = SERVER_STARTS.read().await;
         let mut child = serve_command(dir, args)
             .env("RUST_LOG", "code_execution_mcp=info,warn")
@@ -335,12 +370,7 @@ impl LoggedServer {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("spawn the server binary");
-        let mut stderr = child.stderr.take().unwrap();
-        let log = tokio::spawn(async move {
-            let mut text = String::new();
-            let _ = stderr.read_to_string(&mut text).await;
-            text
-        });
+        let log = read_stderr(&mut child);
         let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
         let client = ().serve(io).await.expect("MCP handshake over stdio");
         Self { child, client, log }
@@ -356,6 +386,28 @@ impl LoggedServer {
         assert!(status.success(), "the server exited with {status}");
         self.log.await.expect("the log reader")
     }
+}
+
+/// Reads `child`'s piped stderr to its end in the background: the text, once it closes.
+pub fn read_stderr(child: &mut Child) -> tokio::task::JoinHandle<String> {
+    use tokio::io::AsyncReadExt;
+    let mut stderr = child.stderr.take().expect("stderr piped");
+    tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text).await;
+        text
+    })
+}
+
+/// Sends `child` (a server) SIGTERM and asserts that it exits cleanly within 60 s.
+pub async fn stop_with_sigterm(child: &mut Child) {
+    let pid = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the server stops on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status}");
 }
 
 /// Calls `execute_code` with `code`; the whole result (content and structured content).

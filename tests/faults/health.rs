@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::common::private_engine::EngineProxy;
-use crate::common::serve_command;
+use crate::common::{serve_command, stop_with_sigterm};
 
 /// `GET /health` on `port`: the status code and the body.
 async fn health(port: u16) -> (u16, String) {
@@ -79,13 +79,7 @@ async fn health_answers_503_while_the_engine_does_not_answer() {
     let (status, body) = health(port).await;
     assert_eq!(status, 200, "the same process is healthy again: {body}");
 
-    let pid = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
-        .await
-        .expect("the server stops on SIGTERM")
-        .unwrap();
-    assert!(status.success(), "{status}");
+    stop_with_sigterm(&mut child).await;
 }
 
 #[tokio::test]

@@ -206,31 +206,14 @@ async fn case_03_a_directory_swapped_for_a_symlink_mid_call_never_leads_outside(
         let client = mcp_client(t.app.clone()).await;
         let ws = t.workspace();
         let flipper = include_str!("probes/case_03_swap_directory.py");
-        let app = t.app.clone();
         let outside = watch.canary_dir();
         // gVisor's kernel cannot exchange two names on the workspace (RENAME_EXCHANGE gets
         // EINVAL), so there the host swaps them, as fast: the file tools meet the same race.
         let host_flips = gvisor(t);
-        let flipping = tokio::spawn(async move {
-            app.execute(
-                ExecuteRequest {
-                    code: flipper.into(),
-                    context_vars: Some(json!({ "outside": outside, "flip": !host_flips })),
-                    timeout_seconds: Some(120.0),
-                    memory_mb: None,
-                    ..Default::default()
-                },
-                Default::default(),
-            )
-            .await
-        });
-        for _ in 0..600 {
-            if ws.join("flipping").exists() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert!(ws.join("flipping").exists(), "the flipper did not start");
+        let context = json!({ "outside": outside, "flip": !host_flips });
+        let flipping = t
+            .start_in_background(flipper, context, "flipping", "the flipper")
+            .await;
         let stop_host = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let host_flipper = host_flips.then(|| {
             let (stop, ws) = (stop_host.clone(), ws.clone());

@@ -78,29 +78,10 @@ async fn case_37_a_canary_in_tmp_is_gone_next_time_and_invisible_to_concurrent_e
         let canary = token("case37");
         let writer = include_str!("probes/case_37_tmp_canary_writer.py");
         let looker = include_str!("probes/case_37_tmp_canary_looker.py");
-        let app = t.app.clone();
         let ctx = json!({ "canary": canary });
-        let first_ctx = ctx.clone();
-        let first = tokio::spawn(async move {
-            app.execute(
-                ExecuteRequest {
-                    code: writer.into(),
-                    context_vars: Some(first_ctx),
-                    timeout_seconds: Some(120.0),
-                    memory_mb: None,
-                    ..Default::default()
-                },
-                Default::default(),
-            )
-            .await
-        });
-        for _ in 0..600 {
-            if ws.join("ready").exists() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert!(ws.join("ready").exists(), "the writer did not start");
+        let first = t
+            .start_in_background(writer, ctx.clone(), "ready", "the writer")
+            .await;
         let check = |v: &Value, when: &str| {
             // A fresh container's /tmp holds only what its own harness puts there at start:
             // matplotlib's config directory on the data image (the font cache, copied from
