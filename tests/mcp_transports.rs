@@ -163,11 +163,7 @@ async fn a_client_that_only_probes_ends_the_server_cleanly() {
         "the pool started no container"
     );
     drop(stdin);
-    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
-        .await
-        .expect("the server exits when stdin closes")
-        .unwrap();
-    assert!(status.success(), "{status}");
+    common::assert_exits_when_stdin_closed(&mut child).await;
     assert!(containers_of(pid).await.is_empty(), "the pool was left");
 }
 

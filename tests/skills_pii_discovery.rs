@@ -346,7 +346,6 @@ async fn pii_output_off_returns_values_as_printed() {
 #[tokio::test]
 async fn pii_tokens_outlive_the_server_with_a_key_file() {
     use common::spawn_server_with;
-    use std::time::Duration;
 
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("pii.key");
@@ -363,11 +362,7 @@ async fn pii_tokens_outlive_the_server_with_a_key_file() {
     ];
     let stop = |mut child: tokio::process::Child, client: rmcp::service::RunningService<_, ()>| async move {
         drop(client);
-        let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
-            .await
-            .expect("the server exits when stdin closes")
-            .unwrap();
-        assert!(status.success());
+        common::assert_exits_when_stdin_closed(&mut child).await;
     };
 
     let (child, client) = spawn_server_with(dir.path(), &[], &with_key).await;

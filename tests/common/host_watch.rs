@@ -288,11 +288,7 @@ impl RawStdio {
             ..
         } = self;
         drop(stdin);
-        let status = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait())
-            .await
-            .expect("the server exits when stdin closes")
-            .unwrap();
-        assert!(status.success(), "{status}");
+        super::assert_exits_when_stdin_closed(&mut child).await;
         watch.check();
         drop(_dir);
     }

@@ -399,6 +399,16 @@ pub fn read_stderr(child: &mut Child) -> tokio::task::JoinHandle<String> {
     })
 }
 
+/// Waits up to 30 s for `child`, a server whose stdin the test has closed, to exit, and asserts
+/// that it exited cleanly.
+pub async fn assert_exits_when_stdin_closed(child: &mut Child) {
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the server exits when stdin closes")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
+
 /// Sends `child` (a server) SIGTERM and asserts that it exits cleanly within 60 s.
 pub async fn stop_with_sigterm(child: &mut Child) {
     let pid = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
@@ -582,11 +592,7 @@ impl RawStdio {
             mut child, stdin, ..
         } = self;
         drop(stdin);
-        let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
-            .await
-            .expect("the server exits when stdin closes")
-            .unwrap();
-        assert!(status.success(), "{status}");
+        assert_exits_when_stdin_closed(&mut child).await;
     }
 }
 
