@@ -23,6 +23,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=namespaced.sh
+. "$here/namespaced.sh"
 cmd=${1:?usage: gvisor.sh up|down [DIR]}
 dir=${2:-/tmp/cem-gvisor}
 netns_file="$dir/netns"
@@ -32,27 +34,10 @@ netns_file="$dir/netns"
 sock() { echo "$dir/run/docker.sock"; }
 private_docker() { docker -H "unix://$(sock)" "$@"; }
 
-wait_for() {
-  local what=$1 tries=$2; shift 2
-  for _ in $(seq 1 "$tries"); do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  echo "gvisor.sh: timed out waiting for $what" >&2
-  return 1
-}
-
 # Runs inside `ip netns exec NS unshare --mount --uts`: the cgroup hierarchies, the engine's
 # own /run, then dockerd (which starts its own containerd under that /run).
 entry() {
-  mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup
-  for c in cpu cpuacct cpuset memory devices freezer blkio pids; do
-    mkdir -p "/sys/fs/cgroup/$c"
-    mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c"
-  done
-  mkdir -p /sys/fs/cgroup/systemd /sys/fs/cgroup/unified
-  mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
-  mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified 2>/dev/null || true
+  mount_cgroups
   hostname cem-gvisor
   ip link set lo up
   mount --bind "$dir/run" /run

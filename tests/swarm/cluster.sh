@@ -20,6 +20,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../engines/namespaced.sh
+. "$here/../engines/namespaced.sh"
 cmd=${1:?usage: cluster.sh up|proxy|in-proxy|kill-node|start-node|docker|down DIR ...}
 dir=${2:?the directory of the cluster}
 shift 2
@@ -48,29 +50,12 @@ in_node() {
   nsenter --target "$(node_pid "$i")" --mount --net --uts -- "$@"
 }
 
-wait_for() {
-  local what=$1 tries=$2; shift 2
-  for _ in $(seq 1 "$tries"); do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  echo "timed out waiting for $what" >&2
-  return 1
-}
-
 # Runs inside `ip netns exec NS unshare --mount --uts`: the cgroup hierarchies `ip netns exec`
 # hid, the node's own /run and GlusterFS state, its hostname; then glusterd, and dockerd.
 entry() {
   local i=$1 mount_data=$2
   local n="$dir/n$i"
-  mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup
-  for c in cpu cpuacct cpuset memory devices freezer blkio pids; do
-    mkdir -p "/sys/fs/cgroup/$c"
-    mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c"
-  done
-  mkdir -p /sys/fs/cgroup/systemd /sys/fs/cgroup/unified
-  mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
-  mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified 2>/dev/null || true
+  mount_cgroups
   hostname "cem-node$i"
   mount --bind "$n/run" /run
   mkdir -p /run/gluster /run/cem-data /run/lock
