@@ -27,7 +27,6 @@ use std::path::Path;
 use std::time::Instant;
 
 use code_execution_mcp::app::App;
-use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::{Config, ImageProfile, ImageTreeMode};
 use code_execution_mcp::sandbox::stats::percentile;
 use common::config::defaults_in;

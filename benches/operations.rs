@@ -28,7 +28,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use code_execution_mcp::app::App;
-use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::audit::{AuditLog, AuditRecord, AuditSettings};
 use code_execution_mcp::config::{Config, ImageProfile};
 use code_execution_mcp::sandbox::stats::percentile;

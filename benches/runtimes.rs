@@ -39,7 +39,6 @@ use std::time::{Duration, Instant};
 
 use bollard::query_parameters::{ListContainersOptionsBuilder, StatsOptionsBuilder};
 use code_execution_mcp::app::App;
-use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::{Config, ImageProfile};
 use code_execution_mcp::sandbox::Engine;
 use code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE;

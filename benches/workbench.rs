@@ -24,7 +24,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use code_execution_mcp::app::App;
-use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::{Config, ImageProfile};
 use code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE;
 use code_execution_mcp::sandbox::stats::percentile;

@@ -3,8 +3,8 @@
 
 use std::time::Instant;
 
+use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::app::{App, Executed};
-use code_execution_mcp::execute::request::ExecuteRequest;
 
 use super::stdio::ms;
 

@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use code_execution_mcp::app::App;
 use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::app::{App, ExecuteError};
 use code_execution_mcp::config::Config;

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::config::ImageProfile;
 use serde_json::{Value, json};
 
