@@ -444,15 +444,7 @@ impl PiiEngine {
             Value::Object(map) => {
                 let mut out = Map::with_capacity(map.len());
                 for (k, x) in map {
-                    let mut nk = self.sanitize_in_context(None, k, fresh);
-                    if out.contains_key(&nk) {
-                        let base = nk.clone();
-                        let mut i = 2;
-                        while out.contains_key(&nk) {
-                            nk = format!("{base}#{i}");
-                            i += 1;
-                        }
-                    }
+                    let nk = self.key(k, &out, fresh);
                     let value = self.json(x, Some(k), depth + 1, fresh);
                     out.insert(nk, value);
                 }
@@ -460,6 +452,22 @@ impl PiiEngine {
             }
             _ => v.clone(),
         }
+    }
+
+    /// An object's key `k` as it is shown: tokenized (a dict keyed by email addresses holds
+    /// personal data in its keys), with `#2`, `#3`… when its token is already a key of `out`.
+    /// A schema's field names hold none, so they stay as they are.
+    fn key(&self, k: &str, out: &Map<String, Value>, fresh: &mut Vec<(PiiKind, String)>) -> String {
+        let mut nk = self.sanitize_in_context(None, k, fresh);
+        if out.contains_key(&nk) {
+            let base = nk.clone();
+            let mut i = 2;
+            while out.contains_key(&nk) {
+                nk = format!("{base}#{i}");
+                i += 1;
+            }
+        }
+        nk
     }
 
     /// Sanitizes `s`, letting its JSON key serve as the label in front of it when that key names
@@ -547,6 +555,12 @@ impl Batch<'_> {
     /// [`PiiEngine::sanitize_json`].
     pub fn json(&mut self, v: &Value) -> Value {
         self.engine.json(v, None, 0, &mut self.fresh)
+    }
+
+    /// An object's key as [`PiiEngine::sanitize_json`] shows it, given the keys `out` already
+    /// holds: the one policy for keys, wherever JSON goes to the model.
+    pub fn key(&mut self, k: &str, out: &Map<String, Value>) -> String {
+        self.engine.key(k, out, &mut self.fresh)
     }
 }
 

@@ -30,7 +30,7 @@ mod tests;
 use std::sync::Arc;
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 pub use outcome::{MAX_TOKENS_PER_RESTORE, check_restore_budget, redact_outcome};
 pub use reply::{Attachment, Json, Link, Reply};
@@ -141,36 +141,39 @@ impl Privacy {
         }
         blocking_here(|| {
             self.pii.together(|batch| match value {
-                Value::Object(map) => Value::Object(
-                    map.into_iter()
-                        .map(|(k, v)| {
-                            let v = if keep.contains(&k.as_str()) {
-                                v
-                            } else {
-                                strings(batch, v)
-                            };
-                            (k, v)
-                        })
-                        .collect(),
-                ),
+                Value::Object(map) => {
+                    let mut out = Map::with_capacity(map.len());
+                    for (k, v) in map {
+                        let v = if keep.contains(&k.as_str()) {
+                            v
+                        } else {
+                            strings(batch, v)
+                        };
+                        out.insert(batch.key(&k, &out), v);
+                    }
+                    Value::Object(out)
+                }
                 other => strings(batch, other),
             })
         })
     }
 }
 
-/// Every string of `value` through `batch`; numbers, keys and the shape stay (the response's
-/// schema holds). Keys are the response's own field names, or were tokenized with the
-/// outcome they came from.
+/// Every string of `value` through `batch`, keys by [`Batch::key`] (the engine's one policy
+/// for keys: a map keyed by personal data shows tokens; the response's field names hold none
+/// and stay); numbers and the shape stay, so the response's schema holds.
 fn strings(batch: &mut Batch<'_>, value: Value) -> Value {
     match value {
         Value::String(s) => Value::String(batch.text(&s)),
         Value::Array(items) => Value::Array(items.into_iter().map(|v| strings(batch, v)).collect()),
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| (k, strings(batch, v)))
-                .collect(),
-        ),
+        Value::Object(map) => {
+            let mut out = Map::with_capacity(map.len());
+            for (k, v) in map {
+                let v = strings(batch, v);
+                out.insert(batch.key(&k, &out), v);
+            }
+            Value::Object(out)
+        }
         other => other,
     }
 }

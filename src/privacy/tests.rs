@@ -123,3 +123,31 @@ fn a_cut_text_is_tokenized_with_what_follows_the_cut() {
     );
     assert_eq!(p.text_cut("short".into(), 12), "short");
 }
+
+#[test]
+fn keys_have_the_engines_one_policy() {
+    let p = privacy(true);
+    let engine = PiiEngine::new([7; 32], 100);
+    // A map keyed by personal data, at the top and deeper down; field names stay.
+    let value = json!({
+        "ann@example.com": "visits",
+        "by_user": {"bob@example.com": "3 visits", "path": "a.csv"},
+    });
+    let shown = p.json(value.clone()).value().clone();
+    let text = shown.to_string();
+    assert!(!text.contains("@example.com"), "{text}");
+    assert_eq!(
+        shown,
+        engine.sanitize_json(&value),
+        "a response and sanitize_json show keys (and strings) alike"
+    );
+    let by_user = shown["by_user"].as_object().unwrap();
+    assert!(by_user.contains_key("path"), "{text}");
+    assert!(by_user.keys().any(|k| k.starts_with("[EMAIL_")), "{text}");
+    // Two keys that become one token stay apart, on both paths.
+    let token = engine.sanitize("cy@example.com").text;
+    let colliding = json!({"cy@example.com": 1, token.clone(): 2});
+    let shown = p.json(colliding.clone()).value().clone();
+    assert_eq!(shown.as_object().unwrap().len(), 2, "{shown}");
+    assert_eq!(shown, engine.sanitize_json(&colliding));
+}
