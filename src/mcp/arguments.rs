@@ -7,11 +7,20 @@
 //! The argument types also deny unknown fields (`#[serde(deny_unknown_fields)]`, which gives
 //! every schema `additionalProperties: false`); this check runs first because rmcp turns an
 //! argument that does not deserialize into a tool result with `isError`, not a protocol error.
+//! The refusal quotes the arguments' names, so it reaches the model through the privacy layer
+//! like every error ([`crate::privacy::Privacy::refusal`]).
 
-use rmcp::model::{ErrorData, JsonObject, Tool};
+use rmcp::model::{ErrorCode, JsonObject, Tool};
+
+/// A refused call: its JSON-RPC code and the words that say what to change.
+#[derive(Debug)]
+pub struct Refused {
+    pub code: ErrorCode,
+    pub message: String,
+}
 
 /// `Err` with -32602 when `arguments` hold a field `tool`'s input schema does not list.
-pub fn check(tool: &Tool, arguments: Option<&JsonObject>) -> Result<(), ErrorData> {
+pub fn check(tool: &Tool, arguments: Option<&JsonObject>) -> Result<(), Refused> {
     let accepted: Vec<&str> = tool
         .input_schema
         .get("properties")
@@ -37,13 +46,13 @@ pub fn check(tool: &Tool, arguments: Option<&JsonObject>) -> Result<(), ErrorDat
         1 => ("argument", unknown[0].clone()),
         _ => ("arguments", unknown.join(", ")),
     };
-    Err(ErrorData::invalid_params(
-        format!(
+    Err(Refused {
+        code: ErrorCode::INVALID_PARAMS,
+        message: format!(
             "{} has no {noun} {unknown}: {takes}. Remove it or correct its name; nothing ran",
             tool.name
         ),
-        None,
-    ))
+    })
 }
 
 #[cfg(test)]

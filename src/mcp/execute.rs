@@ -3,7 +3,7 @@
 
 use rmcp::handler::server::tool::{InputResponses as ToolInputResponses, RequestState};
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResponse, ProgressNotificationParam};
+use rmcp::model::CallToolResponse;
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use schemars::JsonSchema;
@@ -194,7 +194,7 @@ impl CodeExecutionServer {
     /// A produced file as the model sees it: its path (and so its URI) with personal data
     /// tokenized like every listed path.
     fn file_info(&self, file: &ProducedFile) -> FileInfo {
-        let path = self.app.privacy().text(file.path.clone());
+        let path = self.app.privacy().text(file.path.clone()).into_string();
         FileInfo {
             uri: crate::workspace::uri::uri_for(&path),
             path,
@@ -291,8 +291,8 @@ impl CodeExecutionServer {
             Some(token) => {
                 let report = |p: Progress| {
                     let (peer, token) = (ctx.peer.clone(), token.clone());
-                    let note = ProgressNotificationParam::new(token, p.elapsed.as_secs_f64())
-                        .with_message(p.message);
+                    let note =
+                        crate::privacy::progress_note(token, p.elapsed.as_secs_f64(), p.message);
                     // A client that went away stops getting reports; the execution goes on.
                     async move {
                         let _ = peer.notify_progress(note).await;
@@ -325,9 +325,8 @@ impl CodeExecutionServer {
             .map(|mut call| {
                 // An upstream's error text may quote the data it was given.
                 call.error = call.error.map(|e| {
-                    self.app
-                        .privacy()
-                        .text_cut(e, crate::gateway::call_record::MAX_RECORD_ERROR_CHARS)
+                    let max = crate::gateway::call_record::MAX_RECORD_ERROR_CHARS;
+                    self.app.privacy().text_cut(e, max).into_string()
                 });
                 call
             })

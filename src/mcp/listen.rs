@@ -58,7 +58,7 @@ pub async fn listen(app: &App, context: SubscriptionContext) -> Result<(), Error
             .cloned()
             .collect(),
     };
-    let mut listener = app.events().listen(interest).map_err(refused)?;
+    let mut listener = app.events().listen(interest).map_err(|e| refused(app, e))?;
     let sink = context.sink();
     loop {
         let notice = tokio::select! {
@@ -69,7 +69,11 @@ pub async fn listen(app: &App, context: SubscriptionContext) -> Result<(), Error
             },
         };
         let sent = match notice {
-            Notice::ResourceUpdated(uri) => sink.notify_resource_updated(uri).await,
+            // A URI this stream subscribed to: the client's own words.
+            Notice::ResourceUpdated(uri) => {
+                let uri = app.privacy().echoed(uri);
+                crate::privacy::notify_resource_updated(sink, uri).await
+            }
             Notice::ResourcesListChanged => sink.notify_resource_list_changed().await,
             Notice::ToolsListChanged => sink.notify_tool_list_changed().await,
         };
@@ -85,12 +89,12 @@ pub async fn listen(app: &App, context: SubscriptionContext) -> Result<(), Error
     }
 }
 
-fn refused(e: ListenError) -> ErrorData {
+fn refused(app: &App, e: ListenError) -> ErrorData {
     let code = match e {
         ListenError::TooManyUris { .. } => ErrorCode::INVALID_PARAMS,
         ListenError::TooManyStreams { .. } => ErrorCode::INVALID_REQUEST,
     };
-    ErrorData::new(code, e.to_string(), None)
+    app.privacy().refusal(code, e)
 }
 
 /// Sends `notifications/tools/list_changed` on a handshake-era session whenever the tenant's

@@ -5,7 +5,7 @@
 //! A tool returns `privacy::Json<T>` or `privacy::Reply`, which only [`crate::privacy::Privacy`]
 //! makes: what a tool answers has been through the PII engine, whatever fields it has.
 
-#![deny(clippy::disallowed_types)]
+#![deny(clippy::disallowed_types, clippy::disallowed_methods)]
 
 mod arguments;
 mod cache_hints;
@@ -39,7 +39,7 @@ use serde::Serialize;
 use tracing::Instrument;
 
 use crate::app::App;
-use crate::privacy::Reply;
+use crate::privacy::{Reply, Shown};
 
 pub use execute::{ExecuteCodeArgs, ExecuteCodeResponse};
 pub use tool_list::PACKAGE_META_KEY;
@@ -81,14 +81,19 @@ impl CodeExecutionServer {
         Self {
             _session: Arc::new(app.mcp_session()),
             app,
-            tool_router: Self::execute_router()
-                + Self::discovery_router()
-                + Self::skills_router()
-                + Self::pii_router()
-                + Self::workspace_router()
-                + Self::stats_router(),
+            tool_router: Self::tool_router(),
             subscriptions: resources::Subscriptions::default(),
         }
+    }
+
+    /// Every tool of the server (the routers of the tool groups together).
+    fn tool_router() -> ToolRouter<Self> {
+        Self::execute_router()
+            + Self::discovery_router()
+            + Self::skills_router()
+            + Self::pii_router()
+            + Self::workspace_router()
+            + Self::stats_router()
     }
 
     pub fn app(&self) -> &Arc<App> {
@@ -117,13 +122,18 @@ impl CodeExecutionServer {
         listing_changed: bool,
         more: bool,
     ) {
-        let uris: Vec<String> = paths
+        let uris: Vec<Shown> = paths
             .iter()
-            .map(|p| crate::workspace::uri::uri_for(&self.app.privacy().text(p.clone())))
+            .map(|p| {
+                let path = self.app.privacy().text(p.clone());
+                path.framed(crate::workspace::uri::uri_for)
+            })
             .collect();
+        // The bus matches them against the URIs listen streams subscribed to, and sends those.
+        let plain = uris.iter().map(|u| u.as_str().to_owned()).collect();
         self.app
             .events()
-            .resources_changed(uris.clone(), listing_changed, more);
+            .resources_changed(plain, listing_changed, more);
         self.subscriptions
             .announce(peer, &uris, listing_changed)
             .await;
@@ -177,10 +187,8 @@ impl ServerHandler for CodeExecutionServer {
         let span = crate::logging::request_span(&context.id, self.app.tenant());
         if let Some(tool) = self.tool_router.get(&request.name) {
             // The refusal quotes the arguments' names: through the PII engine like every error.
-            arguments::check(tool, request.arguments.as_ref()).map_err(|mut e| {
-                e.message = self.app.privacy().text(e.message.into_owned()).into();
-                e
-            })?;
+            arguments::check(tool, request.arguments.as_ref())
+                .map_err(|e| self.app.privacy().refusal(e.code, e.message))?;
         }
         let call = ToolCallContext::new(self, request, context);
         self.tool_router.call(call).instrument(span).await
@@ -261,7 +269,8 @@ impl ServerHandler for CodeExecutionServer {
         request: SubscribeRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.subscriptions.subscribe(request.uri)
+        self.subscriptions
+            .subscribe(self.app.privacy(), request.uri)
     }
 
     async fn unsubscribe(

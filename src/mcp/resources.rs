@@ -11,14 +11,14 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use base64::Engine as _;
 use rmcp::model::{
-    ErrorData, ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam,
+    ErrorCode, ErrorData, ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult,
+    ResourceTemplate,
 };
 use rmcp::{Peer, RoleServer};
 
 use crate::app::App;
+use crate::privacy::{self, Privacy, Shown};
 use crate::workspace::uri::{self, ResourceError};
 
 /// URIs one session may subscribe to at once.
@@ -29,15 +29,15 @@ pub const MAX_SUBSCRIPTIONS: usize = 1000;
 pub struct Subscriptions(Arc<Mutex<BTreeSet<String>>>);
 
 impl Subscriptions {
-    pub fn subscribe(&self, uri: String) -> Result<(), ErrorData> {
-        uri::path_of(&uri).map_err(invalid)?;
+    pub fn subscribe(&self, privacy: &Privacy, uri: String) -> Result<(), ErrorData> {
+        uri::path_of(&uri).map_err(|e| invalid(privacy, e))?;
         let mut set = self.0.lock().expect("subscriptions lock");
         if set.len() >= MAX_SUBSCRIPTIONS && !set.contains(&uri) {
-            return Err(ErrorData::invalid_params(
+            return Err(privacy.refusal(
+                ErrorCode::INVALID_PARAMS,
                 format!(
                     "at most {MAX_SUBSCRIPTIONS} subscriptions per session: unsubscribe from some first"
                 ),
-                None,
             ));
         }
         set.insert(uri);
@@ -50,14 +50,17 @@ impl Subscriptions {
 
     /// Tells the client which of `uris` (files that changed) it subscribed to changed, and
     /// that the list changed when `listing_changed`.
-    pub async fn announce(&self, peer: &Peer<RoleServer>, uris: &[String], listing_changed: bool) {
-        let updated: Vec<String> = {
+    pub async fn announce(&self, peer: &Peer<RoleServer>, uris: &[Shown], listing_changed: bool) {
+        let updated: Vec<Shown> = {
             let set = self.0.lock().expect("subscriptions lock");
-            uris.iter().filter(|u| set.contains(*u)).cloned().collect()
+            uris.iter()
+                .filter(|u| set.contains(u.as_str()))
+                .cloned()
+                .collect()
         };
         for uri in updated {
             let _ = peer
-                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                .notify_resource_updated(privacy::resource_updated(uri))
                 .await;
         }
         if listing_changed {
@@ -66,28 +69,30 @@ impl Subscriptions {
     }
 }
 
-fn invalid(e: ResourceError) -> ErrorData {
-    ErrorData::invalid_params(e.to_string(), None)
+fn invalid(privacy: &Privacy, e: ResourceError) -> ErrorData {
+    privacy.refusal(ErrorCode::INVALID_PARAMS, e)
 }
 
 /// The workspace path of a URI from the client (tokens turned back into values).
 fn path_from_client(app: &App, uri: &str) -> Result<String, ErrorData> {
     uri::path_of(uri)
         .map(|path| app.privacy().from_model(path))
-        .map_err(invalid)
+        .map_err(|e| invalid(app.privacy(), e))
 }
 
 pub async fn list(app: &App, cursor: Option<String>) -> Result<ListResourcesResult, ErrorData> {
     let listing = app
         .with_workspace(|ws| ws.list_files(""))
         .await
-        .map_err(|e| ErrorData::internal_error(app.privacy().text(e.to_string()), None))?;
-    let (files, next) = uri::page(&listing, cursor.as_deref()).map_err(invalid)?;
+        .map_err(|e| app.privacy().refusal(ErrorCode::INTERNAL_ERROR, e))?;
+    let (files, next) =
+        uri::page(&listing, cursor.as_deref()).map_err(|e| invalid(app.privacy(), e))?;
     let resources = files
         .iter()
         .map(|path| {
             let shown = app.privacy().text(path.clone());
-            let mut resource = Resource::new(uri::uri_for(&shown), shown);
+            let uri_shown = shown.clone().framed(uri::uri_for);
+            let mut resource = privacy::resource(uri_shown, shown);
             resource.mime_type = Some(uri::mime_for(path));
             resource
         })
@@ -116,13 +121,12 @@ pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, ErrorDat
         .await
         // Not found, not a regular file, a symlink, too large, a refused path: the tools' words,
         // which may quote the path with the values its tokens stand for.
-        .map_err(|e| ErrorData::resource_not_found(app.privacy().text(e.to_string()), None))?;
+        .map_err(|e| app.privacy().refusal(ErrorCode::RESOURCE_NOT_FOUND, e))?;
     let contents = if uri::is_text(&mime, &file.bytes) {
         let text = String::from_utf8(file.bytes).expect("checked as UTF-8");
-        ResourceContents::text(app.privacy().text(text), uri).with_mime_type(mime)
+        privacy::text_contents(app.privacy().text(text), uri).with_mime_type(mime)
     } else {
-        let blob = base64::engine::general_purpose::STANDARD.encode(&file.bytes);
-        ResourceContents::blob(blob, uri).with_mime_type(mime)
+        privacy::blob_contents(&file.bytes, uri).with_mime_type(mime)
     };
     Ok(ReadResourceResult::new(vec![contents]))
 }

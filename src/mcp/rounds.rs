@@ -10,7 +10,7 @@
 
 use rmcp::model::{
     CallToolResponse, ElicitRequest, ElicitRequestParams, InputRequest, InputRequests,
-    InputRequiredResult, InputResponses, ProgressNotificationParam,
+    InputRequiredResult, InputResponses,
 };
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
@@ -58,9 +58,11 @@ impl CodeExecutionServer {
                 Some(Event::Done(ran)) => return self.finish(*ran, &ctx.peer).await,
                 Some(Event::Progress(p)) => {
                     if let Some(token) = &token {
-                        let note =
-                            ProgressNotificationParam::new(token.clone(), p.elapsed.as_secs_f64())
-                                .with_message(p.message);
+                        let note = crate::privacy::progress_note(
+                            token.clone(),
+                            p.elapsed.as_secs_f64(),
+                            p.message,
+                        );
                         let _ = ctx.peer.notify_progress(note).await;
                     }
                 }

@@ -13,11 +13,12 @@
 //! params), a store that cannot be read `-32603`, each saying what to do.
 
 use rmcp::model::{
-    ErrorData, GetSkillResult, ListSkillsResult, ReadResourceResult, ResourceContents, Skill,
+    ErrorCode, ErrorData, GetSkillResult, ListSkillsResult, ReadResourceResult, Skill,
     SkillFrontmatter, SkillResource, SkillResources,
 };
 
 use crate::app::App;
+use crate::privacy;
 use crate::skills::agent_skill::{
     self, AgentSkill, CODE_MIME, SKILL_MD_MIME, SkillFile, SkillSource, SkillUriError,
 };
@@ -88,7 +89,10 @@ pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, ErrorDat
         SkillFile::SkillMd => SKILL_MD_MIME,
         SkillFile::Code => CODE_MIME,
     };
-    let contents = ResourceContents::text(skill.text(file), uri).with_mime_type(mime);
+    // Rendered from texts the engine read; through it again at the road (unchanged: a
+    // tokenized text passes as it is, so the digests `skills/list` gave still hold).
+    let text = app.privacy().text(skill.text(file).to_string());
+    let contents = privacy::text_contents(text, uri).with_mime_type(mime);
     Ok(ReadResourceResult::new(vec![contents]))
 }
 
@@ -130,15 +134,15 @@ async fn load(app: &App, name: &str) -> Result<Option<crate::skills::Skill>, Err
 fn publish(app: &App, skill: crate::skills::Skill) -> Option<AgentSkill> {
     let privacy = app.privacy();
     let name = skill.meta.name;
-    if privacy.text(name.clone()) != name {
+    if privacy.text(name.clone()).as_str() != name {
         return None;
     }
     let description = privacy.text(skill.meta.description);
     let code = privacy.text(skill.code);
     AgentSkill::render(&SkillSource {
         store_name: &name,
-        description: &description,
-        code: &code,
+        description: description.as_str(),
+        code: code.as_str(),
         version: skill.meta.version,
     })
 }
@@ -162,9 +166,9 @@ fn entry(skill: &AgentSkill) -> Skill {
 }
 
 fn invalid(app: &App, message: impl std::fmt::Display) -> ErrorData {
-    ErrorData::invalid_params(app.privacy().text(message.to_string()), None)
+    app.privacy().refusal(ErrorCode::INVALID_PARAMS, message)
 }
 
 fn internal(app: &App, error: impl std::fmt::Display) -> ErrorData {
-    ErrorData::internal_error(app.privacy().text(error.to_string()), None)
+    app.privacy().refusal(ErrorCode::INTERNAL_ERROR, error)
 }

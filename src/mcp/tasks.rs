@@ -13,16 +13,17 @@
 
 use std::time::Duration;
 
+use rmcp::model::ErrorCode;
 use rmcp::model::{CallToolResponse, CreateTaskResult};
 use rmcp::service::RequestContext;
 use rmcp::task_manager::{TaskContext, TaskExit, TaskOptions};
-use rmcp::{ErrorData, Peer, RoleServer};
+use rmcp::{Peer, RoleServer};
 use tracing::Instrument;
 
 use super::CodeExecutionServer;
 use super::rounds::elicitation;
 use crate::app::execution::detached::{Answer, Detached, Event, Question};
-use crate::privacy::Reply;
+use crate::privacy::{self, Reply, Shown};
 
 /// How long an execution may run before its call becomes a task.
 pub const INLINE: Duration = Duration::from_secs(1);
@@ -66,8 +67,8 @@ impl CodeExecutionServer {
         let ttl = Duration::from_secs(limits.max_timeout_secs) + 4 * wait + Duration::from_secs(60);
         let options = TaskOptions::new()
             .with_ttl_ms(ttl.as_millis() as u64)
-            .with_poll_interval_ms(POLL_MS)
-            .with_status_message("running");
+            .with_poll_interval_ms(POLL_MS);
+        let options = privacy::with_task_status(options, Shown::fixed("running"));
         let (server, peer) = (self.clone(), ctx.peer.clone());
         // The task outlives this request, and keeps its span (its id, the tenant).
         let span = tracing::Span::current();
@@ -121,7 +122,8 @@ impl CodeExecutionServer {
                 _ = &mut cancelled, if !cancelling => {
                     cancelling = true;
                     detached.cancel.cancel();
-                    task.set_status_message("cancelling: the container is being removed");
+                    let status = Shown::fixed("cancelling: the container is being removed");
+                    privacy::set_task_status(&task, status);
                 }
                 event = detached.events.recv() => match event {
                     Some(Event::Done(ran)) => {
@@ -132,12 +134,12 @@ impl CodeExecutionServer {
                             Ok(reply) | Err(reply) => reply.into_result(),
                         });
                     }
-                    Some(Event::Progress(p)) => task.set_status_message(p.message),
+                    Some(Event::Progress(p)) => privacy::set_task_status(&task, p.message),
                     Some(Event::Question(q)) => ask(q),
                     None => {
-                        return Err(TaskExit::Error(ErrorData::internal_error(
-                            "the execution stopped without a result: run the code again",
-                            None,
+                        return Err(TaskExit::Error(privacy::refusal(
+                            ErrorCode::INTERNAL_ERROR,
+                            Shown::fixed("the execution stopped without a result: run the code again"),
                         )));
                     }
                 }

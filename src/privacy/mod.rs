@@ -3,16 +3,38 @@
 //! Workspace files and code keep the real values; `restore_pii` (or `detokenize_pii` in the
 //! sandbox) turns tokens back into values where a tool call needs them.
 //!
-//! The guarantee is a type. A tool handler returns [`Json`] or [`Reply`], and only
-//! [`Privacy`] makes them: [`Privacy::json`] sends every string of the response through the
-//! engine, [`Privacy::error`] and [`Privacy::failure`] every error text, and
-//! [`Privacy::structured`] the JSON and every attachment's text (an image's bytes are not
-//! text). So a new response field, or an error that quotes a path, cannot reach the model
-//! untokenized: there is no other way to build a response (and `src/mcp/` denies clippy's
-//! `disallowed_types`, which names rmcp's own `Json` and `CallToolResult`). The exceptions are
-//! named:
-//! [`Privacy::revealed`] (`restore_pii`, whose answer is the values the model asked for) and
-//! [`Privacy::json_keeping`] (fields that are binary as base64).
+//! The guarantee is a type, on every road to the model:
+//! - A tool handler returns [`Json`] or [`Reply`], and only [`Privacy`] makes them:
+//!   [`Privacy::json`] sends every string of the response through the engine,
+//!   [`Privacy::error`] and [`Privacy::failure`] every error text, and [`Privacy::structured`]
+//!   the JSON and every attachment's text (an image's bytes are not text).
+//! - Every other road takes a [`Shown`], a text only [`Privacy::text`] and
+//!   [`Privacy::text_cut`] make from data: JSON-RPC errors ([`Privacy::refusal`], [`refusal`]),
+//!   resources' names, URIs and contents ([`resource`], [`text_contents`]), progress reports
+//!   ([`progress_note`]), task statuses ([`set_task_status`], [`with_task_status`]) and
+//!   resource notifications ([`resource_updated`], [`notify_resource_updated`]).
+//!
+//! So a new response field, or an error that quotes a path, cannot reach the model
+//! untokenized. rmcp's own ways are banned outside this module: clippy.toml names rmcp's `Json`
+//! and `CallToolResult` (`disallowed-types`) and its constructors of answers, contents, errors,
+//! resources, progress, task statuses and notifications (`disallowed-methods`); `src/mcp/` and
+//! the application modules that report to the model deny both lints, and only this module
+//! allows them. rmcp also turns a handler's bare `String` or `ContentBlock` into an answer,
+//! which no lint can ban; such a tool has no output schema, and `src/mcp/tests.rs` checks that
+//! every tool has one. Left to review: rmcp's structs with public fields (`ErrorData`) can
+//! still be written as literals.
+//!
+//! The exceptions are named: [`Privacy::revealed`] (`restore_pii`, whose answer is the values
+//! the model asked for), [`Privacy::json_keeping`] (fields that are binary as base64),
+//! [`blob_contents`] (a binary resource), [`Privacy::echoed`] (a URI the client subscribed to,
+//! sent back in its own words), and [`Shown::fixed`] and [`Shown::framed`] (the server's own
+//! words, alone or around a shown text).
+//!
+//! JSON has one policy, the engine's: strings and object keys are tokenized (a map keyed by
+//! email addresses holds personal data in its keys; a response's field names hold none and
+//! stay), with [`crate::pii::Batch::key`] on both paths. Numbers differ by path: the engine's
+//! `sanitize_json` tokenizes a number a key marks as personal (`phone`), while a response keeps
+//! its numbers, since its schema says they are numbers.
 //!
 //! `execute_code`'s outcome is tokenized earlier, in the application, where the bytes past
 //! each cut are still at hand ([`redact_outcome`]): a value the cut splits becomes its token
@@ -24,16 +46,24 @@
 
 mod outcome;
 mod reply;
+mod roads;
+mod shown;
 #[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
 
+use rmcp::model::{ErrorCode, ErrorData};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use outcome::{MAX_TOKENS_PER_RESTORE, check_restore_budget, redact_outcome};
 pub use reply::{Attachment, Json, Link, Reply};
+pub use roads::{
+    blob_contents, notify_resource_updated, progress_note, refusal, resource, resource_updated,
+    set_task_status, text_contents, with_task_status,
+};
+pub use shown::Shown;
 
 use crate::host::blocking_here;
 use crate::pii::{Batch, PiiEngine};
@@ -54,17 +84,17 @@ impl Privacy {
 
     /// A text on its way to the model by another road than a tool's response: a progress
     /// message, a resource's name, URI or contents, a notification.
-    pub fn text(&self, text: String) -> String {
+    pub fn text(&self, text: String) -> Shown {
         if !self.tokenize {
-            return text;
+            return Shown::new(text);
         }
-        blocking_here(|| self.pii.sanitize(&text).text)
+        Shown::new(blocking_here(|| self.pii.sanitize(&text).text))
     }
 
     /// [`Privacy::text`] of `text` cut to `max_chars` characters, with `…` where it was cut.
     /// The PII engine reads past the cut, so a value the cut splits becomes its token whole
     /// (which may end past `max_chars`) rather than leave its first part in clear.
-    pub fn text_cut(&self, text: String, max_chars: usize) -> String {
+    pub fn text_cut(&self, text: String, max_chars: usize) -> Shown {
         let cut = crate::text::prefix_chars(&text, max_chars).len();
         if cut == text.len() {
             return self.text(text);
@@ -74,7 +104,18 @@ impl Privacy {
         } else {
             text[..cut].to_string()
         };
-        format!("{shown}…")
+        Shown::new(format!("{shown}…"))
+    }
+
+    /// The client's own words sent back as they came: a URI it subscribed to, named in the
+    /// notification that it changed. Nothing of the server's is in them.
+    pub fn echoed(&self, client_text: String) -> Shown {
+        Shown::new(client_text)
+    }
+
+    /// A JSON-RPC error the model can act on, its text through the engine.
+    pub fn refusal(&self, code: ErrorCode, message: impl std::fmt::Display) -> ErrorData {
+        refusal(code, self.text(message.to_string()))
     }
 
     /// Text coming from the model into a tool call: tokens this server minted become their
@@ -107,7 +148,7 @@ impl Privacy {
     /// A tool error the model can act on, its text through the engine (an error may quote a
     /// path or a value the model only knows as a token).
     pub fn error(&self, message: impl std::fmt::Display) -> Reply {
-        Reply::error_text(self.text(message.to_string()))
+        Reply::error_text(self.text(message.to_string()).into_string())
     }
 
     /// The original's `{success: false, error}` as an error result.
@@ -128,7 +169,7 @@ impl Privacy {
         let value = self.value(to_value(value), &[]);
         let attachments = attachments
             .into_iter()
-            .map(|a| a.map_text(|t| self.text(t)))
+            .map(|a| a.map_text(|t| self.text(t).into_string()))
             .collect();
         Reply::structured(value, is_error, attachments)
     }

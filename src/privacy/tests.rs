@@ -33,7 +33,7 @@ fn every_string_of_a_response_is_tokenized_at_any_depth() {
 fn a_tokenized_text_passes_again_unchanged() {
     let p = privacy(true);
     let once = p.text("mail ann@example.com or 4111 1111 1111 1111".into());
-    assert_eq!(p.text(once.clone()), once);
+    assert_eq!(p.text(once.to_string()), once);
 }
 
 #[test]
@@ -150,4 +150,25 @@ fn keys_have_the_engines_one_policy() {
     let shown = p.json(colliding.clone()).value().clone();
     assert_eq!(shown.as_object().unwrap().len(), 2, "{shown}");
     assert_eq!(shown, engine.sanitize_json(&colliding));
+}
+
+#[test]
+fn the_roads_carry_shown_texts() {
+    use rmcp::model::ErrorCode;
+    let p = privacy(true);
+    let error = p.refusal(ErrorCode::INVALID_PARAMS, "no file ann@example.com.csv");
+    assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+    assert!(error.message.starts_with("no file [EMAIL_"), "{error:?}");
+    let uri = p
+        .text("bob@example.com.csv".into())
+        .framed(|path| format!("workspace:///{path}"));
+    assert!(uri.starts_with("workspace:///[EMAIL_"), "{uri}");
+    let resource = resource(uri.clone(), p.text("bob@example.com.csv".into()));
+    assert!(
+        !serde_json::to_string(&resource)
+            .unwrap()
+            .contains("@example")
+    );
+    assert_eq!(resource_updated(uri.clone()).uri, uri.as_str());
+    assert_eq!(Shown::fixed("running").as_str(), "running");
 }

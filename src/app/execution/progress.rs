@@ -9,12 +9,20 @@
 //! the execution future and reports on a timer in the same task, so no report can follow the
 //! response, and a slow client only delays reports, never the execution's deadline (the deadline
 //! is enforced by timers inside the execution, and each report gets a short send budget).
+//!
+//! A report's message goes to the model: it is a [`Shown`], the line through the privacy
+//! layer inside the report's own words ([`Shown::framed`]), and only
+//! `crate::privacy::progress_note` puts it in a notification.
+
+// rmcp's constructors of what the model reads are the privacy layer's (clippy.toml).
+#![deny(clippy::disallowed_methods)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::privacy::Shown;
 use crate::sandbox::OutputTap;
 use crate::sandbox::run::output::EDGE_BYTES;
 
@@ -27,10 +35,30 @@ pub const MAX_LINE_CHARS: usize = 200;
 const SEND_BUDGET: Duration = Duration::from_millis(250);
 
 /// One progress report: `elapsed` grows with every report, as MCP requires of `progress`.
+/// Its message is a [`Shown`] on the way to the model (a `String` where nothing is shown).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Progress {
+pub struct Progress<M = Shown> {
     pub elapsed: Duration,
-    pub message: String,
+    pub message: M,
+}
+
+/// The text of a report: the latest line as [`with_progress`]'s `redact` made it, which the
+/// report's words then frame.
+pub trait ReportText {
+    /// The text inside the words `frame` puts around it.
+    fn framed(self, frame: impl FnOnce(&str) -> String) -> Self;
+}
+
+impl ReportText for Shown {
+    fn framed(self, frame: impl FnOnce(&str) -> String) -> Self {
+        Shown::framed(self, frame)
+    }
+}
+
+impl ReportText for String {
+    fn framed(self, frame: impl FnOnce(&str) -> String) -> Self {
+        frame(&self)
+    }
 }
 
 /// Where the execution loop leaves the newest line of output: the sandbox's [`OutputTap`].
@@ -119,11 +147,11 @@ pub fn message(elapsed: Duration, latest: &str) -> String {
 /// elapsed time and the newest output line passed through `redact`, which cuts it to
 /// [`MAX_LINE_CHARS`] and tokenizes it (`Privacy::text_cut`: the text goes to the
 /// model). Returns the execution's own result; reports stop before it is returned.
-pub async fn with_progress<T, R: Future<Output = ()>>(
+pub async fn with_progress<T, M: ReportText, R: Future<Output = ()>>(
     execution: impl Future<Output = T>,
     latest: watch::Receiver<String>,
-    redact: impl Fn(String) -> String,
-    mut report: impl FnMut(Progress) -> R,
+    redact: impl Fn(String) -> M,
+    mut report: impl FnMut(Progress<M>) -> R,
 ) -> T {
     let started = tokio::time::Instant::now();
     let mut ticks = tokio::time::interval_at(started + INTERVAL, INTERVAL);
@@ -136,7 +164,8 @@ pub async fn with_progress<T, R: Future<Output = ()>>(
             _ = ticks.tick() => {
                 let elapsed = started.elapsed();
                 let line = redact(latest.borrow().clone());
-                let progress = Progress { elapsed, message: message(elapsed, &line) };
+                let message = line.framed(|line| message(elapsed, line));
+                let progress = Progress { elapsed, message };
                 // The execution is not polled while this runs: bound it.
                 let _ = tokio::time::timeout(SEND_BUDGET, report(progress)).await;
             }
