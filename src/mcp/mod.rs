@@ -19,6 +19,8 @@ mod skill_resources;
 mod skills_tools;
 mod stats_tool;
 mod tasks;
+#[cfg(test)]
+mod tests;
 mod tool_list;
 mod workspace_tools;
 
