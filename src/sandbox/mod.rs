@@ -1,7 +1,9 @@
 //! The sandbox: `Sandbox::run(Job) -> Outcome` is the one entry point. Each run gets a fresh,
-//! hardened container ([`spec`]) that is removed afterwards on every path; concurrency is
-//! bounded by a semaphore with a bounded wait queue; shutdown cancels what runs and waits for
-//! the removals; containers a crashed server left behind are reaped at start (`reaper`).
+//! hardened container ([`spec`](container::spec)) that is removed afterwards on every path;
+//! concurrency is bounded by a semaphore with a bounded wait queue (`admission.rs`); shutdown
+//! cancels what runs and waits for the removals (`shutdown.rs`); containers a crashed server
+//! left behind are reaped at start (`reaper`). What a sandbox is made with, its settings and
+//! this server's identity, is in `settings.rs`.
 //!
 //! The engine may stop, restart or stall under a running server. Every engine call an
 //! execution makes is bounded (the start by `--start-timeout-secs`, the code by its timeout,
@@ -10,6 +12,7 @@
 //! backoff, and shutdown waits a bounded time for removals (the next start reaps the rest). The
 //! server therefore serves again once the engine is back, without a restart.
 
+mod admission;
 pub mod cleanup;
 pub mod container;
 pub mod enforcement;
@@ -17,13 +20,14 @@ pub mod engine;
 pub mod image;
 pub mod pool;
 pub mod run;
+mod settings;
+mod shutdown;
 pub mod stats;
 #[cfg(test)]
 mod tests;
 mod watch;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -32,10 +36,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use admission::{LinkedCancel, Waited};
 pub use cleanup::removal::Removals;
-use container::spec::{self, LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, SandboxSpec};
+use container::spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, SandboxSpec};
 pub use engine::{Backend, Engine, EngineError, EngineInfo, SwarmNode};
-use image::tree as image_tree;
 use pool::preload;
 pub use pool::{PoolBudget, PoolSnapshot};
 use run::carry;
@@ -43,6 +47,7 @@ pub use run::channel::{BuiltinCalls, CallHandler, HarnessLimits};
 pub use run::output::{BoundedText, OutputTap};
 pub use run::prepared::Prepared;
 pub use run::{DEFAULT_START_LIMIT, Edges, Job, Outcome, Status};
+pub use settings::{Instance, SandboxSettings};
 use stats::{Phase, Stats};
 
 #[derive(Debug, thiserror::Error)]
@@ -62,83 +67,6 @@ pub enum SandboxError {
 /// How long an execution runs before the pool's replacement for its container is started
 /// beside it (a shorter one starts it when it ends).
 const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
-/// Longest shutdown waits for running executions to stop and for this instance's containers to
-/// be removed. An engine that does not answer within it leaves them to the next start.
-const SHUTDOWN_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
-/// Longest the final sweep by label at shutdown may take.
-const SWEEP_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Settings fixed for the server's lifetime.
-#[derive(Debug, Clone)]
-pub struct SandboxSettings {
-    pub image: String,
-    pub workspace: PathBuf,
-    pub skills: Option<PathBuf>,
-    /// The generated tools packages (one directory per version), mounted read-only at
-    /// [`spec::SERVERS_MOUNT`].
-    pub servers: Option<PathBuf>,
-    pub uid: u32,
-    pub gid: u32,
-    pub container: spec::ContainerOptions,
-    pub limits: HarnessLimits,
-    /// Executions of this sandbox (one tenant) that run at once.
-    pub max_concurrency: usize,
-    /// Executions that may wait for one of this sandbox's slots.
-    pub max_queue: usize,
-    /// The server-wide slots every tenant's sandbox also takes one of (`--max-concurrency`).
-    pub server_slots: Arc<Semaphore>,
-    /// Containers kept started ahead (0: every execution starts its own): the pool's base.
-    pub pool_size: usize,
-    /// The server-wide budget of pooled containers every tenant's pool grows within.
-    pub pool_budget: Arc<PoolBudget>,
-    /// How long the pool waits without an execution before it shrinks to `pool_idle_floor`.
-    pub pool_idle: std::time::Duration,
-    /// The pool's size when idle: `pool_size`, or 0 for an HTTP tenant.
-    pub pool_idle_floor: usize,
-    /// The server-wide backlog of stopped containers awaiting removal.
-    pub removals: Arc<Removals>,
-    /// The memory limit pooled containers carry (the default one).
-    pub pool_memory_bytes: i64,
-    /// The id `image` resolved to at start (pooled containers are made from the id).
-    pub image_id: String,
-    /// Longest wait for a container to be ready for its job (pool wait included).
-    pub start_limit: std::time::Duration,
-    /// What pooled containers import before their job arrives (`--preload`).
-    pub preload: preload::Preload,
-    /// How the seccomp profile reaches the engine.
-    pub seccomp: spec::Seccomp,
-    /// Whether the engine reports OOM kills ([`EngineInfo::reports_oom_kills`]).
-    pub oom_reported: bool,
-    /// The image's `/usr` served from the host ([`image_tree`]); used only while the pool's
-    /// image is the one it was made from.
-    pub image_tree: Option<image_tree::TreeMount>,
-    /// The span the sandbox's own background work (pool starts, prepared containers, the
-    /// engine watch) runs in, rather than that of the execution that happened to start it.
-    /// The app gives its tenant's; the sandbox does not look inside.
-    pub span: tracing::Span,
-}
-
-/// Identity of this server process, written on every container it creates.
-#[derive(Debug, Clone)]
-pub struct Instance {
-    pub id: String,
-    pub owner: String,
-}
-
-impl Instance {
-    pub fn new() -> Self {
-        Self {
-            id: uuid::Uuid::new_v4().simple().to_string(),
-            owner: spec::current_owner(),
-        }
-    }
-}
-
-impl Default for Instance {
-    fn default() -> Self {
-        Self::new()
-    }
-}
 
 pub struct Sandbox {
     backend: Arc<dyn Backend>,
@@ -214,50 +142,9 @@ impl Sandbox {
     /// Runs one job in a fresh container. `cancel` is the caller's cancellation (an MCP
     /// `notifications/cancelled`); server shutdown cancels as well.
     pub async fn run(&self, job: Job, cancel: CancellationToken) -> Result<Outcome, SandboxError> {
-        if self.shutdown.is_cancelled() {
-            return Err(SandboxError::ShuttingDown);
-        }
-        let permit = match self.slots.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                let queued = self.waiting.fetch_add(1, Ordering::SeqCst);
-                let _leave = scopeguard(|| {
-                    self.waiting.fetch_sub(1, Ordering::SeqCst);
-                });
-                if queued >= self.settings.max_queue {
-                    return Err(SandboxError::Busy {
-                        running: self.settings.max_concurrency,
-                        queued,
-                    });
-                }
-                match self
-                    .unless_stopped(&cancel, self.slots.clone().acquire_owned())
-                    .await
-                {
-                    Waited::Done(Ok(p)) => p,
-                    Waited::Done(Err(_)) | Waited::ShuttingDown => {
-                        return Err(SandboxError::ShuttingDown);
-                    }
-                    Waited::Cancelled => return Ok(self.cancelled_before_start()),
-                }
-            }
+        let Some(admitted) = self.admit(&cancel).await? else {
+            return Ok(self.cancelled_before_start());
         };
-        // Then one of the server's slots, shared by every tenant. Those waiting here hold one
-        // of their tenant's slots, so at most the sum of the tenants' limits wait.
-        let server_slots = self.settings.server_slots.clone();
-        let server_permit = match self
-            .unless_stopped(&cancel, server_slots.acquire_owned())
-            .await
-        {
-            Waited::Done(Ok(p)) => p,
-            Waited::Done(Err(_)) | Waited::ShuttingDown => return Err(SandboxError::ShuttingDown),
-            Waited::Cancelled => return Ok(self.cancelled_before_start()),
-        };
-        // Shutdown may have begun while this call waited: it must not start a container then.
-        if self.shutdown.is_cancelled() {
-            return Err(SandboxError::ShuttingDown);
-        }
-
         let run_started = std::time::Instant::now();
         // The engine is busy until this execution has answered: removals wait.
         let _busy = self.settings.removals.busy();
@@ -265,26 +152,7 @@ impl Sandbox {
         let start_deadline = tokio::time::Instant::now() + self.settings.start_limit;
         // Waiting here (for a replacement on its way, or a session's container being
         // prepared) is waiting for a start, like a queue.
-        let warm = async {
-            let prepared = job.carry.as_ref().and_then(|c| c.prepared.as_ref());
-            if let Some(prepared) = prepared
-                && let Some(ready) = prepared.take(start_deadline).await
-            {
-                self.stats.record_prepared();
-                return self
-                    .fit_memory(ready, job.memory_bytes, start_deadline)
-                    .await;
-            }
-            // A snapshot large enough to mount wants a container of its own.
-            if job
-                .carry
-                .as_ref()
-                .is_some_and(|c| c.store.mountable().is_some())
-            {
-                return None;
-            }
-            self.take_warm(job.memory_bytes, start_deadline).await
-        };
+        let warm = self.take_ready(&job, start_deadline);
         let warm = match self.unless_stopped(&cancel, warm).await {
             Waited::Done(warm) => warm,
             Waited::ShuttingDown => return Err(SandboxError::ShuttingDown),
@@ -310,43 +178,10 @@ impl Sandbox {
             }
         };
         let _running = self.stats.running_guard();
-        let result = {
-            let linked = LinkedCancel::new(&cancel, &self.shutdown);
-            let runner = run::Runner {
-                oom_reported: self.settings.oom_reported,
-                runtime: self.settings.container.runtime_kind,
-                pids_limit: self.settings.container.pids_limit,
-                backend: &self.backend,
-                limits: self.settings.limits,
-                calls: self.calls.as_ref(),
-                cleanup: &self.cleanup,
-                oom: &self.oom,
-                breaks: &self.breaks,
-                start_limit: self.settings.start_limit,
-            };
-            let run = run::execute(&runner, source, &job, linked.token(), start_deadline);
-            tokio::pin!(run);
-            // The replacement starts once this execution has answered, or after REFILL_DELAY
-            // if it runs longer: on a small machine, a container start beside a short
-            // execution is what made it slow.
-            tokio::select! {
-                biased;
-                result = &mut run => {
-                    // The replacement preloads what this execution's code imported too.
-                    self.learn(&result);
-                    self.refill();
-                    result
-                }
-                _ = tokio::time::sleep(REFILL_DELAY) => {
-                    self.refill();
-                    let result = run.await;
-                    self.learn(&result);
-                    result
-                }
-            }
-        };
-        drop(permit);
-        drop(server_permit);
+        let result = self
+            .run_and_refill(source, &job, &cancel, start_deadline)
+            .await;
+        drop(admitted);
         self.stats.phase(Phase::Run, run_started.elapsed());
         match &result {
             Ok(outcome) => self.stats.record(outcome.status, outcome.elapsed),
@@ -355,38 +190,82 @@ impl Sandbox {
         Ok(result?)
     }
 
+    /// A started container for `job` by `start_deadline`: the session's prepared one, or one
+    /// from the pool; `None` when it must start its own.
+    async fn take_ready(
+        &self,
+        job: &Job,
+        start_deadline: tokio::time::Instant,
+    ) -> Option<run::Started> {
+        let prepared = job.carry.as_ref().and_then(|c| c.prepared.as_ref());
+        if let Some(prepared) = prepared
+            && let Some(ready) = prepared.take(start_deadline).await
+        {
+            self.stats.record_prepared();
+            return self
+                .fit_memory(ready, job.memory_bytes, start_deadline)
+                .await;
+        }
+        // A snapshot large enough to mount wants a container of its own.
+        if job
+            .carry
+            .as_ref()
+            .is_some_and(|c| c.store.mountable().is_some())
+        {
+            return None;
+        }
+        self.take_warm(job.memory_bytes, start_deadline).await
+    }
+
+    /// Runs the job in its container, cancelled by the caller or by shutdown, and starts the
+    /// pool's replacement for the container beside it.
+    async fn run_and_refill(
+        &self,
+        source: run::Source<'_>,
+        job: &Job,
+        cancel: &CancellationToken,
+        start_deadline: tokio::time::Instant,
+    ) -> Result<Outcome, EngineError> {
+        let linked = LinkedCancel::new(cancel, &self.shutdown);
+        let runner = run::Runner {
+            oom_reported: self.settings.oom_reported,
+            runtime: self.settings.container.runtime_kind,
+            pids_limit: self.settings.container.pids_limit,
+            backend: &self.backend,
+            limits: self.settings.limits,
+            calls: self.calls.as_ref(),
+            cleanup: &self.cleanup,
+            oom: &self.oom,
+            breaks: &self.breaks,
+            start_limit: self.settings.start_limit,
+        };
+        let run = run::execute(&runner, source, job, linked.token(), start_deadline);
+        tokio::pin!(run);
+        // The replacement starts once this execution has answered, or after REFILL_DELAY
+        // if it runs longer: on a small machine, a container start beside a short
+        // execution is what made it slow.
+        tokio::select! {
+            biased;
+            result = &mut run => {
+                // The replacement preloads what this execution's code imported too.
+                self.learn(&result);
+                self.refill();
+                result
+            }
+            _ = tokio::time::sleep(REFILL_DELAY) => {
+                self.refill();
+                let result = run.await;
+                self.learn(&result);
+                result
+            }
+        }
+    }
+
     /// Notes what an execution's code imported, for a learned preload.
     fn learn(&self, result: &Result<Outcome, EngineError>) {
         if let Ok(outcome) = result {
             self.learned.record(&outcome.imports);
         }
-    }
-
-    /// Waits for `wait` unless shutdown begins or the caller cancels first (checked in that
-    /// order): the one way every wait before the start (a slot, the server's slot, a pooled
-    /// container) gives way.
-    async fn unless_stopped<T>(
-        &self,
-        cancel: &CancellationToken,
-        wait: impl Future<Output = T>,
-    ) -> Waited<T> {
-        tokio::select! {
-            biased;
-            _ = self.shutdown.cancelled() => Waited::ShuttingDown,
-            _ = cancel.cancelled() => Waited::Cancelled,
-            done = wait => Waited::Done(done),
-        }
-    }
-
-    /// The outcome of a call cancelled before its container started, counted in the stats.
-    fn cancelled_before_start(&self) -> Outcome {
-        self.stats
-            .record(Status::Cancelled, std::time::Duration::ZERO);
-        Outcome::without_output(
-            Status::Cancelled,
-            "Execution cancelled before it started",
-            std::time::Duration::ZERO,
-        )
     }
 
     /// A pooled container set to `memory_bytes`, if one is ready by `deadline` (and, for a
@@ -590,33 +469,7 @@ impl Sandbox {
         let unused = (!self.settings.pool_idle.is_zero()).then_some(self.settings.pool_idle);
         let (ends, handle) = (prepared.ends.clone(), prepared.clone());
         let readying = async move {
-            let work = async {
-                let t = std::time::Instant::now();
-                let mut started = match pooled {
-                    Some(started) => started,
-                    None => {
-                        let mut started = run::start(&backend, &spec, &name, &cleanup).await?;
-                        started.announced(run::Announcement::Ready).await?;
-                        if spec.state.is_some() {
-                            // It mapped the mounted snapshot before it said ready.
-                            cleanup.stats.phase(Phase::StateSent, t.elapsed());
-                            started.loaded = true;
-                            return Ok(started);
-                        }
-                        started
-                    }
-                };
-                carry::send(store.as_ref(), &mut started.input)
-                    .await
-                    .map_err(|e| EngineError::Api {
-                        action: "deliver the session's state to the sandbox",
-                        message: e.to_string(),
-                    })?;
-                started.announced(run::Announcement::Loaded).await?;
-                cleanup.stats.phase(Phase::StateSent, t.elapsed());
-                started.loaded = true;
-                Ok::<_, EngineError>(started)
-            };
+            let work = load_state(pooled, &backend, &spec, &name, &cleanup, store.as_ref());
             let ended = async {
                 tokio::select! {
                     _ = ends.cancelled() => {}
@@ -661,106 +514,41 @@ impl Sandbox {
             (LABEL_OWNER.to_string(), self.instance.owner.clone()),
         ])
     }
+}
 
-    /// Stops accepting work, kills what runs, and waits until every container this instance
-    /// created is removed (then removes any stragglers by label). Bounded: an engine that does
-    /// not answer within `SHUTDOWN_LIMIT` (and `SWEEP_LIMIT`) leaves what remains to the
-    /// next start's reaper.
-    pub async fn shutdown(&self) {
-        let deadline = tokio::time::Instant::now() + SHUTDOWN_LIMIT;
-        self.shutdown.cancel();
-        // Running executions see the cancellation, kill their containers and drop their guards;
-        // holding every slot (and closing the semaphore) keeps new ones from starting.
-        let all = tokio::time::timeout_at(
-            deadline,
-            self.slots
-                .acquire_many(self.settings.max_concurrency as u32),
-        )
-        .await;
-        self.slots.close();
-        drop(all);
-        self.pool.drain();
-        self.cleanup.tracker.close();
-        let removed = async {
-            self.cleanup.tracker.wait().await;
-            self.settings.removals.flush(deadline).await
-        };
-        if !tokio::time::timeout_at(deadline, removed)
-            .await
-            .unwrap_or(false)
-        {
-            tracing::warn!(
-                "the Docker engine did not finish removing this server's containers within {} seconds; the next start removes what is left",
-                SHUTDOWN_LIMIT.as_secs()
-            );
+/// A container with a session's state loaded: `pooled` (or one started now from `spec`) sent
+/// the snapshot `store` holds, or, when `spec` mounts the snapshot, one started with it.
+async fn load_state(
+    pooled: Option<run::Started>,
+    backend: &Arc<dyn Backend>,
+    spec: &SandboxSpec,
+    name: &str,
+    cleanup: &run::Cleanup,
+    store: &dyn carry::SnapshotStore,
+) -> Result<run::Started, EngineError> {
+    let t = std::time::Instant::now();
+    let mut started = match pooled {
+        Some(started) => started,
+        None => {
+            let mut started = run::start(backend, spec, name, cleanup).await?;
+            started.announced(run::Announcement::Ready).await?;
+            if spec.state.is_some() {
+                // It mapped the mounted snapshot before it said ready.
+                cleanup.stats.phase(Phase::StateSent, t.elapsed());
+                started.loaded = true;
+                return Ok(started);
+            }
+            started
         }
-        let label = format!("{LABEL_INSTANCE}={}", self.instance.id);
-        match tokio::time::timeout(
-            SWEEP_LIMIT,
-            cleanup::reaper::remove_labelled(self.backend.as_ref(), &[label]),
-        )
+    };
+    carry::send(store, &mut started.input)
         .await
-        {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                tracing::warn!("could not remove this instance's containers at shutdown: {e}")
-            }
-            Err(_) => tracing::warn!(
-                "the Docker engine did not list this instance's containers within {} seconds at shutdown; the next start removes them",
-                SWEEP_LIMIT.as_secs()
-            ),
-        }
-    }
-}
-
-/// How a wait for something before the start ended (see [`Sandbox::unless_stopped`]).
-enum Waited<T> {
-    Done(T),
-    Cancelled,
-    ShuttingDown,
-}
-
-/// A token cancelled when either the caller's token or the server's shutdown token is.
-struct LinkedCancel {
-    token: CancellationToken,
-    _task: tokio::task::JoinHandle<()>,
-}
-
-impl LinkedCancel {
-    fn new(a: &CancellationToken, b: &CancellationToken) -> Self {
-        let token = CancellationToken::new();
-        let (a, b, t) = (a.clone(), b.clone(), token.clone());
-        let task = tokio::spawn(async move {
-            tokio::select! {
-                _ = a.cancelled() => {}
-                _ = b.cancelled() => {}
-                _ = t.cancelled() => return,
-            }
-            t.cancel();
-        });
-        Self { token, _task: task }
-    }
-
-    fn token(&self) -> &CancellationToken {
-        &self.token
-    }
-}
-
-impl Drop for LinkedCancel {
-    fn drop(&mut self) {
-        self._task.abort();
-    }
-}
-
-/// Runs a closure when dropped.
-fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
-    struct Guard<F: FnOnce()>(Option<F>);
-    impl<F: FnOnce()> Drop for Guard<F> {
-        fn drop(&mut self) {
-            if let Some(f) = self.0.take() {
-                f()
-            }
-        }
-    }
-    Guard(Some(f))
+        .map_err(|e| EngineError::Api {
+            action: "deliver the session's state to the sandbox",
+            message: e.to_string(),
+        })?;
+    started.announced(run::Announcement::Loaded).await?;
+    cleanup.stats.phase(Phase::StateSent, t.elapsed());
+    started.loaded = true;
+    Ok(started)
 }

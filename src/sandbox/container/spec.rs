@@ -157,12 +157,28 @@ pub struct SandboxSpec {
 /// its `/usr` read-only over the image's (setuid bits and device nodes were left out when it
 /// was made, and no-new-privileges holds either way).
 pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
-    let tmpfs_options = format!(
-        "rw,nosuid,nodev,noexec,size={},mode=1777",
-        spec.container.tmpfs_bytes
-    );
-    let nproc = (spec.container.runtime_kind).nproc_limit(spec.container.pids_limit, nproc_limit());
-    let host_config = HostConfig {
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        user: Some(format!("{}:{}", spec.uid, spec.gid)),
+        hostname: Some("sandbox".into()),
+        env: Some(env(spec)),
+        working_dir: Some(WORKSPACE_MOUNT.into()),
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        open_stdin: Some(true),
+        stdin_once: Some(true),
+        tty: Some(false),
+        network_disabled: Some(true),
+        labels: Some(spec.labels.clone()),
+        host_config: Some(host_config(spec)),
+        ..Default::default()
+    }
+}
+
+/// The limits and isolation the engine enforces (see [`container_body`]).
+fn host_config(spec: &SandboxSpec) -> HostConfig {
+    HostConfig {
         network_mode: Some("none".into()),
         readonly_rootfs: Some(true),
         memory: Some(spec.memory_bytes),
@@ -176,51 +192,9 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
             "no-new-privileges=true".into(),
             spec.seccomp.security_opt(spec.container.runtime_kind),
         ]),
-        tmpfs: Some(
-            std::iter::once(("/tmp".to_string(), tmpfs_options))
-                .chain(READ_ONLY_TMPFS.iter().map(|dir| {
-                    (
-                        dir.to_string(),
-                        "ro,nosuid,nodev,noexec,size=4k,mode=755".into(),
-                    )
-                }))
-                .collect(),
-        ),
-        mounts: Some(
-            std::iter::once(bind(&spec.workspace, WORKSPACE_MOUNT, false))
-                .chain(spec.skills.iter().map(|dir| bind(dir, SKILLS_MOUNT, true)))
-                .chain(
-                    spec.servers
-                        .iter()
-                        .map(|dir| bind(dir, SERVERS_MOUNT, true)),
-                )
-                .chain(spec.state.iter().map(|file| bind(file, STATE_MOUNT, true)))
-                .chain(spec.image_tree.iter().flat_map(|tree| {
-                    let served = tree.root.join(SERVED);
-                    (tree.dirs.iter()).map(move |dir| {
-                        let target = format!("/{}/{dir}", SERVED);
-                        bind(&served.join(dir), &target, true)
-                    })
-                }))
-                .collect(),
-        ),
-        ulimits: Some(vec![
-            ResourcesUlimits {
-                name: Some("nofile".into()),
-                soft: Some(NOFILE_LIMIT),
-                hard: Some(NOFILE_LIMIT),
-            },
-            ResourcesUlimits {
-                name: Some("nproc".into()),
-                soft: Some(nproc),
-                hard: Some(nproc),
-            },
-            ResourcesUlimits {
-                name: Some("core".into()),
-                soft: Some(0),
-                hard: Some(0),
-            },
-        ]),
+        tmpfs: Some(tmpfs(spec)),
+        mounts: Some(mounts(spec)),
+        ulimits: Some(ulimits(spec)),
         init: Some(true),
         ipc_mode: Some("private".into()),
         log_config: Some(HostConfigLogConfig {
@@ -231,37 +205,80 @@ pub fn container_body(spec: &SandboxSpec) -> ContainerCreateBody {
         auto_remove: Some(false),
         runtime: spec.container.runtime.clone(),
         ..Default::default()
-    };
-    ContainerCreateBody {
-        image: Some(spec.image.clone()),
-        user: Some(format!("{}:{}", spec.uid, spec.gid)),
-        hostname: Some("sandbox".into()),
-        env: Some(
-            [
-                "HOME=/tmp".to_string(),
-                "LANG=C.UTF-8".into(),
-                "PYTHONDONTWRITEBYTECODE=1".into(),
-                "PYTHONUNBUFFERED=1".into(),
-            ]
-            .into_iter()
-            .chain(
-                (!spec.preload.is_empty())
-                    .then(|| format!("CEM_PRELOAD={}", spec.preload.join(","))),
-            )
-            .collect(),
-        ),
-        working_dir: Some(WORKSPACE_MOUNT.into()),
-        attach_stdin: Some(true),
-        attach_stdout: Some(true),
-        attach_stderr: Some(true),
-        open_stdin: Some(true),
-        stdin_once: Some(true),
-        tty: Some(false),
-        network_disabled: Some(true),
-        labels: Some(spec.labels.clone()),
-        host_config: Some(host_config),
-        ..Default::default()
     }
+}
+
+/// A size-limited, writable `/tmp`, and the directories of [`READ_ONLY_TMPFS`] empty and
+/// read-only.
+fn tmpfs(spec: &SandboxSpec) -> HashMap<String, String> {
+    let tmpfs_options = format!(
+        "rw,nosuid,nodev,noexec,size={},mode=1777",
+        spec.container.tmpfs_bytes
+    );
+    std::iter::once(("/tmp".to_string(), tmpfs_options))
+        .chain(READ_ONLY_TMPFS.iter().map(|dir| {
+            (
+                dir.to_string(),
+                "ro,nosuid,nodev,noexec,size=4k,mode=755".into(),
+            )
+        }))
+        .collect()
+}
+
+/// The host paths a sandbox sees: the workspace (its only writable one), and read-only the
+/// skills, the tools packages, a session's snapshot and the host tree's directories.
+fn mounts(spec: &SandboxSpec) -> Vec<Mount> {
+    std::iter::once(bind(&spec.workspace, WORKSPACE_MOUNT, false))
+        .chain(spec.skills.iter().map(|dir| bind(dir, SKILLS_MOUNT, true)))
+        .chain(
+            spec.servers
+                .iter()
+                .map(|dir| bind(dir, SERVERS_MOUNT, true)),
+        )
+        .chain(spec.state.iter().map(|file| bind(file, STATE_MOUNT, true)))
+        .chain(spec.image_tree.iter().flat_map(|tree| {
+            let served = tree.root.join(SERVED);
+            (tree.dirs.iter()).map(move |dir| {
+                let target = format!("/{}/{dir}", SERVED);
+                bind(&served.join(dir), &target, true)
+            })
+        }))
+        .collect()
+}
+
+/// Open files, processes (the runtime's choice) and no core dumps.
+fn ulimits(spec: &SandboxSpec) -> Vec<ResourcesUlimits> {
+    let nproc = (spec.container.runtime_kind).nproc_limit(spec.container.pids_limit, nproc_limit());
+    vec![
+        ResourcesUlimits {
+            name: Some("nofile".into()),
+            soft: Some(NOFILE_LIMIT),
+            hard: Some(NOFILE_LIMIT),
+        },
+        ResourcesUlimits {
+            name: Some("nproc".into()),
+            soft: Some(nproc),
+            hard: Some(nproc),
+        },
+        ResourcesUlimits {
+            name: Some("core".into()),
+            soft: Some(0),
+            hard: Some(0),
+        },
+    ]
+}
+
+/// The interpreter's environment, with the modules to preload when there are any.
+fn env(spec: &SandboxSpec) -> Vec<String> {
+    [
+        "HOME=/tmp".to_string(),
+        "LANG=C.UTF-8".into(),
+        "PYTHONDONTWRITEBYTECODE=1".into(),
+        "PYTHONUNBUFFERED=1".into(),
+    ]
+    .into_iter()
+    .chain((!spec.preload.is_empty()).then(|| format!("CEM_PRELOAD={}", spec.preload.join(","))))
+    .collect()
 }
 
 fn bind(source: &std::path::Path, target: &str, read_only: bool) -> Mount {

@@ -32,7 +32,7 @@ use tokio::time::Instant as TokioInstant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::sandbox::engine::backend::Backend;
+use crate::sandbox::engine::backend::{Backend, OutputStream};
 use crate::sandbox::engine::error::EngineError;
 use crate::sandbox::engine::events::{EngineBreaks, OomEvents};
 use crate::sandbox::run::channel::{CallHandler, HarnessLimits};
@@ -154,50 +154,15 @@ pub(crate) async fn execute(
         .stats
         .phase(crate::sandbox::stats::Phase::Done, job_written.elapsed());
     drop(input);
-    // A session's snapshot follows `done`: its writer is taken now, so the caller knows a
-    // snapshot is on its way when this returns.
     let mut collected = collected;
-    let snapshot = match (&job.carry, stop, collected.done.as_ref()) {
-        (Some(carry), frames::Stop::Done, Some(done))
-            if done.state.as_ref().is_some_and(|s| s.saved) =>
-        {
-            match carry.store.next() {
-                Ok(writer) => Some((
-                    writer,
-                    carry.max_bytes,
-                    std::mem::take(&mut collected.after_done),
-                    std::mem::replace(
-                        &mut collected.splitter,
-                        crate::sandbox::run::channel::LineSplitter::new(0),
-                    ),
-                )),
-                Err(e) => {
-                    tracing::warn!("a session's snapshot has nowhere to go: {e}");
-                    None
-                }
-            }
-        }
-        _ => None,
-    };
-    // Keep draining until the container is gone: the engine blocks a container (and a kill of
-    // it) on an attached client that stops reading. The end of the output is the sign that
-    // every process of the container has ended.
+    let snapshot = incoming_snapshot(job, stop, &mut collected);
+    // The container's removal waits, after the outcome, this long for it to end by itself
+    // (receiving a snapshot included).
     let grace = END_GRACE
         + snapshot.as_ref().map_or(Duration::ZERO, |s| {
-            crate::sandbox::run::carry::receive_limit(s.1)
+            crate::sandbox::run::carry::receive_limit(s.max_bytes)
         });
-    let (ended_tx, ended) = tokio::sync::oneshot::channel::<()>();
-    let drained = async move {
-        if let Some((writer, max_bytes, pending, splitter)) = snapshot {
-            crate::sandbox::run::carry::receive(writer, max_bytes, pending, splitter, &mut output)
-                .await;
-        }
-        let drain = async { while output.next().await.is_some() {} };
-        if tokio::time::timeout(DRAIN_LIMIT, drain).await.is_ok() {
-            let _ = ended_tx.send(());
-        }
-    };
-    runner.cleanup.tracker.spawn(drained.in_current_span());
+    let ended = drain(runner, snapshot, output);
 
     let elapsed = started.elapsed();
     tracing::debug!(
@@ -222,8 +187,78 @@ pub(crate) async fn execute(
             .stats
             .phase(crate::sandbox::stats::Phase::KillWait, classified.elapsed());
     }
-    // The removal waits (briefly, in the background) for the container to end by itself, so
-    // that it may go through the backlog; dropped at once, the guard removes it at once.
+    remove_when_ended(runner, guard, grace, ended);
+    outcome
+}
+
+/// A session's snapshot on its way after `done`: where it goes, its bound, and what of the
+/// output past `done` has been read already.
+struct Incoming {
+    writer: Box<dyn carry::SnapshotWriter>,
+    max_bytes: u64,
+    pending: Vec<channel::Line>,
+    splitter: channel::LineSplitter,
+}
+
+/// A session's snapshot follows `done`: its writer is taken now, so the caller knows a
+/// snapshot is on its way when the execution returns.
+fn incoming_snapshot(
+    job: &Job,
+    stop: frames::Stop,
+    collected: &mut frames::Collector,
+) -> Option<Incoming> {
+    let (Some(carry), frames::Stop::Done, Some(done)) = (&job.carry, stop, collected.done.as_ref())
+    else {
+        return None;
+    };
+    if !done.state.as_ref().is_some_and(|s| s.saved) {
+        return None;
+    }
+    match carry.store.next() {
+        Ok(writer) => Some(Incoming {
+            writer,
+            max_bytes: carry.max_bytes,
+            pending: std::mem::take(&mut collected.after_done),
+            splitter: std::mem::replace(&mut collected.splitter, channel::LineSplitter::new(0)),
+        }),
+        Err(e) => {
+            tracing::warn!("a session's snapshot has nowhere to go: {e}");
+            None
+        }
+    }
+}
+
+/// Keeps draining the container's output (receiving the snapshot first) until the container
+/// is gone: the engine blocks a container (and a kill of it) on an attached client that stops
+/// reading. The end of the output is the sign that every process of the container has ended:
+/// the returned receiver hears of it.
+fn drain(
+    runner: &Runner<'_>,
+    snapshot: Option<Incoming>,
+    mut output: OutputStream,
+) -> tokio::sync::oneshot::Receiver<()> {
+    let (ended_tx, ended) = tokio::sync::oneshot::channel::<()>();
+    let drained = async move {
+        if let Some(s) = snapshot {
+            carry::receive(s.writer, s.max_bytes, s.pending, s.splitter, &mut output).await;
+        }
+        let drain = async { while output.next().await.is_some() {} };
+        if tokio::time::timeout(DRAIN_LIMIT, drain).await.is_ok() {
+            let _ = ended_tx.send(());
+        }
+    };
+    runner.cleanup.tracker.spawn(drained.in_current_span());
+    ended
+}
+
+/// The removal waits (briefly, in the background) for the container to end by itself, so that
+/// it may go through the backlog; dropped at once, the guard removes it at once.
+fn remove_when_ended(
+    runner: &Runner<'_>,
+    guard: start::ContainerGuard,
+    grace: Duration,
+    ended: tokio::sync::oneshot::Receiver<()>,
+) {
     let removal = async move {
         match tokio::time::timeout(grace, ended).await {
             Ok(Ok(())) => guard.ended(),
@@ -231,5 +266,4 @@ pub(crate) async fn execute(
         }
     };
     runner.cleanup.tracker.spawn(removal.in_current_span());
-    outcome
 }

@@ -11,7 +11,7 @@ use tokio::time::Instant as TokioInstant;
 
 use crate::sandbox::engine::backend::{Backend, ExitState};
 use crate::sandbox::engine::error::EngineError;
-use crate::sandbox::run::channel::StateReport;
+use crate::sandbox::run::channel::{DoneFrame, StateReport};
 use crate::sandbox::run::frames::{Collector, MAX_ERROR_BYTES, Stop, hard_cap};
 use crate::sandbox::run::output::{BoundedText, EDGE_BYTES};
 use crate::sandbox::run::returned::Returned;
@@ -217,72 +217,12 @@ pub(super) async fn classify(
         imports: Vec::new(),
         state: None,
     };
-    let secs = job.timeout.as_secs_f64();
     match stop {
         Stop::Done => {
             let done = c.done.take().unwrap_or_default();
-            outcome.imports = bound_imports(done.imports);
-            outcome.state = done.state.map(bound_state);
-            outcome.status = if done.success {
-                Status::Ok
-            } else if done.error_type.as_deref() == Some("MemoryError") {
-                Status::MemoryLimit
-            } else {
-                Status::Error
-            };
-            // The frame is the harness's word, but sandbox code can forge one: bound it again.
-            let (result, cut) = bound_result(
-                done.result,
-                done.result_truncated,
-                runner.limits.max_result_bytes,
-                &mut outcome.edges.result,
-            );
-            outcome.result = result;
-            outcome.result_truncated = done.result_truncated || cut;
-            outcome.error = done
-                .error
-                .map(|e| bound_text(e, MAX_ERROR_BYTES, &mut outcome.edges.error));
-            outcome.error_type = done
-                .error_type
-                .map(|e| bound_text(e, 256, &mut String::new()));
-            outcome.traceback = done
-                .traceback
-                .map(|t| bound_text(t, MAX_ERROR_BYTES, &mut outcome.edges.traceback));
-            if outcome.status == Status::MemoryLimit {
-                outcome.error = Some(format!(
-                    "MemoryError: {}. The execution's memory limit is {} MB: process the data in smaller pieces or pass a larger memory_mb",
-                    outcome.error.as_deref().unwrap_or("allocation failed"),
-                    job.memory_bytes / (1024 * 1024)
-                ));
-            }
+            from_done(&mut outcome, done, runner, job);
         }
-        Stop::Deadline => {
-            let killed = kill_bounded(backend, id).await;
-            // A container that hit its memory limit while running out of time was killed by
-            // the kernel first; say so. (An engine that did not answer the kill is not asked.)
-            let oom_killed = killed.is_ok()
-                && matches!(
-                    tokio::time::timeout(INSPECT_LIMIT, backend.exit_state(id)).await,
-                    Ok(Ok(ExitState {
-                        oom_killed: true,
-                        ..
-                    }))
-                );
-            if oom_killed {
-                outcome.status = Status::MemoryLimit;
-                outcome.error = Some(memory_message(job.memory_bytes));
-            } else {
-                outcome.status = Status::Timeout;
-                outcome.error = Some(match killed {
-                    Ok(()) => format!(
-                        "Execution timed out after {secs} seconds: the container was killed. Make the code faster, process less data per call, or pass a larger timeout_seconds"
-                    ),
-                    Err(why) => format!(
-                        "Execution timed out after {secs} seconds, and the Docker engine did not confirm killing its container ({why}): the engine may be overloaded or stuck, which can also be why the code did not finish. The server removes the container once the engine answers; check the engine with `code-execution-mcp doctor`"
-                    ),
-                });
-            }
-        }
+        Stop::Deadline => timed_out(&mut outcome, backend, id, job).await,
         Stop::Cancelled => {
             let _ = kill_bounded(backend, id).await;
             outcome.status = Status::Cancelled;
@@ -300,45 +240,12 @@ pub(super) async fn classify(
             if let Some(rest) = c.splitter.finish() {
                 outcome.stdout.push_bytes(&rest);
             }
-            let ExitState {
-                mut oom_killed,
-                exit_code,
-            } = wait_exit_state(backend, id, deadline)
+            let exit = wait_exit_state(backend, id, deadline)
                 .await
                 .map_err(EngineError::lost_if_unreachable)?;
-            if !oom_killed && exit_code == Some(SIGKILL_EXIT) && runner.oom_reported {
-                oom_killed = runner.oom.wait_for(id, OOM_EVENT_WAIT).await;
-            }
-            // Stopped by a signal from outside while the engine's event stream broke: the
-            // engine stopped (or restarted) and took the container with it.
-            if !oom_killed
-                && matches!(exit_code, Some(SIGKILL_EXIT | SIGTERM_EXIT))
-                && runner
-                    .breaks
-                    .changed_since(breaks_seen, ENGINE_BREAK_WAIT)
-                    .await
-            {
-                return Err(EngineError::Lost(format!(
-                    "its container was stopped with exit code {} as the engine shut down",
-                    exit_code.unwrap_or_default()
-                )));
-            }
-            if oom_killed {
-                outcome.status = Status::MemoryLimit;
-                outcome.error = Some(memory_message(job.memory_bytes));
-            } else if exit_code == Some(SIGKILL_EXIT) && !runner.oom_reported {
-                outcome.error = Some(unreported_kill_message(job.memory_bytes));
-            } else if runner.runtime.ended_at_process_limit(exit_code) {
-                outcome.error = Some(format!(
-                    "The sandbox reached its process limit ({} processes and threads) and gVisor ended it (exit code 2) before it could report a result: start fewer processes or threads (a pool of workers rather than one per item), or raise --pids-limit",
-                    runner.pids_limit
-                ));
-            } else {
-                outcome.error = Some(format!(
-                    "The sandbox exited (code {}) before reporting a result: the code may have closed the harness's channel or killed the interpreter (os._exit, signals)",
-                    exit_code.map_or_else(|| "unknown".into(), |c| c.to_string())
-                ));
-            }
+            outcome.error = Some(
+                ended_by_itself(&mut outcome.status, exit, runner, job, id, breaks_seen).await?,
+            );
         }
     }
     Ok(outcome)
@@ -424,4 +331,124 @@ fn memory_message(memory_bytes: i64) -> String {
         "Memory limit exceeded: the execution used more than its {} MB and was killed. Process the data in smaller pieces or pass a larger memory_mb",
         memory_bytes / (1024 * 1024)
     )
+}
+
+/// The outcome as the harness's `done` frame reports it, bounded again (sandbox code can forge
+/// the frame).
+fn from_done(outcome: &mut Outcome, done: DoneFrame, runner: &Runner<'_>, job: &Job) {
+    outcome.imports = bound_imports(done.imports);
+    outcome.state = done.state.map(bound_state);
+    outcome.status = if done.success {
+        Status::Ok
+    } else if done.error_type.as_deref() == Some("MemoryError") {
+        Status::MemoryLimit
+    } else {
+        Status::Error
+    };
+    // The frame is the harness's word, but sandbox code can forge one: bound it again.
+    let (result, cut) = bound_result(
+        done.result,
+        done.result_truncated,
+        runner.limits.max_result_bytes,
+        &mut outcome.edges.result,
+    );
+    outcome.result = result;
+    outcome.result_truncated = done.result_truncated || cut;
+    outcome.error = done
+        .error
+        .map(|e| bound_text(e, MAX_ERROR_BYTES, &mut outcome.edges.error));
+    outcome.error_type = done
+        .error_type
+        .map(|e| bound_text(e, 256, &mut String::new()));
+    outcome.traceback = done
+        .traceback
+        .map(|t| bound_text(t, MAX_ERROR_BYTES, &mut outcome.edges.traceback));
+    if outcome.status == Status::MemoryLimit {
+        outcome.error = Some(format!(
+            "MemoryError: {}. The execution's memory limit is {} MB: process the data in smaller pieces or pass a larger memory_mb",
+            outcome.error.as_deref().unwrap_or("allocation failed"),
+            job.memory_bytes / (1024 * 1024)
+        ));
+    }
+}
+
+/// The code ran out of time: its container is killed, and the outcome says whether the kernel
+/// had killed it for its memory first.
+async fn timed_out(outcome: &mut Outcome, backend: &dyn Backend, id: &str, job: &Job) {
+    let secs = job.timeout.as_secs_f64();
+    let killed = kill_bounded(backend, id).await;
+    // A container that hit its memory limit while running out of time was killed by
+    // the kernel first; say so. (An engine that did not answer the kill is not asked.)
+    let oom_killed = killed.is_ok()
+        && matches!(
+            tokio::time::timeout(INSPECT_LIMIT, backend.exit_state(id)).await,
+            Ok(Ok(ExitState {
+                oom_killed: true,
+                ..
+            }))
+        );
+    if oom_killed {
+        outcome.status = Status::MemoryLimit;
+        outcome.error = Some(memory_message(job.memory_bytes));
+    } else {
+        outcome.status = Status::Timeout;
+        outcome.error = Some(match killed {
+            Ok(()) => format!(
+                "Execution timed out after {secs} seconds: the container was killed. Make the code faster, process less data per call, or pass a larger timeout_seconds"
+            ),
+            Err(why) => format!(
+                "Execution timed out after {secs} seconds, and the Docker engine did not confirm killing its container ({why}): the engine may be overloaded or stuck, which can also be why the code did not finish. The server removes the container once the engine answers; check the engine with `code-execution-mcp doctor`"
+            ),
+        });
+    }
+}
+
+/// Why a container that ended by itself before `done` ended, as the error its outcome
+/// carries (and `status` set to `MemoryLimit` when the kernel killed it for its memory). An
+/// error: the engine stopped and took the container with it.
+async fn ended_by_itself(
+    status: &mut Status,
+    exit: ExitState,
+    runner: &Runner<'_>,
+    job: &Job,
+    id: &str,
+    breaks_seen: u64,
+) -> Result<String, EngineError> {
+    let ExitState {
+        mut oom_killed,
+        exit_code,
+    } = exit;
+    if !oom_killed && exit_code == Some(SIGKILL_EXIT) && runner.oom_reported {
+        oom_killed = runner.oom.wait_for(id, OOM_EVENT_WAIT).await;
+    }
+    // Stopped by a signal from outside while the engine's event stream broke: the
+    // engine stopped (or restarted) and took the container with it.
+    if !oom_killed
+        && matches!(exit_code, Some(SIGKILL_EXIT | SIGTERM_EXIT))
+        && runner
+            .breaks
+            .changed_since(breaks_seen, ENGINE_BREAK_WAIT)
+            .await
+    {
+        return Err(EngineError::Lost(format!(
+            "its container was stopped with exit code {} as the engine shut down",
+            exit_code.unwrap_or_default()
+        )));
+    }
+    Ok(if oom_killed {
+        *status = Status::MemoryLimit;
+        memory_message(job.memory_bytes)
+    } else if exit_code == Some(SIGKILL_EXIT) && !runner.oom_reported {
+        unreported_kill_message(job.memory_bytes)
+    } else if runner.runtime.ended_at_process_limit(exit_code) {
+        format!(
+            "The sandbox reached its process limit ({} processes and threads) and gVisor ended it (exit code 2) before it could report a result: start fewer processes or threads (a pool of workers rather than one per item), or raise --pids-limit",
+            runner.pids_limit
+        )
+    } else {
+        format!(
+            "The sandbox exited (code {}) before reporting a result: the code may have closed the harness's channel or killed the interpreter (os._exit, signals)",
+            exit_code.map_or_else(|| "unknown".into(), |c| c.to_string())
+        )
+    })
 }

@@ -105,25 +105,16 @@ pub fn unpack(
             return Err(UnpackError::TopNotADirectory { top: top.into() });
         }
         let (dirs, name) = parts.split_at(parts.len() - 1);
-        let name = name[0].as_str();
-        let parent = parents.open(target, dirs, &shown)?;
-        let write_err = |source: std::io::Error| UnpackError::Write {
-            path: shown(),
-            source,
+        let place = Place {
+            parent: parents.open(target, dirs, &shown)?,
+            name: name[0].as_str(),
+            shown: &shown,
         };
-        let errno = |e: Errno| write_err(e.into());
+        let owner = as_root.then_some(owner);
         let privileged = mode & 0o6000 != 0;
         match kind {
             tar::EntryType::Directory => {
-                match rfs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
-                    Ok(()) | Err(Errno::EXIST) => {}
-                    Err(e) => return Err(errno(e)),
-                }
-                // An existing name must be a directory, not a link made earlier.
-                open_dir(parent, name).map_err(|_| UnpackError::ThroughLink {
-                    path: shown(),
-                    through: shown(),
-                })?;
+                make_dir(&place)?;
                 done.privileges_dropped += u64::from(privileged);
                 // Sticky stays; setuid and setgid go. The owner may always enter and remove it.
                 dir_modes.push((parts.clone(), (mode & 0o1777) | 0o700));
@@ -133,88 +124,158 @@ pub fn unpack(
                 if done.bytes.saturating_add(size) > bounds.bytes {
                     return Err(UnpackError::TooLarge(bounds.bytes));
                 }
-                replace(parent, name).map_err(errno)?;
-                let flags = OFlags::WRONLY
-                    | OFlags::CREATE
-                    | OFlags::EXCL
-                    | OFlags::NOFOLLOW
-                    | OFlags::CLOEXEC;
-                let fd =
-                    rfs::openat(parent, name, flags, Mode::from_raw_mode(0o600)).map_err(errno)?;
-                let mut file = std::fs::File::from(fd);
                 // At most the header's size: a lying header cannot grow the file past the bound.
-                let copied =
-                    std::io::copy(&mut (&mut entry).take(size), &mut file).map_err(write_err)?;
-                if as_root {
-                    rfs::fchown(&file, Some(uid(owner.0)), Some(gid(owner.1))).map_err(errno)?;
-                }
-                rfs::fchmod(&file, Mode::from_raw_mode(mode & 0o777)).map_err(errno)?;
-                let when = Timespec {
-                    tv_sec: i64::try_from(mtime).unwrap_or(0),
-                    tv_nsec: 0,
-                };
-                rfs::futimens(
-                    &file,
-                    &Timestamps {
-                        last_access: when,
-                        last_modification: when,
-                    },
-                )
-                .map_err(errno)?;
+                let content = (&mut entry).take(size);
+                done.bytes += write_file(&place, content, mode, mtime, owner)?;
                 done.files += 1;
-                done.bytes += copied;
                 done.privileges_dropped += u64::from(privileged);
             }
             tar::EntryType::Symlink => {
-                let link = entry
-                    .link_name_bytes()
-                    .map(|b| b.into_owned())
-                    .unwrap_or_default();
-                replace(parent, name).map_err(errno)?;
-                // The link is created, never followed here: it resolves inside the sandbox.
-                rfs::symlinkat(link.as_slice(), parent, name).map_err(errno)?;
-                if as_root {
-                    rfs::chownat(
-                        parent,
-                        name,
-                        Some(uid(owner.0)),
-                        Some(gid(owner.1)),
-                        AtFlags::SYMLINK_NOFOLLOW,
-                    )
-                    .map_err(errno)?;
-                }
+                make_symlink(&place, &entry.link_name_bytes().unwrap_or_default(), owner)?;
             }
             tar::EntryType::Link => {
-                let source = entry
-                    .link_name()
-                    .map_err(UnpackError::Read)?
-                    .ok_or_else(|| UnpackError::Escapes { path: shown() })?
-                    .into_owned();
-                let source_parts =
-                    plain_parts(&source)?.ok_or_else(|| UnpackError::Escapes { path: shown() })?;
-                if source_parts[0] != top {
-                    return Err(UnpackError::OutsideTop {
-                        path: source.display().to_string(),
-                        top: top.into(),
-                    });
-                }
-                let (source_dirs, source_name) = source_parts.split_at(source_parts.len() - 1);
-                let source_parent = open_path(target, source_dirs, &shown)?;
-                replace(parent, name).map_err(errno)?;
-                // No AT_SYMLINK_FOLLOW: a link to a symlink links the symlink itself.
-                rfs::linkat(
-                    &source_parent,
-                    source_name[0].as_str(),
-                    parent,
-                    name,
-                    AtFlags::empty(),
-                )
-                .map_err(errno)?;
+                let source = entry.link_name().map_err(UnpackError::Read)?;
+                make_hard_link(&place, target, top, source.as_deref())?;
             }
             // Device nodes, FIFOs, and whatever else: nothing a sandbox's /usr needs.
             _ => done.skipped += 1,
         }
     }
+    set_dir_modes(target, &dir_modes)?;
+    match open_dir(target, top) {
+        Ok(_) => Ok(done),
+        Err(_) => Err(UnpackError::TopNotADirectory { top: top.into() }),
+    }
+}
+
+/// Where one entry goes: its parent directory, its name there, and its path as errors name it.
+struct Place<'p> {
+    parent: BorrowedFd<'p>,
+    name: &'p str,
+    shown: &'p dyn Fn() -> String,
+}
+
+impl Place<'_> {
+    fn write_err(&self, source: std::io::Error) -> UnpackError {
+        UnpackError::Write {
+            path: (self.shown)(),
+            source,
+        }
+    }
+
+    fn errno(&self, e: Errno) -> UnpackError {
+        self.write_err(e.into())
+    }
+}
+
+/// A directory entry: made (owner-only until its mode is set last), or kept when an earlier
+/// entry made it; an existing name must be a directory, not a link made earlier.
+fn make_dir(place: &Place<'_>) -> Result<(), UnpackError> {
+    match rfs::mkdirat(place.parent, place.name, Mode::from_raw_mode(0o700)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(e) => return Err(place.errno(e)),
+    }
+    open_dir(place.parent, place.name).map_err(|_| UnpackError::ThroughLink {
+        path: (place.shown)(),
+        through: (place.shown)(),
+    })?;
+    Ok(())
+}
+
+/// A file entry written from `content`, with its mode (setuid and setgid dropped), its
+/// modification time, and `owner` when given. Returns the bytes written.
+fn write_file(
+    place: &Place<'_>,
+    mut content: impl Read,
+    mode: u32,
+    mtime: u64,
+    owner: Option<(u64, u64)>,
+) -> Result<u64, UnpackError> {
+    replace(place.parent, place.name).map_err(|e| place.errno(e))?;
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rfs::openat(place.parent, place.name, flags, Mode::from_raw_mode(0o600))
+        .map_err(|e| place.errno(e))?;
+    let mut file = std::fs::File::from(fd);
+    let copied = std::io::copy(&mut content, &mut file).map_err(|e| place.write_err(e))?;
+    if let Some((u, g)) = owner {
+        rfs::fchown(&file, Some(uid(u)), Some(gid(g))).map_err(|e| place.errno(e))?;
+    }
+    rfs::fchmod(&file, Mode::from_raw_mode(mode & 0o777)).map_err(|e| place.errno(e))?;
+    let when = Timespec {
+        tv_sec: i64::try_from(mtime).unwrap_or(0),
+        tv_nsec: 0,
+    };
+    rfs::futimens(
+        &file,
+        &Timestamps {
+            last_access: when,
+            last_modification: when,
+        },
+    )
+    .map_err(|e| place.errno(e))?;
+    Ok(copied)
+}
+
+/// A symlink entry pointing at `link`, owned by `owner` when given.
+fn make_symlink(
+    place: &Place<'_>,
+    link: &[u8],
+    owner: Option<(u64, u64)>,
+) -> Result<(), UnpackError> {
+    replace(place.parent, place.name).map_err(|e| place.errno(e))?;
+    // The link is created, never followed here: it resolves inside the sandbox.
+    rfs::symlinkat(link, place.parent, place.name).map_err(|e| place.errno(e))?;
+    if let Some((u, g)) = owner {
+        rfs::chownat(
+            place.parent,
+            place.name,
+            Some(uid(u)),
+            Some(gid(g)),
+            AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .map_err(|e| place.errno(e))?;
+    }
+    Ok(())
+}
+
+/// A hard link entry to `source`, which must be a plain path under `top` unpacked already.
+fn make_hard_link(
+    place: &Place<'_>,
+    target: BorrowedFd<'_>,
+    top: &str,
+    source: Option<&Path>,
+) -> Result<(), UnpackError> {
+    let escapes = || UnpackError::Escapes {
+        path: (place.shown)(),
+    };
+    let source = source.ok_or_else(escapes)?;
+    let source_parts = plain_parts(source)?.ok_or_else(escapes)?;
+    if source_parts[0] != top {
+        return Err(UnpackError::OutsideTop {
+            path: source.display().to_string(),
+            top: top.into(),
+        });
+    }
+    let (source_dirs, source_name) = source_parts.split_at(source_parts.len() - 1);
+    let source_parent = open_path(target, source_dirs, place.shown)?;
+    replace(place.parent, place.name).map_err(|e| place.errno(e))?;
+    // No AT_SYMLINK_FOLLOW: a link to a symlink links the symlink itself.
+    rfs::linkat(
+        &source_parent,
+        source_name[0].as_str(),
+        place.parent,
+        place.name,
+        AtFlags::empty(),
+    )
+    .map_err(|e| place.errno(e))
+}
+
+/// The directories' own modes, set last (deepest first), so a read-only directory did not
+/// stop its own entries.
+fn set_dir_modes(
+    target: BorrowedFd<'_>,
+    dir_modes: &[(Vec<String>, u32)],
+) -> Result<(), UnpackError> {
     for (parts, mode) in dir_modes.iter().rev() {
         let dir = open_path(target, parts, &|| parts.join("/"))?;
         rfs::fchmod(&dir, Mode::from_raw_mode(*mode)).map_err(|e| UnpackError::Write {
@@ -222,10 +283,7 @@ pub fn unpack(
             source: e.into(),
         })?;
     }
-    match open_dir(target, top) {
-        Ok(_) => Ok(done),
-        Err(_) => Err(UnpackError::TopNotADirectory { top: top.into() }),
-    }
+    Ok(())
 }
 
 /// The plain components of an entry's path (`None` for the archive's root itself), or an error
