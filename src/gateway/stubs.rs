@@ -281,6 +281,46 @@ fn tool_module(server: &str, tool: &LiveTool, function: &str) -> String {
         _ => "",
     };
 
+    let doc = tool_doc(server, tool, &args);
+    let body_args: Vec<String> = args
+        .list
+        .iter()
+        .map(|a| {
+            format!(
+                "({}, {})",
+                py_literal(&Value::String(a.name.clone())),
+                a.ident
+            )
+        })
+        .collect();
+    format!(
+        "{header}\nfrom __future__ import annotations\n\nimport json as _cem_json\n\nfrom cem_runtime import ToolError, call_tool as _cem_call  # noqa: F401\n\n\
+         INPUT_SCHEMA = _cem_json.loads({input})\nOUTPUT_SCHEMA = {output}\n\n\n\
+         def {function}({params}){returns}:\n{doc}    _cem_args = {{k: v for k, v in [{body}] if v is not None}}\n    _cem_args.update(extra)\n    return _cem_call({server_lit}, {tool_lit}, _cem_args)\n",
+        header = docstring(
+            &format!(
+                "{server}/{}: {}",
+                tool.name,
+                one_line(&tool.description, 200)
+            ),
+            ""
+        ),
+        input = py_str(&tool.input_schema.to_string()),
+        output = match &tool.output_schema {
+            Some(s) => format!("_cem_json.loads({})", py_str(&s.to_string())),
+            None => "None".into(),
+        },
+        params = params.join(", "),
+        doc = docstring(&doc, "    "),
+        body = body_args.join(", "),
+        server_lit = py_str(server),
+        tool_lit = py_str(&tool.name),
+    )
+}
+
+/// The function's docstring: the tool's title and description, its arguments, what it
+/// returns and what it raises.
+fn tool_doc(server: &str, tool: &LiveTool, args: &Arguments) -> String {
     let mut doc = String::new();
     if let Some(title) = &tool.title {
         doc.push_str(&format!("{title}\n\n"));
@@ -323,41 +363,7 @@ fn tool_module(server: &str, tool: &LiveTool, function: &str) -> String {
         ),
     }
     doc.push_str("\nRaises:\n    ToolError: the tool failed, or the call was refused (its message says why).\n");
-
-    let body_args: Vec<String> = args
-        .list
-        .iter()
-        .map(|a| {
-            format!(
-                "({}, {})",
-                py_literal(&Value::String(a.name.clone())),
-                a.ident
-            )
-        })
-        .collect();
-    format!(
-        "{header}\nfrom __future__ import annotations\n\nimport json as _cem_json\n\nfrom cem_runtime import ToolError, call_tool as _cem_call  # noqa: F401\n\n\
-         INPUT_SCHEMA = _cem_json.loads({input})\nOUTPUT_SCHEMA = {output}\n\n\n\
-         def {function}({params}){returns}:\n{doc}    _cem_args = {{k: v for k, v in [{body}] if v is not None}}\n    _cem_args.update(extra)\n    return _cem_call({server_lit}, {tool_lit}, _cem_args)\n",
-        header = docstring(
-            &format!(
-                "{server}/{}: {}",
-                tool.name,
-                one_line(&tool.description, 200)
-            ),
-            ""
-        ),
-        input = py_str(&tool.input_schema.to_string()),
-        output = match &tool.output_schema {
-            Some(s) => format!("_cem_json.loads({})", py_str(&s.to_string())),
-            None => "None".into(),
-        },
-        params = params.join(", "),
-        doc = docstring(&doc, "    "),
-        body = body_args.join(", "),
-        server_lit = py_str(server),
-        tool_lit = py_str(&tool.name),
-    )
+    doc
 }
 
 /// A Python string literal for any text: JSON's escapes are all valid in Python, and

@@ -321,17 +321,19 @@ impl Upstream {
         }
     }
 
-    /// One connection, from connect to its end; returns why it ended.
-    async fn connect_and_serve(
+    /// Connects within the connect timeout, with the child's guard for a stdio upstream; or
+    /// says why not.
+    async fn connect(
         self: &Arc<Self>,
+        handler: UpstreamClient,
         cancel: &CancellationToken,
-        changed: &Arc<dyn Fn() + Send + Sync>,
-    ) -> String {
-        let (relist_tx, mut relist_rx) = mpsc::channel(1);
-        let handler = UpstreamClient {
-            name: self.name().to_string(),
-            relist: relist_tx,
-        };
+    ) -> Result<
+        (
+            RunningService<RoleClient, UpstreamClient>,
+            Option<ChildGuard>,
+        ),
+        String,
+    > {
         let connect = async {
             match &self.config.transport {
                 UpstreamTransport::Stdio { .. } => self
@@ -346,20 +348,57 @@ impl Upstream {
                 }
             }
         };
-        let service = tokio::select! {
-            _ = cancel.cancelled() => return "stopped".into(),
+        tokio::select! {
+            _ = cancel.cancelled() => Err("stopped".into()),
             r = tokio::time::timeout(self.limits.connect_timeout, connect) => match r {
-                Err(_) => return format!(
+                Err(_) => Err(format!(
                     "{} did not answer `initialize` within {} s",
                     self.config.describe(),
                     self.limits.connect_timeout.as_secs()
-                ),
-                Ok(Err(e)) => return e,
-                Ok(Ok(connected)) => connected,
+                )),
+                Ok(connected) => connected,
             },
+        }
+    }
+
+    /// Takes a listing (redacted) as the upstream's live tools, and says it is ready.
+    fn publish(
+        &self,
+        tools: &[rmcp::model::Tool],
+        peer: &Peer<RoleClient>,
+        changed: &Arc<dyn Fn() + Send + Sync>,
+    ) {
+        let tools: Vec<LiveTool> = tools
+            .iter()
+            .filter_map(|t| {
+                LiveTool::from_wire(&self.redactor.value(serde_json::to_value(t).ok()?))
+            })
+            .collect();
+        tracing::info!(upstream = %self.name(), tools = tools.len(), "upstream tools listed");
+        *self.live.write().expect("live lock") = Some(Live {
+            peer: peer.clone(),
+            tools: Arc::new(tools),
+        });
+        self.set_status(UpstreamStatus::Ready);
+        changed();
+    }
+
+    /// One connection, from connect to its end; returns why it ended.
+    async fn connect_and_serve(
+        self: &Arc<Self>,
+        cancel: &CancellationToken,
+        changed: &Arc<dyn Fn() + Send + Sync>,
+    ) -> String {
+        let (relist_tx, mut relist_rx) = mpsc::channel(1);
+        let handler = UpstreamClient {
+            name: self.name().to_string(),
+            relist: relist_tx,
         };
         // Held to the end of this connection: dropping it kills the child's process group.
-        let (service, _child) = service;
+        let (service, _child) = match self.connect(handler, cancel).await {
+            Ok(connected) => connected,
+            Err(why) => return why,
+        };
         let peer = service.peer().clone();
         let stop = service.cancellation_token();
         let mut waiting = Box::pin(service.waiting());
@@ -404,19 +443,7 @@ impl Upstream {
             list_now = false;
             match tools {
                 Ok(Ok(tools)) => {
-                    let tools: Vec<LiveTool> = tools
-                        .iter()
-                        .filter_map(|t| {
-                            LiveTool::from_wire(&self.redactor.value(serde_json::to_value(t).ok()?))
-                        })
-                        .collect();
-                    tracing::info!(upstream = %self.name(), tools = tools.len(), "upstream tools listed");
-                    *self.live.write().expect("live lock") = Some(Live {
-                        peer: peer.clone(),
-                        tools: Arc::new(tools),
-                    });
-                    self.set_status(UpstreamStatus::Ready);
-                    changed();
+                    self.publish(&tools, &peer, changed);
                     listed = true;
                 }
                 Ok(Err(e)) if !listed => {

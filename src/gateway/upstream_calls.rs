@@ -17,7 +17,7 @@ use super::call_record::{
 use super::policy::Decision;
 use super::results;
 use super::tree::TreeVersion;
-use super::upstream::UpstreamStatus;
+use super::upstream::{Upstream, UpstreamStatus};
 use super::view::GatewayView;
 use crate::pii::PiiEngine;
 use crate::sandbox::run::output::EDGE_BYTES;
@@ -144,51 +144,15 @@ impl UpstreamCalls {
                 self.view.server_names().join(", ")
             )
         })?;
-        let tools = upstream.tools();
-        let Some(found) = tools.iter().find(|t| t.name == tool) else {
-            let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).take(30).collect();
-            names.sort_unstable();
-            return Err(
-                if tools.is_empty() && upstream.status() != UpstreamStatus::Ready {
-                    format!(
-                        "upstream `{server}` is not connected: {}",
-                        upstream.unavailable_reason()
-                    )
-                } else if tools.is_empty() {
-                    format!("upstream `{server}` is connected and lists no tools")
-                } else {
-                    format!(
-                        "upstream `{server}` has no tool {tool:?}; its tools: {}",
-                        names.join(", ")
-                    )
-                },
-            );
-        };
+        let destructive = listed_tool(upstream, server, tool)?;
         audit.listed = true;
         let Value::Object(arguments) = arguments else {
             return Err(format!(
                 "the arguments of `{server}/{tool}` must be a dict of argument names to values"
             ));
         };
-        match upstream.config.policy.decide(tool, found.destructive) {
-            Decision::Allow => audit.policy = Some(PolicyDecision::Allow),
-            Decision::Deny => {
-                audit.policy = Some(PolicyDecision::Deny);
-                audit.outcome = CallOutcome::Denied;
-                return Err(format!(
-                    "the policy for upstream `{server}` denies `{tool}` (set in the upstreams file)"
-                ));
-            }
-            Decision::Confirm => {
-                let (decision, answer) =
-                    self.ask(server, tool, found.destructive, &arguments).await;
-                audit.policy = Some(decision);
-                if decision == PolicyDecision::ConfirmDeclined {
-                    audit.outcome = CallOutcome::Declined;
-                }
-                answer?
-            }
-        }
+        self.apply_policy(upstream, server, tool, destructive, &arguments, audit)
+            .await?;
         let _permit = self.in_flight.try_acquire().map_err(|_| {
             format!(
                 "{} tool calls are already in flight in this execution, the most at once (--max-concurrent-tool-calls): wait for one to finish",
@@ -224,6 +188,40 @@ impl UpstreamCalls {
         }
         results::for_sandbox(&wire)
             .map_err(|message| format!("`{server}/{tool}` failed: {message}"))
+    }
+
+    /// Whether the upstream's policy lets `tool` run now (asking the user when it says
+    /// `confirm`), noted in the call's audit.
+    async fn apply_policy(
+        &self,
+        upstream: &Upstream,
+        server: &str,
+        tool: &str,
+        destructive: bool,
+        arguments: &Map<String, Value>,
+        audit: &mut CallAudit,
+    ) -> Result<(), String> {
+        match upstream.config.policy.decide(tool, destructive) {
+            Decision::Allow => {
+                audit.policy = Some(PolicyDecision::Allow);
+                Ok(())
+            }
+            Decision::Deny => {
+                audit.policy = Some(PolicyDecision::Deny);
+                audit.outcome = CallOutcome::Denied;
+                Err(format!(
+                    "the policy for upstream `{server}` denies `{tool}` (set in the upstreams file)"
+                ))
+            }
+            Decision::Confirm => {
+                let (decision, answer) = self.ask(server, tool, destructive, arguments).await;
+                audit.policy = Some(decision);
+                if decision == PolicyDecision::ConfirmDeclined {
+                    audit.outcome = CallOutcome::Declined;
+                }
+                answer
+            }
+        }
     }
 
     async fn ask(
@@ -343,6 +341,32 @@ fn restore_tokens(pii: &PiiEngine, arguments: Map<String, Value>) -> Map<String,
         Value::Object(map) => map,
         _ => unreachable!("an object stays an object"),
     }
+}
+
+/// Whether `tool`, listed by `upstream`, is destructive; an error that says what the upstream
+/// lists instead when it does not list `tool`.
+fn listed_tool(upstream: &Upstream, server: &str, tool: &str) -> Result<bool, String> {
+    let tools = upstream.tools();
+    let Some(found) = tools.iter().find(|t| t.name == tool) else {
+        let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).take(30).collect();
+        names.sort_unstable();
+        return Err(
+            if tools.is_empty() && upstream.status() != UpstreamStatus::Ready {
+                format!(
+                    "upstream `{server}` is not connected: {}",
+                    upstream.unavailable_reason()
+                )
+            } else if tools.is_empty() {
+                format!("upstream `{server}` is connected and lists no tools")
+            } else {
+                format!(
+                    "upstream `{server}` has no tool {tool:?}; its tools: {}",
+                    names.join(", ")
+                )
+            },
+        );
+    };
+    Ok(found.destructive)
 }
 
 #[cfg(test)]
