@@ -84,6 +84,8 @@ enum Pat {
 const IPV6_H: &str = "[0-9A-Fa-f]{1,4}";
 const IPV6_V4: &str = r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}";
 
+// A table: one entry per pattern, its regex with the comments that explain it.
+#[allow(clippy::too_many_lines)]
 fn patterns() -> Vec<(Pat, String)> {
     let h = IPV6_H;
     let v4 = IPV6_V4;

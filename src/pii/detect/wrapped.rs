@@ -105,47 +105,7 @@ impl Detectors {
     /// when it would cut one that reaches past it.
     pub(super) fn add_wrapped(&self, text: &str, found: &mut Vec<Detection>) {
         let hay = text.as_bytes();
-        // Candidate breaks: the value-like runs on each side (start of the one before, end of the
-        // one after) and the blanks between them (end of the line's last non-blank, start of the
-        // next line's first).
-        let mut breaks: Vec<Break> = Vec::new();
-        for nl in memchr::memchr_iter(b'\n', hay) {
-            let mut a = nl;
-            while a > 0 && matches!(hay[a - 1], b' ' | b'\t' | b'\r') {
-                a -= 1;
-            }
-            let mut b = nl + 1;
-            while b < hay.len() && matches!(hay[b], b' ' | b'\t') {
-                b += 1;
-            }
-            let (Some(&last), Some(&first)) = (a.checked_sub(1).map(|i| &hay[i]), hay.get(b))
-            else {
-                continue;
-            };
-            let ends_like_value =
-                last.is_ascii_digit() || last.is_ascii_uppercase() || last == b')';
-            let starts_like_value =
-                first.is_ascii_digit() || first.is_ascii_uppercase() || first == b'(';
-            if !(ends_like_value && starts_like_value) {
-                continue;
-            }
-            let ((run_start, digits_before), (run_end, digits_after)) =
-                (run_before(hay, a), run_after(hay, b));
-            // Every joined kind has at least 7 digits; a line that starts with a date
-            // (`2024-10-12`, as log lines do) continues no value.
-            if digits_before >= 2
-                && digits_after >= 2
-                && digits_before + digits_after >= 7
-                && !starts_with_date(&hay[b..run_end])
-            {
-                breaks.push(Break {
-                    a,
-                    b,
-                    run_start,
-                    run_end,
-                });
-            }
-        }
+        let breaks = candidate_breaks(hay);
         if breaks.is_empty() {
             return;
         }
@@ -207,6 +167,49 @@ impl Detectors {
         });
         merge(found, wrapped);
     }
+}
+
+/// Candidate breaks: the value-like runs on each side (start of the one before, end of the
+/// one after) and the blanks between them (end of the line's last non-blank, start of the next
+/// line's first).
+fn candidate_breaks(hay: &[u8]) -> Vec<Break> {
+    let mut breaks: Vec<Break> = Vec::new();
+    for nl in memchr::memchr_iter(b'\n', hay) {
+        let mut a = nl;
+        while a > 0 && matches!(hay[a - 1], b' ' | b'\t' | b'\r') {
+            a -= 1;
+        }
+        let mut b = nl + 1;
+        while b < hay.len() && matches!(hay[b], b' ' | b'\t') {
+            b += 1;
+        }
+        let (Some(&last), Some(&first)) = (a.checked_sub(1).map(|i| &hay[i]), hay.get(b)) else {
+            continue;
+        };
+        let ends_like_value = last.is_ascii_digit() || last.is_ascii_uppercase() || last == b')';
+        let starts_like_value =
+            first.is_ascii_digit() || first.is_ascii_uppercase() || first == b'(';
+        if !(ends_like_value && starts_like_value) {
+            continue;
+        }
+        let ((run_start, digits_before), (run_end, digits_after)) =
+            (run_before(hay, a), run_after(hay, b));
+        // Every joined kind has at least 7 digits; a line that starts with a date
+        // (`2024-10-12`, as log lines do) continues no value.
+        if digits_before >= 2
+            && digits_after >= 2
+            && digits_before + digits_after >= 7
+            && !starts_with_date(&hay[b..run_end])
+        {
+            breaks.push(Break {
+                a,
+                b,
+                run_start,
+                run_end,
+            });
+        }
+    }
+    breaks
 }
 
 /// The original offset of joined offset `j` (outside any separator).
