@@ -113,19 +113,7 @@ impl Index {
                     }
                 });
             }
-            // Sorted (term, field) pairs → per term, a count per field.
-            occurrences.sort_unstable();
-            let mut terms: Vec<(u32, [u16; FIELD_COUNT])> = Vec::new();
-            for &(t, f) in &occurrences {
-                match terms.last_mut() {
-                    Some((last, counts)) if *last == t => counts[f] = counts[f].saturating_add(1),
-                    _ => {
-                        let mut counts = [0; FIELD_COUNT];
-                        counts[f] = 1;
-                        terms.push((t, counts));
-                    }
-                }
-            }
+            let terms = counts_per_field(&mut occurrences);
             for &(t, _) in &terms {
                 vocab.df[t as usize] += 1;
             }
@@ -134,13 +122,7 @@ impl Index {
         }
 
         let n = tools.len() as f32;
-        let mut avg = [0f32; FIELD_COUNT];
-        for lens in &doc_lens {
-            for f in 0..FIELD_COUNT {
-                avg[f] += lens[f] as f32;
-            }
-        }
-        avg.iter_mut().for_each(|a| *a = (*a / n.max(1.0)).max(1.0));
+        let avg = average_lengths(&doc_lens, n);
 
         let idf: Vec<f32> = vocab
             .df
@@ -174,6 +156,36 @@ impl Index {
             bm25: Bm25::new(postings, tools.len()),
         }
     }
+}
+
+/// A document's (term, field) occurrences, sorted, as a count per field for each term.
+fn counts_per_field(occurrences: &mut [(u32, usize)]) -> Vec<(u32, [u16; FIELD_COUNT])> {
+    occurrences.sort_unstable();
+    let mut terms: Vec<(u32, [u16; FIELD_COUNT])> = Vec::new();
+    for &(t, f) in occurrences.iter() {
+        match terms.last_mut() {
+            Some((last, counts)) if *last == t => counts[f] = counts[f].saturating_add(1),
+            _ => {
+                let mut counts = [0; FIELD_COUNT];
+                counts[f] = 1;
+                terms.push((t, counts));
+            }
+        }
+    }
+    terms
+}
+
+/// Each field's average length over the `n` documents (at least 1, so an empty field divides
+/// nothing by zero).
+fn average_lengths(doc_lens: &[[u32; FIELD_COUNT]], n: f32) -> [f32; FIELD_COUNT] {
+    let mut avg = [0f32; FIELD_COUNT];
+    for lens in doc_lens {
+        for f in 0..FIELD_COUNT {
+            avg[f] += lens[f] as f32;
+        }
+    }
+    avg.iter_mut().for_each(|a| *a = (*a / n.max(1.0)).max(1.0));
+    avg
 }
 
 #[cfg(test)]

@@ -68,6 +68,8 @@ pub fn is_cjk(c: char) -> bool {
 
 /// English function words and the filler an agent puts around a request ("I need a tool to…").
 /// They match nearly every description, so they only add noise to ranking.
+// A table: one line per stop word, as rustfmt lays out the pattern.
+#[allow(clippy::too_many_lines)]
 pub fn is_stop_word(token: &str) -> bool {
     matches!(
         token,

@@ -89,65 +89,9 @@ pub async fn run(config: &Config) -> Vec<Check> {
             return checks;
         }
     };
-    let (mut oom_reported, mut swarm) = (true, None);
-    match engine.info().await {
-        Ok(info) => {
-            oom_reported = info.reports_oom_kills();
-            swarm = info.swarm.clone();
-            let api_ok = version_at_least(&info.api_version, 1, 41);
-            let mut detail = format!(
-                "{} {} (API {}), kernel {}, host {}",
-                info.kind, info.version, info.api_version, info.kernel, info.host_name
-            );
-            if let Some(node) = &info.swarm {
-                detail.push_str(&format!(", swarm node {}", node.node_id));
-                if node.nodes > 0 {
-                    detail.push_str(&format!(" of {} nodes", node.nodes));
-                }
-            }
-            checks.push(if api_ok {
-                Check::pass("engine", detail)
-            } else {
-                Check::fail(
-                    "engine",
-                    detail,
-                    "upgrade to Docker Engine 20.10 or Podman 4 (API 1.41) or later",
-                )
-            });
-        }
-        Err(e) => checks.push(Check::fail(
-            "engine",
-            e.to_string(),
-            "check the engine's logs",
-        )),
-    }
-
-    match engine.features().await {
-        Ok(features) => {
-            let problems = features.problems();
-            let problem = |name: &str| problems.iter().find(|(n, _)| *n == name).map(|p| p.1);
-            let cgroup = match features.cgroup_version {
-                0 => "cgroup version not reported".to_string(),
-                v => format!("cgroup v{v}"),
-            };
-            checks.push(match problem("memory and swap limits") {
-                None => Check::pass(
-                    "cgroup limits",
-                    format!("memory and swap limits supported, {cgroup}"),
-                ),
-                Some(fix) => Check::fail("cgroup limits", format!("missing, {cgroup}"), fix),
-            });
-            checks.push(match problem("seccomp") {
-                None => Check::pass("seccomp", "supported by the engine"),
-                Some(fix) => Check::fail("seccomp", "missing", fix),
-            });
-        }
-        Err(e) => checks.push(Check::fail(
-            "cgroup limits",
-            e.to_string(),
-            "check the engine's logs",
-        )),
-    }
+    let (check, oom_reported, swarm) = engine_check(&engine).await;
+    checks.push(check);
+    checks.extend(feature_checks(&engine).await);
 
     checks.push(storage_check(config, swarm.as_ref()));
 
@@ -188,6 +132,72 @@ pub async fn run(config: &Config) -> Vec<Check> {
         checks.extend(probes.await);
     }
     limits::add(&engine, config, runtime_kind, image_present, &mut checks).await;
+    checks
+}
+
+/// The engine's kind and version (API 1.41 or later), with whether it reports OOM kills and
+/// the swarm it is a node of.
+async fn engine_check(engine: &Engine) -> (Check, bool, Option<SwarmNode>) {
+    match engine.info().await {
+        Ok(info) => {
+            let api_ok = version_at_least(&info.api_version, 1, 41);
+            let mut detail = format!(
+                "{} {} (API {}), kernel {}, host {}",
+                info.kind, info.version, info.api_version, info.kernel, info.host_name
+            );
+            if let Some(node) = &info.swarm {
+                detail.push_str(&format!(", swarm node {}", node.node_id));
+                if node.nodes > 0 {
+                    detail.push_str(&format!(" of {} nodes", node.nodes));
+                }
+            }
+            let check = if api_ok {
+                Check::pass("engine", detail)
+            } else {
+                Check::fail(
+                    "engine",
+                    detail,
+                    "upgrade to Docker Engine 20.10 or Podman 4 (API 1.41) or later",
+                )
+            };
+            (check, info.reports_oom_kills(), info.swarm.clone())
+        }
+        Err(e) => {
+            let check = Check::fail("engine", e.to_string(), "check the engine's logs");
+            (check, true, None)
+        }
+    }
+}
+
+/// The kernel features the sandbox's limits need: memory and swap limits, and seccomp.
+async fn feature_checks(engine: &Engine) -> Vec<Check> {
+    let mut checks = Vec::new();
+    match engine.features().await {
+        Ok(features) => {
+            let problems = features.problems();
+            let problem = |name: &str| problems.iter().find(|(n, _)| *n == name).map(|p| p.1);
+            let cgroup = match features.cgroup_version {
+                0 => "cgroup version not reported".to_string(),
+                v => format!("cgroup v{v}"),
+            };
+            checks.push(match problem("memory and swap limits") {
+                None => Check::pass(
+                    "cgroup limits",
+                    format!("memory and swap limits supported, {cgroup}"),
+                ),
+                Some(fix) => Check::fail("cgroup limits", format!("missing, {cgroup}"), fix),
+            });
+            checks.push(match problem("seccomp") {
+                None => Check::pass("seccomp", "supported by the engine"),
+                Some(fix) => Check::fail("seccomp", "missing", fix),
+            });
+        }
+        Err(e) => checks.push(Check::fail(
+            "cgroup limits",
+            e.to_string(),
+            "check the engine's logs",
+        )),
+    }
     checks
 }
 

@@ -145,29 +145,9 @@ pub fn ensure(root: &Path, quota_bytes: u64) -> Result<QuotaMode, QuotaError> {
     if quota_bytes < MIN_QUOTA_BYTES {
         return Err(QuotaError::TooSmall { quota_bytes });
     }
-    let exists = match fs::metadata(root) {
-        Ok(m) if m.is_dir() => true,
-        Ok(_) => {
-            return Err(QuotaError::NotADirectory {
-                path: root.to_owned(),
-            });
-        }
-        Err(e) if e.kind() == ErrorKind::NotFound => false,
-        Err(e) => return Err(io_err(format!("cannot stat {}", root.display()))(e)),
-    };
-    if exists {
-        let canon = canonical(root)?;
-        if let Some(m) = mount_at(&canon)? {
-            let vfs = rustix::fs::statvfs(&canon).map_err(|e| QuotaError::Io {
-                context: format!("cannot statvfs {}", canon.display()),
-                source: e.into(),
-            })?;
-            return Ok(QuotaMode::AlreadyMounted {
-                source: m.source,
-                fstype: m.fstype,
-                size_bytes: vfs.f_blocks.saturating_mul(vfs.f_frsize),
-            });
-        }
+    let exists = is_dir_or_missing(root)?;
+    if exists && let Some(mounted) = already_mounted(&canonical(root)?)? {
+        return Ok(mounted);
     }
     let quota = super::HumanBytes(quota_bytes);
     if !rustix::process::geteuid().is_root() {
@@ -230,6 +210,36 @@ pub fn ensure(root: &Path, quota_bytes: u64) -> Result<QuotaMode, QuotaError> {
             "the {quota} quota image could not be set up ({e})"
         ))),
     }
+}
+
+/// Whether `root` exists: a directory (`true`) or nothing yet (`false`); anything else is an
+/// error.
+fn is_dir_or_missing(root: &Path) -> Result<bool, QuotaError> {
+    match fs::metadata(root) {
+        Ok(m) if m.is_dir() => Ok(true),
+        Ok(_) => Err(QuotaError::NotADirectory {
+            path: root.to_owned(),
+        }),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_err(format!("cannot stat {}", root.display()))(e)),
+    }
+}
+
+/// The mount already on the workspace at `canon` (its source, type and size), if there is
+/// one: whoever mounted it bounds it.
+fn already_mounted(canon: &Path) -> Result<Option<QuotaMode>, QuotaError> {
+    let Some(m) = mount_at(canon)? else {
+        return Ok(None);
+    };
+    let vfs = rustix::fs::statvfs(canon).map_err(|e| QuotaError::Io {
+        context: format!("cannot statvfs {}", canon.display()),
+        source: e.into(),
+    })?;
+    Ok(Some(QuotaMode::AlreadyMounted {
+        source: m.source,
+        fstype: m.fstype,
+        size_bytes: vfs.f_blocks.saturating_mul(vfs.f_frsize),
+    }))
 }
 
 /// Unmounts the workspace if it is a mount point (the loop device is released with it).

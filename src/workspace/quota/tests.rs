@@ -119,8 +119,21 @@ fn loop_mount_bounds_the_workspace() {
     let _guard = Unmount(root.clone());
     let quota = 32 * MIB;
 
-    let mode = ensure(&root, quota).unwrap();
-    let image = image_path(&fs::canonicalize(&root).unwrap());
+    let (image, small_fs) = first_mount(&root, quota);
+    writes_past_the_quota_fail(&root, &image, quota);
+    unmount(&root).unwrap();
+    assert!(!is_mountpoint(&root).unwrap());
+    assert_eq!(fs::read_dir(&root).unwrap().count(), 0);
+    unmount(&root).unwrap();
+
+    remounts_and_resizes(&root, quota, small_fs);
+}
+
+/// The first `ensure` makes and mounts the image; the second finds it mounted. Returns the
+/// image and the size of its file system.
+fn first_mount(root: &Path, quota: u64) -> (PathBuf, u64) {
+    let mode = ensure(root, quota).unwrap();
+    let image = image_path(&fs::canonicalize(root).unwrap());
     assert_eq!(
         mode,
         QuotaMode::LoopMount {
@@ -130,14 +143,10 @@ fn loop_mount_bounds_the_workspace() {
         }
     );
     assert!(mode.kernel_enforced(quota));
-    assert!(is_mountpoint(&root).unwrap());
-    assert_eq!(
-        fs::read_dir(&root).unwrap().count(),
-        0,
-        "lost+found removed"
-    );
+    assert!(is_mountpoint(root).unwrap());
+    assert_eq!(fs::read_dir(root).unwrap().count(), 0, "lost+found removed");
     assert_eq!(fs::metadata(&image).unwrap().mode() & 0o777, 0o600);
-    let again = ensure(&root, quota).unwrap();
+    let again = ensure(root, quota).unwrap();
     assert_eq!(again.kind(), "loop_mount", "{again:?}");
     assert_eq!(mode.kind(), "loop_mount");
     let small_fs = match again {
@@ -154,13 +163,18 @@ fn loop_mount_bounds_the_workspace() {
         other => panic!("{other:?}"),
     };
 
+    (image, small_fs)
+}
+
+/// Writes past the quota fail: through the tool with a clear error, and directly with ENOSPC.
+fn writes_past_the_quota_fail(root: &Path, image: &Path, quota: u64) {
     // Through the tool: a clear quota error, no temp file left behind.
     let limits = WorkspaceLimits {
         max_file_bytes: 64 * MIB,
         quota_bytes: quota,
         ..WorkspaceLimits::default()
     };
-    let ws = Workspace::open(&root, limits).unwrap();
+    let ws = Workspace::open(root, limits).unwrap();
     let err = ws
         .write_file("big.bin", &vec![0xAB; 40 * MIB as usize])
         .unwrap_err();
@@ -169,7 +183,7 @@ fn loop_mount_bounds_the_workspace() {
         err.to_string(),
         "workspace is full (quota 32 MiB): delete files to free space"
     );
-    assert_eq!(fs::read_dir(&root).unwrap().count(), 0, "no temp file left");
+    assert_eq!(fs::read_dir(root).unwrap().count(), 0, "no temp file left");
 
     // Directly, as sandbox code would: ENOSPC, and the host file stays bounded.
     let mut file = fs::File::create(root.join("fill.bin")).unwrap();
@@ -184,27 +198,26 @@ fn loop_mount_bounds_the_workspace() {
     let e = enospc.expect("40 MiB fit into a 32 MiB quota");
     assert_eq!(e.raw_os_error(), Some(28), "{e}");
     drop(file);
-    assert!(allocated(&image) <= quota, "image grew past the quota");
+    assert!(allocated(image) <= quota, "image grew past the quota");
     // The kernel enforces the quota: executions are not refused, so cleanup code can run.
     assert!(ws.check_quota().is_ok());
     drop(ws); // the root fd would keep the mount busy
+}
 
-    unmount(&root).unwrap();
-    assert!(!is_mountpoint(&root).unwrap());
-    assert_eq!(fs::read_dir(&root).unwrap().count(), 0);
-    unmount(&root).unwrap();
-
+/// After a "reboot" the image is mounted again with its data; a larger quota grows it, a
+/// smaller one keeps it.
+fn remounts_and_resizes(root: &Path, quota: u64, small_fs: u64) {
     // After a "reboot": the image is mounted again with its data.
-    let mode = ensure(&root, quota).unwrap();
+    let mode = ensure(root, quota).unwrap();
     assert!(
         matches!(mode, QuotaMode::LoopMount { note: None, .. }),
         "{mode:?}"
     );
     assert!(root.join("fill.bin").exists());
-    unmount(&root).unwrap();
+    unmount(root).unwrap();
 
     // A larger quota grows the image; a smaller one keeps it and says so.
-    let mode = ensure(&root, 48 * MIB).unwrap();
+    let mode = ensure(root, 48 * MIB).unwrap();
     let QuotaMode::LoopMount {
         size_bytes, note, ..
     } = &mode
@@ -213,12 +226,12 @@ fn loop_mount_bounds_the_workspace() {
     };
     assert_eq!(*size_bytes, 48 * MIB);
     assert!(note.as_deref().unwrap_or("").contains("grew"), "{mode:?}");
-    let vfs = rustix::fs::statvfs(&root).unwrap();
+    let vfs = rustix::fs::statvfs(root).unwrap();
     let grown_fs = vfs.f_blocks * vfs.f_frsize;
     assert!(grown_fs >= small_fs + 12 * MIB, "{small_fs} -> {grown_fs}");
     assert!(root.join("fill.bin").exists());
-    unmount(&root).unwrap();
-    let mode = ensure(&root, 32 * MIB).unwrap();
+    unmount(root).unwrap();
+    let mode = ensure(root, 32 * MIB).unwrap();
     let QuotaMode::LoopMount {
         size_bytes, note, ..
     } = &mode
@@ -227,6 +240,6 @@ fn loop_mount_bounds_the_workspace() {
     };
     assert_eq!(*size_bytes, 48 * MIB);
     assert!(note.as_deref().unwrap_or("").contains("kept"), "{mode:?}");
-    unmount(&root).unwrap();
-    assert!(!is_mountpoint(&root).unwrap());
+    unmount(root).unwrap();
+    assert!(!is_mountpoint(root).unwrap());
 }
