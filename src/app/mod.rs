@@ -3,13 +3,15 @@
 //! room: its directories ([`crate::tenancy`]), the workspace and its quota ([`workspace`]),
 //! the skills store, the PII vault ([`vault`]), the gateway's view of the upstreams, and the
 //! sandbox from the configuration's groups ([`sandbox`]). Both transports and the tests share
-//! it; the MCP layer holds an `Arc<App>` and reaches it through the methods below only.
+//! it; the MCP layer holds an `Arc<App>` and reaches it through the methods below only
+//! ([`stats`] assembles what `get_execution_stats` reports).
 
 mod errors;
 pub mod events;
 pub mod execution;
 pub mod open;
 mod shared;
+pub mod stats;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -264,6 +266,16 @@ impl App {
     /// The tool catalog (the shipped one and `--registry-dir`'s files).
     pub fn discovery(&self) -> &Arc<Discovery> {
         &self.shared.discovery
+    }
+
+    /// The current tool catalog; a reload after a file change (tens of ms) runs off the
+    /// async workers.
+    pub async fn registry(&self) -> Arc<crate::discovery::Registry> {
+        let discovery = self.discovery().clone();
+        match tokio::task::spawn_blocking(move || discovery.current()).await {
+            Ok(registry) => registry,
+            Err(_) => self.discovery().current(),
+        }
     }
 
     /// This tenant's view of the upstream MCP servers, with `--upstreams`.

@@ -154,14 +154,9 @@ impl CodeExecutionServer {
             .map_err(|e| self.error(format!("cannot prepare the upstream tools: {e}")))
     }
 
-    /// The current registry; a reload after a file change (tens of ms) runs off the async
-    /// threads.
+    /// The current registry ([`crate::app::App::registry`]).
     pub(crate) async fn registry(&self) -> std::sync::Arc<crate::discovery::Registry> {
-        let discovery = self.app.discovery().clone();
-        match tokio::task::spawn_blocking(move || discovery.current()).await {
-            Ok(registry) => registry,
-            Err(_) => self.app.discovery().current(),
-        }
+        self.app.registry().await
     }
 }
 
