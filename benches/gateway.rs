@@ -105,7 +105,7 @@ async fn app(dir: &Path) -> Arc<App> {
             .await
             .expect("server starts (is the image built?)"),
     );
-    let gateway = app.shared().gateway.clone().unwrap();
+    let gateway = app.shared().gateway().cloned().unwrap();
     assert!(
         gateway.settled(Duration::from_secs(60)).await,
         "upstreams ready"

@@ -122,7 +122,7 @@ async fn main() {
     .await
     .expect("a server on the host copy");
     let first_start = started.elapsed().as_secs_f64();
-    let tree = (host_app.shared().image_tree.clone())
+    let tree = (host_app.shared().image_tree().cloned())
         .expect("the host copy is served (see the server's warning)")
         .root;
     let started = Instant::now();
@@ -135,7 +135,7 @@ async fn main() {
     .expect("a second server on the host copy");
     let second_start = started.elapsed().as_secs_f64();
     again.shutdown_all().await;
-    let storage = &engine_app.shared().image_tree_reason;
+    let storage = engine_app.shared().image_tree_reason();
     println!("engine: {storage}; copy in {}", tree.display());
     println!(
         "first start with --image-tree host (extraction included): {first_start:.1} s; a second start reusing it: {second_start:.1} s"

@@ -233,7 +233,7 @@ async fn cancellation_kills_the_container() {
 const CONTAINER_IDENTITY: &str = "import os\nreused = os.path.exists('/tmp/mark')\nopen('/tmp/mark', 'w').write('x')\nresult = [reused, open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19]]";
 
 fn app_runs_gvisor(t: &TestApp) -> bool {
-    t.app.shared().runtime_kind
+    t.app.shared().runtime_kind()
         == code_execution_mcp::sandbox::container::runtime::RuntimeKind::Gvisor
 }
 
@@ -327,8 +327,8 @@ async fn pooled_containers_are_single_use_and_refilled() {
     // Podman 4's compatible API cannot update a container's limit, nor can gVisor's runsc
     // (such a call runs cold); later Podman can.
     let pooled = app.stats().snapshot().executions_pooled - pooled_before;
-    let podman = app.shared().engine_info.kind == "Podman";
-    let gvisor = app.shared().runtime_kind
+    let podman = app.engine_info().kind == "Podman";
+    let gvisor = app.shared().runtime_kind()
         == code_execution_mcp::sandbox::container::runtime::RuntimeKind::Gvisor;
     if gvisor {
         assert_eq!(pooled, 0, "runsc cannot update a limit: the call ran cold");
@@ -444,7 +444,7 @@ async fn the_pool_preloads_what_recent_code_imported() {
     wait_for_full_pool(&t.app, 1).await;
     assert_ok(&t.run("import csv, decimal\nresult = 1").await);
     // The replacement started after that execution imports what its code imported.
-    let engine = &t.app.shared().engine;
+    let engine = Engine::connect().await.expect("engine");
     let label = format!(
         "{}={}",
         code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE,

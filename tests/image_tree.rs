@@ -54,7 +54,7 @@ async fn pooled_and_cold_executions_read_usr_from_the_host_copy() {
             c.pool.pool_size = pool_size;
         })
         .await;
-        let tree = (t.app.shared().image_tree.clone()).expect("the copy is served");
+        let tree = (t.app.shared().image_tree().cloned()).expect("the copy is served");
         assert!(tree.root.join("usr").is_dir());
         if pool_size > 0 {
             wait_for_full_pool(&t.app, pool_size).await;
@@ -84,7 +84,7 @@ async fn pooled_and_cold_executions_read_usr_from_the_host_copy() {
     }
     // And without it, the image's own /usr.
     let t = TestApp::start_with(|c| c.sandbox.image_tree = ImageTreeMode::Engine).await;
-    assert!(t.app.shared().image_tree.is_none());
+    assert!(t.app.shared().image_tree().is_none());
     let o = t.run(USR_MOUNT).await;
     assert_ok(&o);
     assert_eq!(usr_mount(stdout(&o)), None);
@@ -94,7 +94,7 @@ async fn pooled_and_cold_executions_read_usr_from_the_host_copy() {
 #[tokio::test]
 async fn the_host_copy_is_read_only_from_inside() {
     let t = TestApp::start_with(host_tree).await;
-    assert!(t.app.shared().image_tree.is_some());
+    assert!(t.app.shared().image_tree().is_some());
     let o = t
         .run(
             r#"
@@ -149,12 +149,18 @@ fn minimal_in(trees: &Path) -> impl FnOnce(&mut Config) {
 async fn a_second_server_reuses_the_copy() {
     let trees = tempfile::tempdir().unwrap();
     let first = TestApp::start_with(minimal_in(trees.path())).await;
-    let root: PathBuf = first.app.shared().image_tree.clone().expect("served").root;
+    let root: PathBuf = first
+        .app
+        .shared()
+        .image_tree()
+        .cloned()
+        .expect("served")
+        .root;
     // A mark only this copy carries: a second extraction would make a new directory.
     std::fs::write(root.join("mark"), b"first").unwrap();
     let second = TestApp::start_with(minimal_in(trees.path())).await;
     assert_eq!(
-        second.app.shared().image_tree.as_ref().map(|t| &t.root),
+        second.app.shared().image_tree().map(|t| &t.root),
         Some(&root)
     );
     assert_eq!(std::fs::read(root.join("mark")).unwrap(), b"first");
@@ -184,7 +190,7 @@ async fn a_partial_temp_copy_is_never_used() {
     std::fs::create_dir_all(temp.join("usr/bin")).unwrap();
     std::fs::write(temp.join("usr/bin/python3"), b"not a program").unwrap();
     let t = TestApp::start_with(minimal_in(trees.path())).await;
-    let tree = t.app.shared().image_tree.clone().expect("served");
+    let tree = t.app.shared().image_tree().cloned().expect("served");
     assert_eq!(tree.root, trees.path().join(&short));
     assert!(!temp.exists(), "the leftover is removed");
     let o = t.run(&format!("{USR_MOUNT}\nprint('ran')")).await;
@@ -203,11 +209,14 @@ async fn a_link_where_the_copy_belongs_is_not_mounted() {
     let short = short_id_of(&config).await;
     std::os::unix::fs::symlink(elsewhere.path(), trees.path().join(&short)).unwrap();
     let t = TestApp::start_with(minimal_in(trees.path())).await;
-    assert!(t.app.shared().image_tree.is_none(), "the link was followed");
     assert!(
-        t.app.shared().image_tree_reason.contains("copy failed"),
+        t.app.shared().image_tree().is_none(),
+        "the link was followed"
+    );
+    assert!(
+        t.app.shared().image_tree_reason().contains("copy failed"),
         "{}",
-        t.app.shared().image_tree_reason
+        t.app.shared().image_tree_reason()
     );
     // Served all the same, from the engine's storage.
     let o = t.run(&format!("{USR_MOUNT}\nprint('ran')")).await;
@@ -295,10 +304,7 @@ async fn an_old_copy_is_removed_at_start_but_never_while_another_server_uses_it(
 
     // A serves the old image from its copy.
     let a = TestApp::start_with(own_image).await;
-    assert_eq!(
-        a.app.shared().image_tree.as_ref().map(|t| &t.root),
-        Some(&old)
-    );
+    assert_eq!(a.app.shared().image_tree().map(|t| &t.root), Some(&old));
     let o = a.run(&format!("{USR_MOUNT}\nprint('ran')")).await;
     assert_ok(&o);
     assert!(usr_mount(stdout(&o)).is_some());
@@ -328,10 +334,7 @@ async fn an_old_copy_is_removed_at_start_but_never_while_another_server_uses_it(
     let b = TestApp::start_with(own_image).await;
     let new_short = image_tree::short_id(&new_id).unwrap();
     let new = trees.path().join(new_short);
-    assert_eq!(
-        b.app.shared().image_tree.as_ref().map(|t| &t.root),
-        Some(&new)
-    );
+    assert_eq!(b.app.shared().image_tree().map(|t| &t.root), Some(&new));
     assert!(
         old.join("usr").is_dir(),
         "the copy A holds was removed by B's start"

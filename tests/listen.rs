@@ -61,7 +61,7 @@ fn the_python_sdk_listens_per_tenant_over_http_and_stdio_in_both_eras() {
 /// Opens tenant `name` on `t`'s shared state.
 async fn tenant(t: &TestApp, name: &str) -> Arc<App> {
     let shared = t.app.shared().clone();
-    let dirs = shared.config.storage.tenant_dirs(name);
+    let dirs = shared.config().storage.tenant_dirs(name);
     Arc::new(
         App::open(shared, dirs, Some(name))
             .await
@@ -181,7 +181,7 @@ async fn an_upstream_that_grows_changes_only_its_tenants_tools_list() {
         c.gateway.upstream_connect_timeout_secs = 60;
     })
     .await;
-    let gateway = t.app.shared().gateway.clone().expect("a gateway");
+    let gateway = t.app.shared().gateway().cloned().expect("a gateway");
     assert!(
         gateway.settled(Duration::from_secs(90)).await,
         "the growing upstream did not connect: {:?}",

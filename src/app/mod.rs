@@ -258,7 +258,8 @@ impl App {
         &self.config
     }
 
-    /// What every tenant of the server shares (the engine, the image, the upstreams).
+    /// What every tenant of the server shares, for a transport's metrics and the tenants it
+    /// opens beside this one: its facts only, through [`Shared`]'s methods.
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
@@ -330,6 +331,11 @@ impl App {
         snapshot.pool_ready = snapshot.pool.ready;
         snapshot.removal_backlog = self.shared.removals.backlog();
         snapshot
+    }
+
+    /// Which limits the engine does not enforce, and the note on them for the model.
+    pub fn engine_limits(&self) -> &open::engine_limits::EngineLimits {
+        &self.shared.engine_limits
     }
 
     /// The engine the sandboxes run on.

@@ -4,10 +4,12 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
 use crate::app::StartError;
+use crate::app::open::engine_limits::EngineLimits;
 use crate::config::Config;
 use crate::discovery::Discovery;
 use crate::gateway::Gateway;
@@ -18,46 +20,54 @@ use crate::sandbox::container::seccomp_file;
 use crate::sandbox::container::spec::Seccomp;
 use crate::sandbox::engine::paths::HostPaths;
 use crate::sandbox::image;
+use crate::sandbox::image::tree::TreeMount;
 use crate::sandbox::{Engine, EngineError, EngineInfo};
 
 /// What every tenant of a server shares: the engine, the sandbox image, the tool catalog, the
-/// server-wide execution slots and the translation of paths for the engine.
+/// server-wide execution slots and the translation of paths for the engine. Its fields are
+/// for opening tenants (`app`'s own modules); the rest of the server reads the few facts it
+/// needs through the methods below, and never gets the engine or the PII key.
 pub struct Shared {
-    pub config: Config,
-    pub engine: Engine,
-    pub engine_info: EngineInfo,
-    pub image: String,
-    pub image_id: String,
-    pub registry_dir: PathBuf,
-    pub discovery: Arc<Discovery>,
+    pub(super) config: Config,
+    pub(super) engine: Engine,
+    pub(super) engine_info: EngineInfo,
+    pub(super) image: String,
+    pub(super) image_id: String,
+    pub(super) registry_dir: PathBuf,
+    pub(super) discovery: Arc<Discovery>,
     /// Executions running at once in the whole server (`--max-concurrency`).
-    pub slots: Arc<Semaphore>,
-    pub host_paths: HostPaths,
+    pub(super) slots: Arc<Semaphore>,
+    pub(super) host_paths: HostPaths,
     /// How the seccomp profile reaches the engine (a file's path as this process sees it).
-    pub seccomp: Seccomp,
+    pub(super) seccomp: Seccomp,
     /// What kind of runtime `--runtime` names (gVisor changes the profile, the pids limit and
     /// the start limit: `sandbox::runtime`).
-    pub runtime_kind: RuntimeKind,
+    pub(super) runtime_kind: RuntimeKind,
     /// The upstream MCP servers of `--upstreams`, connecting in the background.
-    pub gateway: Option<Arc<Gateway>>,
+    pub(super) gateway: Option<Arc<Gateway>>,
     /// The budget every tenant's pool grows within (`--pool-max`).
-    pub pool_budget: Arc<crate::sandbox::PoolBudget>,
+    pub(super) pool_budget: Arc<crate::sandbox::PoolBudget>,
     /// Used containers waiting for an idle engine to be removed (`--removal-backlog`).
-    pub removals: Arc<crate::sandbox::Removals>,
+    pub(super) removals: Arc<crate::sandbox::Removals>,
     /// The key of `--pii-key-file`, which every tenant's PII secret and vault file derive from.
-    pub pii_key: Option<PiiKey>,
+    pub(super) pii_key: Option<PiiKey>,
     /// The host copy of the image's `/usr` sandboxes mount (`--image-tree`), if any, and why
     /// or why not.
-    pub image_tree: Option<crate::sandbox::image::tree::TreeMount>,
-    pub image_tree_reason: String,
+    pub(super) image_tree: Option<TreeMount>,
+    pub(super) image_tree_reason: String,
     /// Whether the engine is rootless and which limits it does not enforce (accepted with
     /// `--allow-unenforced-limits`).
-    pub engine_limits: crate::app::open::engine_limits::EngineLimits,
+    pub(super) engine_limits: EngineLimits,
     /// Holds the copy (a shared lock) so no other server removes it while this one runs.
     _image_tree_hold: Option<crate::sandbox::image::tree::Prepared>,
 }
 
 impl Shared {
+    /// The configuration this server runs with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// The node this server runs on, for `get_execution_stats`: `--node-name`, else the
     /// engine's host name.
     pub fn node_name(&self) -> &str {
@@ -66,6 +76,46 @@ impl Shared {
             .node_name
             .as_deref()
             .unwrap_or(&self.engine_info.host_name)
+    }
+
+    /// The engine the sandboxes run on, as it described itself at start.
+    pub fn engine_info(&self) -> &EngineInfo {
+        &self.engine_info
+    }
+
+    /// Whether the engine answers a ping within `limit` (`/health`, the metrics).
+    pub async fn engine_answers(&self, limit: Duration) -> bool {
+        self.engine.ping(limit).await
+    }
+
+    /// What kind of runtime the sandboxes run under (`--runtime`).
+    pub fn runtime_kind(&self) -> RuntimeKind {
+        self.runtime_kind
+    }
+
+    /// The host copy of the image's `/usr` that sandboxes mount (`--image-tree`), if served.
+    pub fn image_tree(&self) -> Option<&TreeMount> {
+        self.image_tree.as_ref()
+    }
+
+    /// Why the image's `/usr` is, or is not, served from a host copy.
+    pub fn image_tree_reason(&self) -> &str {
+        &self.image_tree_reason
+    }
+
+    /// Which limits the engine does not enforce, and a note for the model about them.
+    pub fn engine_limits(&self) -> &EngineLimits {
+        &self.engine_limits
+    }
+
+    /// The upstream MCP servers of `--upstreams`, when there are any.
+    pub fn gateway(&self) -> Option<&Arc<Gateway>> {
+        self.gateway.as_ref()
+    }
+
+    /// Used containers waiting for an idle engine to be removed, server-wide.
+    pub fn removal_backlog(&self) -> usize {
+        self.removals.backlog()
     }
 }
 

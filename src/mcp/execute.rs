@@ -348,7 +348,7 @@ impl CodeExecutionServer {
                 timeout_seconds: limits.timeout.as_secs_f64(),
                 memory_mb: (limits.memory_bytes / (1024 * 1024)) as u64,
                 adjustments: limits.adjustments,
-                not_enforced: self.app.shared().engine_limits.not_enforced(),
+                not_enforced: self.app.engine_limits().not_enforced(),
             },
             tool_calls,
             images: produced
@@ -375,7 +375,7 @@ impl CodeExecutionServer {
                 .map(|f| self.file_info(f))
                 .collect(),
             files_truncated: produced.files_truncated,
-            notes: (self.app.shared().engine_limits.note().into_iter())
+            notes: (self.app.engine_limits().note().into_iter())
                 .chain(produced.notes)
                 .collect(),
             session: ran.session,

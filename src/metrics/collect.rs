@@ -22,7 +22,7 @@ const PING_LIMIT: Duration = Duration::from_secs(2);
 
 /// The exposition of `shared` and its open tenants `apps`.
 pub async fn render(shared: &Shared, apps: &[Arc<App>]) -> String {
-    let engine_up = shared.engine.ping(PING_LIMIT).await;
+    let engine_up = shared.engine_answers(PING_LIMIT).await;
     let mut apps: Vec<&Arc<App>> = apps.iter().collect();
     apps.sort_by(|a, b| a.tenant().cmp(&b.tenant()));
     let tenants: Vec<(&str, &App)> = apps
@@ -60,7 +60,7 @@ fn server_wide(e: &mut Exposition, shared: &Shared, engine_up: bool) {
         Kind::Gauge,
         "Used containers waiting for an idle engine to be removed (server-wide).",
     );
-    e.sample("cem_removal_backlog", &[], shared.removals.backlog() as f64);
+    e.sample("cem_removal_backlog", &[], shared.removal_backlog() as f64);
 }
 
 fn executions(e: &mut Exposition, tenants: &[(&str, &App)]) {
@@ -176,7 +176,7 @@ fn upstreams(e: &mut Exposition, shared: &Shared, tenants: &[(&str, &App)]) {
         Kind::Gauge,
         "1 while the upstream MCP server is connected, else 0.",
     );
-    for upstream in shared.gateway.iter().flat_map(|g| g.upstreams()) {
+    for upstream in shared.gateway().into_iter().flat_map(|g| g.upstreams()) {
         let up = upstream.status() == UpstreamStatus::Ready;
         e.sample(
             "cem_upstream_up",

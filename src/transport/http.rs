@@ -19,7 +19,6 @@ use tokio_util::sync::CancellationToken;
 use crate::app::{App, Shared};
 use crate::config::Config;
 use crate::mcp::CodeExecutionServer;
-use crate::sandbox::Engine;
 use crate::tenancy::tokens::{AuthFailure, TokenTable};
 use crate::transport::ServeError;
 use crate::transport::tenants::{TenantError, Tenants};
@@ -39,7 +38,7 @@ impl Access {
     fn config(&self) -> &Config {
         match self {
             Access::Open(app) => app.config(),
-            Access::Tokens { shared, .. } => &shared.config,
+            Access::Tokens { shared, .. } => shared.config(),
         }
     }
 
@@ -47,13 +46,6 @@ impl Access {
         match self {
             Access::Open(app) => app.shared(),
             Access::Tokens { shared, .. } => shared,
-        }
-    }
-
-    fn engine(&self) -> &Engine {
-        match self {
-            Access::Open(app) => &app.shared().engine,
-            Access::Tokens { shared, .. } => &shared.engine,
         }
     }
 }
@@ -157,7 +149,7 @@ pub async fn serve_http(
             Endpoint::Open(mcp_service(app.clone(), mcp_config(app.config(), &ct)))
         }
         Access::Tokens { shared, tokens } => {
-            let service_config = mcp_config(&shared.config, &ct);
+            let service_config = mcp_config(shared.config(), &ct);
             Endpoint::Tokens(Tenants::new(shared.clone(), tokens.clone(), move |app| {
                 mcp_service(app, service_config.clone())
             }))
@@ -170,7 +162,7 @@ pub async fn serve_http(
             Access::Tokens { .. } => None,
         },
         endpoint,
-        engine: access.engine().clone(),
+        shared: access.shared().clone(),
         storage: config
             .storage
             .shared_data
@@ -236,7 +228,8 @@ struct HttpState {
     endpoint: Endpoint,
     /// The one application of a server without tokens.
     open_app: Option<Arc<App>>,
-    engine: Engine,
+    /// What every tenant shares: the engine `/health` pings.
+    shared: Arc<Shared>,
     /// With `--shared-data`, the watch of the data directory `/health` also consults.
     storage: Option<Arc<crate::host::storage::StorageWatch>>,
 }
@@ -321,7 +314,11 @@ async fn health(State(state): State<Arc<HttpState>>) -> Response {
             serde_json::json!({"status": "unavailable", "reason": reason}),
         )
     };
-    if !state.engine.ping(std::time::Duration::from_secs(3)).await {
+    if !state
+        .shared
+        .engine_answers(std::time::Duration::from_secs(3))
+        .await
+    {
         return unavailable("the Docker engine does not answer");
     }
     if let Some(Err(reason)) = state.storage.as_ref().map(|w| w.verdict()) {

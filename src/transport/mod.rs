@@ -46,7 +46,7 @@ pub(crate) async fn metrics_endpoint(
     shared: &std::sync::Arc<crate::app::Shared>,
     apps: crate::metrics::OpenApps,
 ) -> Result<Option<crate::metrics::MetricsServer>, ServeError> {
-    let Some(addr) = shared.config.operations.metrics_listen else {
+    let Some(addr) = shared.config().operations.metrics_listen else {
         return Ok(None);
     };
     Ok(Some(

@@ -68,7 +68,7 @@ impl<S> Tenants<S> {
             .clone();
         let tenant = cell
             .get_or_try_init(|| async {
-                let dirs = self.shared.config.storage.tenant_dirs(&name);
+                let dirs = self.shared.config().storage.tenant_dirs(&name);
                 let app = App::open(self.shared.clone(), dirs, Some(&name))
                     .await
                     .map_err(|e| {

@@ -243,7 +243,7 @@ pub fn assert_ok(o: &Outcome) {
 #[track_caller]
 pub fn assert_memory_killed(app: &App, o: &Outcome, mb: u32) -> &'static str {
     let error = o.error.as_deref().unwrap_or_default();
-    if app.shared().engine_info.reports_oom_kills() {
+    if app.engine_info().reports_oom_kills() {
         assert_eq!(o.status, Status::MemoryLimit, "{error}");
         assert!(
             error.contains("Memory limit exceeded") && error.contains(&format!("{mb} MB")),
@@ -659,7 +659,7 @@ pub async fn wait_for_full_pool(app: &App, size: usize) {
 /// The engine's view of the one container in `app`'s full pool of size 1.
 pub async fn inspect_pooled(app: &App) -> bollard::models::ContainerInspectResponse {
     wait_for_full_pool(app, 1).await;
-    let engine = &app.shared().engine;
+    let engine = Engine::connect().await.expect("engine");
     let label = format!("{LABEL_INSTANCE}={}", app.sandbox().instance().id);
     let pooled = engine.list_labelled(&[label]).await.unwrap().remove(0).id;
     engine

@@ -38,7 +38,7 @@ fn asked(var: &str) -> Option<String> {
 pub async fn assert_runs_where_asked() {
     let t = TestApp::start().await;
     let inspected = inspect_pooled(&t.app).await;
-    let podman = t.app.shared().engine_info.kind == "Podman";
+    let podman = t.app.engine_info().kind == "Podman";
     // Read now: the container is single-use, gone once the probe has run in it.
     let recorded = recorded_runtime(&inspected, podman);
     let pooled_before = t.app.stats().snapshot().executions_pooled;
@@ -50,7 +50,9 @@ pub async fn assert_runs_where_asked() {
         pooled_before + 1,
         "the probe did not run in the pooled container"
     );
-    let engine = &t.app.shared().engine;
+    let engine = &code_execution_mcp::sandbox::Engine::connect()
+        .await
+        .expect("engine");
     let info = engine.client().info().await.expect("the engine's info");
     let inside = &o.result;
 

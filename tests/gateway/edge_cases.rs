@@ -160,7 +160,7 @@ result = out
         )
         .await
     });
-    let fx = t.app.shared().gateway.clone().unwrap().upstreams()[0].clone();
+    let fx = t.app.shared().gateway().cloned().unwrap().upstreams()[0].clone();
     for _ in 0..200 {
         if fx.tools().iter().any(|tool| tool.name == "added_later") {
             break;

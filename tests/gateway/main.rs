@@ -45,7 +45,7 @@ pub async fn app_with_ready(
         adjust(c);
     })
     .await;
-    let gateway = t.app.shared().gateway.clone().expect("a gateway");
+    let gateway = t.app.shared().gateway().cloned().expect("a gateway");
     let ready_now = |names: &[&str]| {
         gateway
             .upstreams()
@@ -117,8 +117,7 @@ pub async fn run_ok(t: &TestApp, code: &str) -> Executed {
 pub fn statuses(t: &TestApp) -> Vec<(String, String)> {
     t.app
         .shared()
-        .gateway
-        .as_ref()
+        .gateway()
         .expect("a gateway")
         .upstreams()
         .iter()

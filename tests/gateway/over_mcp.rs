@@ -81,7 +81,7 @@ async fn a_tenant_sees_and_calls_only_its_own_upstreams() {
     let open = |name: &'static str| {
         let shared = shared.clone();
         async move {
-            let dirs = shared.config.storage.tenant_dirs(name);
+            let dirs = shared.config().storage.tenant_dirs(name);
             Arc::new(
                 App::open(shared, dirs, Some(name))
                     .await

@@ -63,6 +63,6 @@ pub(crate) const CGROUP: &str = include_str!("probes/cgroup.py");
 /// some attempts differently from the host's (another errno, a file it does not have), and a
 /// case then asserts what gVisor guarantees instead, never less.
 pub(crate) fn gvisor(t: &TestApp) -> bool {
-    t.app.shared().runtime_kind
+    t.app.shared().runtime_kind()
         == code_execution_mcp::sandbox::container::runtime::RuntimeKind::Gvisor
 }

@@ -252,7 +252,7 @@ async fn case_29_setuid_programs_su_and_chmod_u_s_do_not_escalate() {
         let gvisor = crate::harness::gvisor(t);
         let (uid, gid) = (v["me"][0].as_u64().unwrap(), v["me"][1].as_u64().unwrap());
         assert_ne!(uid, 0);
-        let host_copy = t.app.shared().image_tree.is_some();
+        let host_copy = t.app.shared().image_tree().is_some();
         let setuid_files = v["setuid_root_files"].as_array().unwrap();
         if host_copy {
             // /usr from the host copy (--image-tree): it was made without the bits.

@@ -312,7 +312,7 @@ async fn case_26_opening_files_stops_at_the_nofile_limit() {
         // The same process limit on every engine (Podman would otherwise pick its own); under
         // gVisor, whose kernel is the sandbox's own, it is the sandbox's process limit.
         let nproc = if gvisor(t) {
-            t.app.shared().config.sandbox.pids_limit
+            t.app.config().sandbox.pids_limit
         } else {
             code_execution_mcp::sandbox::container::spec::nproc_limit()
         };

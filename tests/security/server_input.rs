@@ -61,7 +61,9 @@ async fn case_40_a_100_mb_code_string_is_refused_before_the_engine() {
             client.cancel().await.unwrap();
             // Nothing reached the engine: no execution counted, no container made.
             assert_eq!(t.app.stats().snapshot().executions_total, 0);
-            let engine = &t.app.shared().engine;
+            let engine = code_execution_mcp::sandbox::Engine::connect()
+                .await
+                .expect("engine");
             let label = format!(
                 "{}={}",
                 code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE,
