@@ -2,7 +2,7 @@
 //! checked), the sandbox image (built on first start) and its host copy, the tool catalog, the server-wide
 //! execution slots and pool budget, the upstream connections and the PII key.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -119,122 +119,172 @@ impl Shared {
     }
 }
 
+/// The engine's side of a start: connected, its description, and the runtime, paths and
+/// seccomp profile its sandboxes use.
+struct EngineSide {
+    engine: Engine,
+    info: EngineInfo,
+    runtime_kind: RuntimeKind,
+    host_paths: HostPaths,
+    seccomp: Seccomp,
+}
+
 impl Shared {
     /// Connects to the engine, removes containers a crashed server left, makes sure the image
     /// exists (building it on first start) and loads the tool registry.
     pub async fn start(config: Config) -> Result<Arc<Self>, StartError> {
         config.validate()?;
-        if config.storage.shared_data {
-            let storage = crate::host::storage::require_shared(&config.storage.data_dir())?;
-            tracing::info!("tenant data on shared storage: {storage}");
-        }
+        check_storage(&config)?;
         let pii_key = match &config.pii.pii_key_file {
             Some(path) => Some(PiiKey::from_file(path)?),
             None => None,
         };
-        let engine = Engine::connect().await?;
-        let engine_info = engine.info().await?;
-        match engine.features().await {
-            Ok(features) => {
-                for (feature, what_to_do) in features.problems() {
-                    tracing::warn!(
-                        "the engine lacks {feature}: {what_to_do}; `code-execution-mcp doctor` checks it"
-                    );
-                }
-            }
-            Err(e) => tracing::warn!("the engine did not report its features: {e}"),
-        }
-        if !engine_info.reports_oom_kills() {
-            tracing::warn!(
-                "{} {} does not report OOM kills: an execution that reaches its memory limit ends as a SIGKILL (exit 137) reported as a likely memory-limit kill. Podman 5 reports them",
-                engine_info.kind,
-                engine_info.version
-            );
-        }
-        reaper::reap_orphans(&engine).await?;
-        let runtime_kind = match &config.sandbox.runtime {
-            None => RuntimeKind::Native,
-            Some(runtime) => runtime_kind(&engine, runtime).await?,
-        };
-        let host_paths = HostPaths::detect(&engine)
-            .await
-            .map_err(StartError::HostPath)?;
-        let seccomp_dir = config.storage.data_dir().join(seccomp_file::DIR_NAME);
-        let seccomp = seccomp_file::for_engine(&engine_info.kind, runtime_kind, &seccomp_dir)
-            .map_err(|source| StartError::SeccompFile {
-                path: seccomp_dir.clone(),
-                source,
-            })?;
-
-        let image = config.sandbox.image_tag();
-        let image_id = if config.sandbox.image.is_some() {
-            image::image_id(&engine, &image)
-                .await?
-                .ok_or_else(|| EngineError::ImageMissing(image.clone()))?
-        } else {
-            image::ensure(
-                &engine,
-                &image,
-                config.sandbox.base_image.as_deref(),
-                config.sandbox.image_profile,
-            )
-            .await?
-        };
+        let side = prepare_engine(&config).await?;
+        let (image, image_id) = sandbox_image(&config, &side.engine).await?;
         let engine_limits = crate::app::open::engine_limits::check(
             &config,
-            runtime_kind,
-            &engine,
-            &engine_info,
+            side.runtime_kind,
+            &side.engine,
+            &side.info,
             &image,
         )
         .await?;
         let tree =
-            crate::app::open::image_tree::serve(&config, &engine, &image_id, &host_paths).await;
+            crate::app::open::image_tree::serve(&config, &side.engine, &image_id, &side.host_paths)
+                .await;
         let registry_dir = config.storage.registry_dir();
-        let discovery =
-            Arc::new(
-                Discovery::shipped_and(&registry_dir).map_err(|e| StartError::Registry {
-                    path: registry_dir.clone(),
-                    message: e.to_string(),
-                })?,
-            );
-        let gateway = match &config.gateway.upstreams {
-            None => None,
-            Some(path) => {
-                let upstreams = crate::gateway::upstreams_file::read(path)?;
-                tracing::info!(
-                    upstreams = upstreams.len(),
-                    file = %path.display(),
-                    "connecting to upstream MCP servers"
-                );
-                Some(Gateway::start(upstreams, config.gateway.upstream_limits()))
-            }
-        };
+        let discovery = Arc::new(open_discovery(&registry_dir)?);
         Ok(Arc::new(Self {
-            gateway,
+            gateway: start_gateway(&config)?,
             pool_budget: crate::sandbox::PoolBudget::new(config.pool.pool_max),
             pii_key,
             removals: crate::sandbox::Removals::new(
-                Arc::new(engine.clone()),
+                Arc::new(side.engine.clone()),
                 config.pool.removal_backlog,
             ),
             slots: Arc::new(Semaphore::new(config.pool.max_concurrency)),
             config,
-            engine,
-            engine_info,
+            engine: side.engine,
+            engine_info: side.info,
             image,
             image_id,
             registry_dir,
             discovery,
-            host_paths,
-            seccomp,
+            host_paths: side.host_paths,
+            seccomp: side.seccomp,
             engine_limits,
-            runtime_kind,
+            runtime_kind: side.runtime_kind,
             image_tree: tree.mount,
             image_tree_reason: tree.reason,
             _image_tree_hold: tree.hold,
         }))
     }
+}
+
+/// With `--shared-data`, refuses a data directory that is not on storage every node mounts.
+fn check_storage(config: &Config) -> Result<(), StartError> {
+    if config.storage.shared_data {
+        let storage = crate::host::storage::require_shared(&config.storage.data_dir())?;
+        tracing::info!("tenant data on shared storage: {storage}");
+    }
+    Ok(())
+}
+
+/// Connects to the engine, warns of what it lacks, removes the containers a crashed server
+/// left, and settles the runtime, the path translation and the seccomp profile.
+async fn prepare_engine(config: &Config) -> Result<EngineSide, StartError> {
+    let engine = Engine::connect().await?;
+    let info = engine.info().await?;
+    warn_of_engine_gaps(&engine, &info).await;
+    reaper::reap_orphans(&engine).await?;
+    let runtime_kind = match &config.sandbox.runtime {
+        None => RuntimeKind::Native,
+        Some(runtime) => runtime_kind(&engine, runtime).await?,
+    };
+    let host_paths = HostPaths::detect(&engine)
+        .await
+        .map_err(StartError::HostPath)?;
+    let seccomp_dir = config.storage.data_dir().join(seccomp_file::DIR_NAME);
+    let seccomp =
+        seccomp_file::for_engine(&info.kind, runtime_kind, &seccomp_dir).map_err(|source| {
+            StartError::SeccompFile {
+                path: seccomp_dir.clone(),
+                source,
+            }
+        })?;
+    Ok(EngineSide {
+        engine,
+        info,
+        runtime_kind,
+        host_paths,
+        seccomp,
+    })
+}
+
+/// Logs the features the engine lacks, and that it does not report OOM kills when it does not.
+async fn warn_of_engine_gaps(engine: &Engine, info: &EngineInfo) {
+    match engine.features().await {
+        Ok(features) => {
+            for (feature, what_to_do) in features.problems() {
+                tracing::warn!(
+                    "the engine lacks {feature}: {what_to_do}; `code-execution-mcp doctor` checks it"
+                );
+            }
+        }
+        Err(e) => tracing::warn!("the engine did not report its features: {e}"),
+    }
+    if !info.reports_oom_kills() {
+        tracing::warn!(
+            "{} {} does not report OOM kills: an execution that reaches its memory limit ends as a SIGKILL (exit 137) reported as a likely memory-limit kill. Podman 5 reports them",
+            info.kind,
+            info.version
+        );
+    }
+}
+
+/// The sandbox image's tag and the id it resolves to: `--image` must exist; the server's own
+/// image is built on first start.
+async fn sandbox_image(config: &Config, engine: &Engine) -> Result<(String, String), StartError> {
+    let image = config.sandbox.image_tag();
+    let image_id = if config.sandbox.image.is_some() {
+        image::image_id(engine, &image)
+            .await?
+            .ok_or_else(|| EngineError::ImageMissing(image.clone()))?
+    } else {
+        image::ensure(
+            engine,
+            &image,
+            config.sandbox.base_image.as_deref(),
+            config.sandbox.image_profile,
+        )
+        .await?
+    };
+    Ok((image, image_id))
+}
+
+/// The shipped tool catalog and `--registry-dir`'s files.
+fn open_discovery(registry_dir: &Path) -> Result<Discovery, StartError> {
+    Discovery::shipped_and(registry_dir).map_err(|e| StartError::Registry {
+        path: registry_dir.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// Starts connecting to the upstream MCP servers of `--upstreams`, in the background.
+fn start_gateway(config: &Config) -> Result<Option<Arc<Gateway>>, StartError> {
+    let Some(path) = &config.gateway.upstreams else {
+        return Ok(None);
+    };
+    let upstreams = crate::gateway::upstreams_file::read(path)?;
+    tracing::info!(
+        upstreams = upstreams.len(),
+        file = %path.display(),
+        "connecting to upstream MCP servers"
+    );
+    Ok(Some(Gateway::start(
+        upstreams,
+        config.gateway.upstream_limits(),
+    )))
 }
 
 /// The kind of the registered runtime `name`; refuses one that is not registered, or whose
