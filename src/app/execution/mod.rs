@@ -23,8 +23,9 @@ use tracing::Instrument;
 
 use crate::app::execution::calls::ServerCalls;
 use crate::app::{App, ExecuteError};
-use crate::gateway::{ToolCallRecord, UpstreamCalls};
-use crate::sandbox::{Job, Outcome};
+use crate::gateway::{Confirm, ToolCallRecord, UpstreamCalls};
+use crate::sandbox::{CallHandler, Job, Outcome};
+use crate::workspace::Snapshot;
 use request::{ExecLimits, ExecuteRequest};
 
 /// What one execution gave: its outcome, the limits it ran under, and the upstream tool calls
@@ -73,6 +74,8 @@ impl App {
         .await
     }
 
+    /// [`App::execute`]'s steps: the request's checks, the workspace before, the upstream
+    /// calls and the session's turn, the run, then what the model is shown of it.
     async fn execute_timed(
         &self,
         request: ExecuteRequest,
@@ -89,48 +92,10 @@ impl App {
             session: session_arg,
             client: _,
         } = request;
-        request::check_code(&code, self.config.limits.max_code_bytes)?;
-        request::check_context_vars(context_vars.as_ref())?;
-        let context_vars = context_vars.unwrap_or(serde_json::Value::Null);
-        request::check_job_size(&code, &context_vars)?;
-        let limits = request::clamp(
-            timeout_seconds,
-            memory_mb,
-            &request::RequestBounds::of(&self.config.limits),
-        )?;
-        // One trip to a blocking thread: the soft quota, then what the workspace holds (to
-        // tell what the code produced).
-        let before = self
-            .with_workspace(|ws| ws.check_quota().map(|()| ws.snapshot().ok()))
-            .await
-            .map_err(ExecuteError::Workspace)?;
-        let session = match &self.gateway {
-            None => None,
-            Some(view) => {
-                view.first_connections().await;
-                let view = view.clone();
-                let limits = self.config.gateway.call_limits();
-                let pii = self.config.pii.tokenizes().then(|| self.pii.clone());
-                let session = tokio::task::spawn_blocking(move || {
-                    UpstreamCalls::new(view, limits, confirm, pii)
-                })
-                .await
-                .expect("package generation does not panic")
-                .map_err(ExecuteError::ToolsPackage)?;
-                Some(Arc::new(session))
-            }
-        };
-        let mut turn = match session_arg {
-            None => None,
-            Some(_) if self.config.sessions.session_max_count == 0 => {
-                return Err(ExecuteError::SessionsOff);
-            }
-            Some(arg) => Some(
-                self.sessions
-                    .begin(crate::app::SessionArg::parse(&arg))
-                    .await?,
-            ),
-        };
+        let (context_vars, limits) = self.check(&code, context_vars, timeout_seconds, memory_mb)?;
+        let before = self.workspace_before().await?;
+        let upstream = self.upstream_calls(confirm).await?;
+        let mut turn = self.session_turn(session_arg).await?;
         let (carry, saved) = match turn.as_mut().map(|t| t.carry()) {
             Some((carry, saved)) => (Some(carry), Some(saved)),
             None => (None, None),
@@ -142,57 +107,23 @@ impl App {
             timeout: limits.timeout,
             memory_bytes: limits.memory_bytes,
             tap,
-            servers: session
-                .as_ref()
-                .and_then(|s| s.tree_version().map(str::to_string)),
-            calls: session.as_ref().map(|s| {
-                Arc::new(
-                    ServerCalls::new(self.skills.clone(), self.pii.clone()).with_tools(s.clone()),
-                ) as Arc<dyn crate::sandbox::CallHandler>
-            }),
+            servers: (upstream.as_ref()).and_then(|s| s.tree_version().map(str::to_string)),
+            calls: upstream.as_ref().map(|s| self.calls_with_tools(s)),
         };
         let ran = self.sandbox.run(job, cancel).await;
         let handle = turn.as_ref().map(|t| t.handle.clone());
         if let (Some(turn), Some(saved)) = (turn, saved) {
             turn.finish(saved, self.sandbox.clone());
         }
-        let tool_calls = session.as_ref().map(|s| s.records()).unwrap_or_default();
-        if let Some(view) = &self.gateway {
-            drop(session);
-            view.collect_unused();
-        }
+        let tool_calls = self.end_upstream_calls(upstream);
         let mut outcome = ran?;
         let state = handle.as_ref().map(|_| {
             outcome.state.take().unwrap_or_else(|| {
                 crate::app::execution::sessions::unsaved(outcome.status.as_str())
             })
         });
-        if let Some(error) = outcome.error.as_mut()
-            && mentions_no_space(error)
-        {
-            error.push_str(&format!(". {}", self.no_space_hint()));
-        }
-        // One trip to a blocking thread: redaction, then the images and files produced.
-        let pii = self.config.pii.tokenizes().then(|| self.pii.clone());
-        let (workspace, bounds) = (
-            self.workspace.clone(),
-            pictures::PictureBounds::of(&self.config.limits),
-        );
-        let (outcome, produced) = tokio::task::spawn_blocking(move || {
-            if let Some(pii) = pii {
-                crate::privacy::redact_outcome(&pii, &mut outcome);
-            }
-            let returned = std::mem::take(&mut outcome.returned);
-            let produced = crate::app::execution::produced::prepare(
-                returned,
-                bounds,
-                &workspace,
-                before.as_ref(),
-            );
-            (outcome, produced)
-        })
-        .await
-        .expect("redaction and preparing images and files do not panic");
+        self.explain_no_space(&mut outcome);
+        let (outcome, produced) = self.redact_and_prepare(outcome, before).await;
         Ok(Executed {
             id: execution_id.to_string(),
             outcome,
@@ -202,6 +133,123 @@ impl App {
             session: handle,
             state,
         })
+    }
+
+    /// Checks the code and its variables, and clamps the limits asked for to the bounds.
+    fn check(
+        &self,
+        code: &str,
+        context_vars: Option<serde_json::Value>,
+        timeout_seconds: Option<f64>,
+        memory_mb: Option<f64>,
+    ) -> Result<(serde_json::Value, ExecLimits), ExecuteError> {
+        request::check_code(code, self.config.limits.max_code_bytes)?;
+        request::check_context_vars(context_vars.as_ref())?;
+        let context_vars = context_vars.unwrap_or(serde_json::Value::Null);
+        request::check_job_size(code, &context_vars)?;
+        let limits = request::clamp(
+            timeout_seconds,
+            memory_mb,
+            &request::RequestBounds::of(&self.config.limits),
+        )?;
+        Ok((context_vars, limits))
+    }
+
+    /// One trip to a blocking thread: the soft quota, then what the workspace holds (to tell
+    /// what the code produced).
+    async fn workspace_before(&self) -> Result<Option<Snapshot>, ExecuteError> {
+        self.with_workspace(|ws| ws.check_quota().map(|()| ws.snapshot().ok()))
+            .await
+            .map_err(ExecuteError::Workspace)
+    }
+
+    /// The tool session of the code's upstream calls, with `--upstreams` (the `servers`
+    /// package generated off the async workers).
+    async fn upstream_calls(
+        &self,
+        confirm: Option<Arc<dyn Confirm>>,
+    ) -> Result<Option<Arc<UpstreamCalls>>, ExecuteError> {
+        let Some(view) = &self.gateway else {
+            return Ok(None);
+        };
+        view.first_connections().await;
+        let view = view.clone();
+        let limits = self.config.gateway.call_limits();
+        let pii = self.config.pii.tokenizes().then(|| self.pii.clone());
+        let session =
+            tokio::task::spawn_blocking(move || UpstreamCalls::new(view, limits, confirm, pii))
+                .await
+                .expect("package generation does not panic")
+                .map_err(ExecuteError::ToolsPackage)?;
+        Ok(Some(Arc::new(session)))
+    }
+
+    /// The session's turn, when the call names one (refused with sessions off).
+    async fn session_turn(
+        &self,
+        session_arg: Option<String>,
+    ) -> Result<Option<sessions::Turn>, ExecuteError> {
+        match session_arg {
+            None => Ok(None),
+            Some(_) if self.config.sessions.session_max_count == 0 => {
+                Err(ExecuteError::SessionsOff)
+            }
+            Some(arg) => Ok(Some(
+                self.sessions
+                    .begin(crate::app::SessionArg::parse(&arg))
+                    .await?,
+            )),
+        }
+    }
+
+    /// What sandbox code may call on the server, with the upstream tools of `upstream`.
+    fn calls_with_tools(&self, upstream: &Arc<UpstreamCalls>) -> Arc<dyn CallHandler> {
+        Arc::new(
+            ServerCalls::new(self.skills.clone(), self.pii.clone()).with_tools(upstream.clone()),
+        )
+    }
+
+    /// The upstream calls the code made; the tool session ends, and the generated packages
+    /// no session uses any more go.
+    fn end_upstream_calls(&self, upstream: Option<Arc<UpstreamCalls>>) -> Vec<ToolCallRecord> {
+        let tool_calls = upstream.as_ref().map(|s| s.records()).unwrap_or_default();
+        if let Some(view) = &self.gateway {
+            drop(upstream);
+            view.collect_unused();
+        }
+        tool_calls
+    }
+
+    /// Adds to an error that mentions a full disk which limits apply and how to free space.
+    fn explain_no_space(&self, outcome: &mut Outcome) {
+        if let Some(error) = outcome.error.as_mut()
+            && mentions_no_space(error)
+        {
+            error.push_str(&format!(". {}", self.no_space_hint()));
+        }
+    }
+
+    /// One trip to a blocking thread: redaction, then the images and files produced.
+    async fn redact_and_prepare(
+        &self,
+        mut outcome: Outcome,
+        before: Option<Snapshot>,
+    ) -> (Outcome, produced::Produced) {
+        let pii = self.config.pii.tokenizes().then(|| self.pii.clone());
+        let (workspace, bounds) = (
+            self.workspace.clone(),
+            pictures::PictureBounds::of(&self.config.limits),
+        );
+        tokio::task::spawn_blocking(move || {
+            if let Some(pii) = pii {
+                crate::privacy::redact_outcome(&pii, &mut outcome);
+            }
+            let returned = std::mem::take(&mut outcome.returned);
+            let produced = produced::prepare(returned, bounds, &workspace, before.as_ref());
+            (outcome, produced)
+        })
+        .await
+        .expect("redaction and preparing images and files do not panic")
     }
 
     /// What to do when code ran out of space: which limits apply and how to free space.
