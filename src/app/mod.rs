@@ -35,8 +35,8 @@ use crate::sandbox::Sandbox;
 use crate::sandbox::stats::{Stats, StatsSnapshot};
 use crate::skills::{SkillLimits, SkillStore};
 use crate::tenancy::TenantDirs;
-use crate::workspace::Workspace;
 use crate::workspace::quota::QuotaMode;
+use crate::workspace::{SandboxUser, Workspace};
 
 /// One MCP session's count in [`App::mcp_sessions`], released on drop.
 pub struct McpSessionGuard(Arc<std::sync::atomic::AtomicUsize>);
@@ -125,22 +125,9 @@ impl App {
         let opened = open::workspace::open(&shared, &dirs.workspace, own_user).await?;
         let skills = Arc::new(open_skills(&dirs.skills)?);
         let pii = Arc::new(open::vault::open(&shared, tenant, dirs.pii_vault.clone()).await?);
-        let gateway =
-            match &shared.gateway {
-                None => None,
-                Some(g) => Some(g.view(tenant, &dirs.servers).map_err(|source| {
-                    StartError::ToolsPackage {
-                        path: dirs.servers.clone(),
-                        source,
-                    }
-                })?),
-            };
+        let gateway = gateway_view(&shared, tenant, &dirs)?;
         if let Some(user) = own_user {
-            // What its sandboxes only read: the tenant's group's alone.
-            let package = gateway.as_ref().map(|view| view.tree_root().to_path_buf());
-            for dir in std::iter::once(dirs.skills.clone()).chain(package) {
-                crate::host::blocking_here(|| open::tenant_user::close_to_group(&dir, user))?;
-            }
+            close_to_group(&dirs, gateway.as_deref(), user)?;
         }
         let stats = Arc::new(Stats::new());
         let sandbox = open::sandbox::start(
@@ -157,20 +144,7 @@ impl App {
             span.clone(),
         )?;
         let privacy = Privacy::new(pii.clone(), shared.config.pii.tokenizes());
-        let store = crate::sessions::SessionStore::new(
-            dirs.sessions.clone(),
-            shared.config.sessions.limits(),
-        )
-        .with_reader_group(own_user.map(|user| user.gid));
-        // Large snapshots are mounted into sandboxes: the directory as the engine sees it.
-        let engine_dir = match crate::host::blocking_here(|| store.ensure_dir()?.canonicalize()) {
-            Ok(dir) => shared.host_paths.to_engine(&dir).ok(),
-            Err(e) => {
-                tracing::warn!("sessions directory {}: {e}", dirs.sessions.display());
-                None
-            }
-        };
-        let sessions = Arc::new(execution::sessions::Sessions::new(store, engine_dir));
+        let sessions = open_sessions(&shared, &dirs, own_user);
         sweep_sessions(&sessions, &span);
         let paused =
             execution::paused::PausedTable::new(tenant, shared.config.gateway.confirm_wait());
@@ -397,6 +371,59 @@ async fn create_tenant_root(workspace: &Path) -> Result<(), StartError> {
                 source,
             },
         })
+}
+
+/// This tenant's view of the upstream MCP servers and its `servers` package, with
+/// `--upstreams`.
+fn gateway_view(
+    shared: &Shared,
+    tenant: Option<&str>,
+    dirs: &TenantDirs,
+) -> Result<Option<Arc<GatewayView>>, StartError> {
+    let Some(gateway) = &shared.gateway else {
+        return Ok(None);
+    };
+    let view = gateway
+        .view(tenant, &dirs.servers)
+        .map_err(|source| StartError::ToolsPackage {
+            path: dirs.servers.clone(),
+            source,
+        })?;
+    Ok(Some(view))
+}
+
+/// What the sandboxes of a tenant with its own uid only read (its skills and its `servers`
+/// package): its group's alone.
+fn close_to_group(
+    dirs: &TenantDirs,
+    gateway: Option<&GatewayView>,
+    user: SandboxUser,
+) -> Result<(), StartError> {
+    let package = gateway.map(|view| view.tree_root().to_path_buf());
+    for dir in std::iter::once(dirs.skills.clone()).chain(package) {
+        crate::host::blocking_here(|| open::tenant_user::close_to_group(&dir, user))?;
+    }
+    Ok(())
+}
+
+/// The tenant's sessions: their store (readable by its sandbox user's group), and the
+/// directory as the engine sees it, where large snapshots are mounted into sandboxes from.
+fn open_sessions(
+    shared: &Shared,
+    dirs: &TenantDirs,
+    own_user: Option<SandboxUser>,
+) -> Arc<execution::sessions::Sessions> {
+    let store =
+        crate::sessions::SessionStore::new(dirs.sessions.clone(), shared.config.sessions.limits())
+            .with_reader_group(own_user.map(|user| user.gid));
+    let engine_dir = match crate::host::blocking_here(|| store.ensure_dir()?.canonicalize()) {
+        Ok(dir) => shared.host_paths.to_engine(&dir).ok(),
+        Err(e) => {
+            tracing::warn!("sessions directory {}: {e}", dirs.sessions.display());
+            None
+        }
+    };
+    Arc::new(execution::sessions::Sessions::new(store, engine_dir))
 }
 
 /// Opens the skills store and adds the starter skills it lacks.
