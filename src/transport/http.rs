@@ -141,49 +141,58 @@ pub async fn serve_http(
         .map_err(|source| ServeError::Bind { addr, source })?;
     let local = listener.local_addr().map_err(ServeError::Http)?;
     let ct = CancellationToken::new();
-    let endpoint = match &access {
-        Access::Open(app) => {
-            tracing::warn!(
-                "no bearer tokens configured: HTTP serves without authentication, on the loopback address {local} only (--tokens-file to serve other hosts)"
-            );
-            Endpoint::Open(mcp_service(app.clone(), mcp_config(app.config(), &ct)))
-        }
-        Access::Tokens { shared, tokens } => {
-            let service_config = mcp_config(shared.config(), &ct);
-            Endpoint::Tokens(Tenants::new(shared.clone(), tokens.clone(), move |app| {
-                mcp_service(app, service_config.clone())
-            }))
-        }
-    };
-    let config = access.config();
-    let state = Arc::new(HttpState {
-        open_app: match &access {
-            Access::Open(app) => Some(app.clone()),
-            Access::Tokens { .. } => None,
-        },
-        endpoint,
-        shared: access.shared().clone(),
-        storage: config
-            .storage
-            .shared_data
-            .then(|| crate::host::storage::StorageWatch::start(config.storage.data_dir())),
-    });
+    let state = Arc::new(HttpState::new(&access, endpoint(&access, local, &ct)));
     let metrics_state = state.clone();
     let metrics =
         super::metrics_endpoint(access.shared(), Arc::new(move || metrics_state.apps())).await;
     let _metrics = match metrics {
         Ok(metrics) => metrics,
         Err(e) => {
-            match (&access, &state.endpoint) {
-                (Access::Open(app), _) => app.shutdown_all().await,
-                (_, Endpoint::Tokens(tenants)) => tenants.shutdown().await,
-                _ => {}
-            }
+            shut_down(&access, &state).await;
             return Err(e);
         }
     };
     let hosts = access.config().transport.allowed_hosts.join(",");
-    let router = axum::Router::new()
+    tracing::info!(
+        "serving MCP over streamable HTTP at http://{local}/mcp (Host headers allowed: {hosts}); health at /health"
+    );
+    if let Some(tx) = bound {
+        let _ = tx.send(local);
+    }
+    let stop = ct.clone();
+    let result = axum::serve(listener, router(state.clone()))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            stop.cancel();
+        })
+        .await
+        .map_err(ServeError::Http);
+    shut_down(&access, &state).await;
+    result
+}
+
+/// The MCP endpoint `access` asks for: one service, or the tenants, each opened with a
+/// service of its own at its first request.
+fn endpoint(access: &Access, local: SocketAddr, ct: &CancellationToken) -> Endpoint {
+    match access {
+        Access::Open(app) => {
+            tracing::warn!(
+                "no bearer tokens configured: HTTP serves without authentication, on the loopback address {local} only (--tokens-file to serve other hosts)"
+            );
+            Endpoint::Open(mcp_service(app.clone(), mcp_config(app.config(), ct)))
+        }
+        Access::Tokens { shared, tokens } => {
+            let service_config = mcp_config(shared.config(), ct);
+            Endpoint::Tokens(Tenants::new(shared.clone(), tokens.clone(), move |app| {
+                mcp_service(app, service_config.clone())
+            }))
+        }
+    }
+}
+
+/// `/mcp` (its tenant found from the bearer token, its body checked) and `/health`.
+fn router(state: Arc<HttpState>) -> axum::Router {
+    axum::Router::new()
         .route(
             "/mcp",
             axum::routing::any(mcp_endpoint)
@@ -196,27 +205,16 @@ pub async fn serve_http(
                 )),
         )
         .route("/health", axum::routing::get(health))
-        .with_state(state.clone());
-    tracing::info!(
-        "serving MCP over streamable HTTP at http://{local}/mcp (Host headers allowed: {hosts}); health at /health"
-    );
-    if let Some(tx) = bound {
-        let _ = tx.send(local);
-    }
-    let stop = ct.clone();
-    let result = axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            stop.cancel();
-        })
-        .await
-        .map_err(ServeError::Http);
-    match (&access, &state.endpoint) {
+        .with_state(state)
+}
+
+/// Shuts the one application down, or every tenant opened so far.
+async fn shut_down(access: &Access, state: &HttpState) {
+    match (access, &state.endpoint) {
         (Access::Open(app), _) => app.shutdown_all().await,
         (_, Endpoint::Tokens(tenants)) => tenants.shutdown().await,
         _ => {}
     }
-    result
 }
 
 enum Endpoint {
@@ -235,6 +233,22 @@ struct HttpState {
 }
 
 impl HttpState {
+    fn new(access: &Access, endpoint: Endpoint) -> Self {
+        let config = access.config();
+        HttpState {
+            open_app: match access {
+                Access::Open(app) => Some(app.clone()),
+                Access::Tokens { .. } => None,
+            },
+            endpoint,
+            shared: access.shared().clone(),
+            storage: config
+                .storage
+                .shared_data
+                .then(|| crate::host::storage::StorageWatch::start(config.storage.data_dir())),
+        }
+    }
+
     /// The applications open now: the one without tokens, else the tenants that have called.
     fn apps(&self) -> Vec<Arc<App>> {
         match &self.endpoint {
