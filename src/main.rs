@@ -2,6 +2,7 @@
 //! stderr, signals, exit codes). Everything else is the library.
 
 #![forbid(unsafe_code)]
+#![deny(clippy::too_many_lines)]
 
 use std::process::ExitCode;
 use std::sync::Arc;

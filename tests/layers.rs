@@ -6,7 +6,8 @@
 //! declares its children and they use what it defines).
 //!
 //! Every path in every file of `src/` counts, `use` lines and paths in code alike, tests
-//! included; only doc links and macro bodies are not read. No engine needed.
+//! included; only doc links and macro bodies are not read. Beside it, the size rules: no file
+//! in `src/` over 600 lines, at most four loose at its top. No engine needed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -315,4 +316,37 @@ fn the_layer_reader_sees_blocks_and_the_cycle_finder_sees_cycles() {
     let mut acyclic = graph.clone();
     acyclic.remove("z");
     assert_eq!(find_cycle(&acyclic), None);
+}
+
+/// Longest file in `src/`: past it, a file holds more than one job.
+const MAX_FILE_LINES: usize = 600;
+/// Files loose at the top of `src/` (beside the folders that are the layers' modules).
+const MAX_LOOSE_FILES: usize = 4;
+
+#[test]
+fn no_file_in_src_is_over_600_lines_and_few_sit_loose_at_the_top() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let long: Vec<String> = source_files(&src)
+        .iter()
+        .filter_map(|(path, _)| {
+            let lines = std::fs::read_to_string(path).unwrap().lines().count();
+            (lines > MAX_FILE_LINES).then(|| format!("{} ({lines} lines)", path.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "files over {MAX_FILE_LINES} lines (split them by job):\n{}",
+        long.join("\n")
+    );
+    let loose: Vec<String> = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        loose.len() <= MAX_LOOSE_FILES,
+        "{} files loose at the top of src/ (at most {MAX_LOOSE_FILES}; give the rest a folder): {loose:?}",
+        loose.len()
+    );
 }

@@ -314,23 +314,22 @@ impl CodeExecutionServer {
     ) -> Result<Reply, Reply> {
         // Bad input, busy, a full workspace or an engine failure: a message saying what to do.
         let ran = ran.map_err(|e| self.error(e.to_string()))?;
-        let (outcome, limits, produced) = (ran.outcome, ran.limits, ran.produced);
+        let produced = &ran.produced;
         let changed: Vec<String> = produced.files.iter().map(|f| f.path.clone()).collect();
         let more = produced.files_truncated;
         self.announce_changes(peer, &changed, produced.listing_changed, more)
             .await;
-        let tool_calls = ran
-            .tool_calls
-            .into_iter()
-            .map(|mut call| {
-                // An upstream's error text may quote the data it was given.
-                call.error = call.error.map(|e| {
-                    let max = crate::gateway::call_record::MAX_RECORD_ERROR_CHARS;
-                    self.app.privacy().text_cut(e, max).into_string()
-                });
-                call
-            })
-            .collect();
+        let ok = ran.outcome.status == Status::Ok;
+        let (response, attachments) = self.response(ran);
+        let reply = self.app.privacy().structured(&response, !ok, attachments);
+        if ok { Ok(reply) } else { Err(reply) }
+    }
+
+    /// An ended execution as `execute_code` answers it: the structured response, and the
+    /// images and links that follow it.
+    fn response(&self, ran: crate::app::Executed) -> (ExecuteCodeResponse, Vec<Attachment>) {
+        let (outcome, limits, produced) = (ran.outcome, ran.limits, ran.produced);
+        let tool_calls = self.shown_calls(ran.tool_calls);
         let response = ExecuteCodeResponse {
             success: outcome.success(),
             status: outcome.status.as_str().to_string(),
@@ -381,10 +380,37 @@ impl CodeExecutionServer {
             session: ran.session,
             state: ran.state,
         };
-        // Images and links follow the JSON, in the order `images` and `files` list them.
-        let attachments = (produced.images.into_iter())
+        let attachments = self.attachments(produced.images, &produced.links);
+        (response, attachments)
+    }
+
+    /// The upstream calls as the response lists them.
+    fn shown_calls(
+        &self,
+        calls: Vec<crate::gateway::ToolCallRecord>,
+    ) -> Vec<crate::gateway::ToolCallRecord> {
+        calls
+            .into_iter()
+            .map(|mut call| {
+                // An upstream's error text may quote the data it was given.
+                call.error = call.error.map(|e| {
+                    let max = crate::gateway::call_record::MAX_RECORD_ERROR_CHARS;
+                    self.app.privacy().text_cut(e, max).into_string()
+                });
+                call
+            })
+            .collect()
+    }
+
+    /// Images and links follow the JSON, in the order `images` and `files` list them.
+    fn attachments(
+        &self,
+        images: Vec<crate::app::execution::produced::ReadyImage>,
+        links: &[crate::app::execution::produced::ProducedFile],
+    ) -> Vec<Attachment> {
+        (images.into_iter())
             .map(|i| Attachment::Png(i.png.bytes))
-            .chain(produced.links.iter().map(|link| {
+            .chain(links.iter().map(|link| {
                 let info = self.file_info(link);
                 Attachment::Link(Link {
                     uri: info.uri,
@@ -394,10 +420,7 @@ impl CodeExecutionServer {
                     description: link.description.clone(),
                 })
             }))
-            .collect();
-        let ok = outcome.status == Status::Ok;
-        let reply = self.app.privacy().structured(&response, !ok, attachments);
-        if ok { Ok(reply) } else { Err(reply) }
+            .collect()
     }
 }
 
