@@ -29,7 +29,8 @@
 //!   store and its Agent Skills form (`skill://` URIs); [`workspace`]: path-safe files under the workspace root, its quota and its
 //!   `workspace:///` URIs; [`pii`]: detection and reversible tokenization of personal data;
 //!   [`sessions`]: session handles and their snapshots on disk; [`audit`]: the audit trail's
-//!   records, files and reader;
+//!   records, files and reader; [`packages`]: requirements resolved and installed outside
+//!   the sandbox into a shared, content-named cache that sandboxes mount read-only;
 //!   [`shipped`]: the catalog and starter skills built into the binary.
 //! - [`host`]: the machine underneath: engine paths, storage, processes, link-safe files.
 //! - [`logging`]: the log on stderr (`--log-format`): human lines, or JSON lines with the
@@ -70,6 +71,7 @@ pub mod gateway;
 // The subsystems, which do not know each other.
 pub mod audit;
 pub mod discovery;
+pub mod packages;
 pub mod pii;
 pub mod sandbox;
 pub mod sessions;

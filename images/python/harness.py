@@ -84,6 +84,7 @@ HARNESS = __file__
 OURS = (HARNESS, cem_helpers.__file__, cem_state.__file__)  # frames of these files are left out of tracebacks
 SKILLS = "/skills"  # the saved skills, mounted read-only
 SERVERS_MOUNT = "/mnt/servers"  # generated tools packages, one directory per version, read-only
+PACKAGES_MOUNT = "/mnt/packages"  # installed package sets, one directory per set, read-only
 SERVERS_LINK = "/tmp/.servers"  # the image's /servers points here; linked to the job's version
 PACKAGES = "/opt/sandbox/packages"  # the user's packages (image build --requirements)
 MPL_CACHE = "/opt/sandbox/matplotlib"  # matplotlib's font cache, built with the image
@@ -335,6 +336,23 @@ def _install_servers_package(version):
         pass  # /servers is a convenience; the import works without it
 
 
+def _install_package_set(name):
+    """Puts the installed package set of this job on sys.path: behind the standard library
+    and the harness's own modules (which nothing in a set can replace), ahead of the image's
+    site-packages (so a version the call asked for wins over the image's)."""
+    if not name:
+        return
+    if not (len(name) == 32 and all(c in "0123456789abcdef" for c in name)):
+        raise ValueError('job frame: "packages" must be a package set name')
+    root = os.path.join(PACKAGES_MOUNT, name)
+    if not os.path.isdir(root):
+        raise ValueError(f"the package set {name} is not mounted")
+    site = next((i for i, p in enumerate(sys.path)
+                 if p.endswith(("site-packages", "dist-packages")) or p == PACKAGES), len(sys.path))
+    sys.path.insert(site, root)
+    importlib.invalidate_caches()
+
+
 def _install_skills_package():
     pkg = _SkillsPackage("skills", "Saved skills, importable by name.")
     pkg.__path__ = [SKILLS]
@@ -483,11 +501,14 @@ def read_job(chan, job):
     servers = job.get("servers")
     if not isinstance(servers, (str, type(None))):
         raise ValueError('job frame: "servers" must be a string or absent')
+    packages = job.get("packages")
+    if not isinstance(packages, (str, type(None))):
+        raise ValueError('job frame: "packages" must be a string or absent')
     session = job.get("session")
     if session is not None and not (isinstance(session, dict)
                                     and type(session.get("max_bytes")) is int):
         raise ValueError('job frame: "session" must be an object with an integer "max_bytes"')
-    return job["code"], job.get("context_vars"), limits, servers, session
+    return job["code"], job.get("context_vars"), limits, servers, packages, session
 
 
 def read_state(chan, first):
@@ -664,8 +685,9 @@ def main():
             del data
             chan.send({"type": "loaded"})
             frame = None
-        code, context_vars, limits, servers, session = read_job(chan, frame)
+        code, context_vars, limits, servers, packages, session = read_job(chan, frame)
         _install_servers_package(servers)
+        _install_package_set(packages)
         if later:  # values and modules of the `servers` package, now on the path
             with _Quiet(chan):
                 lost += cem_state.retry(later, g)

@@ -68,6 +68,8 @@ pub enum StartError {
     SeccompInMount { profile: PathBuf, mount: PathBuf },
     #[error(transparent)]
     Storage(#[from] crate::host::storage::StorageError),
+    #[error("packages on demand: {0}. Turn them off with --packages off, or fix the cause")]
+    Packages(String),
     /// The engine does not enforce the sandbox's limits (see `engine_limits`).
     #[error("{0}")]
     LimitsNotEnforced(String),
@@ -96,6 +98,13 @@ pub enum ExecuteError {
     ToolsPackage(std::io::Error),
     #[error(transparent)]
     Session(#[from] crate::sessions::SessionError),
+    /// The packages the call named could not be made importable; the code did not run.
+    #[error("{error}; the code did not run")]
+    Packages {
+        error: crate::packages::PackageError,
+        requested: Vec<String>,
+        took: std::time::Duration,
+    },
     #[error(
         "sessions are off on this server (--session-max-count 0): call without `session`, or ask its operator to allow them"
     )]

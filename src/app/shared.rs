@@ -58,6 +58,10 @@ pub struct Shared {
     /// Whether the engine is rootless and which limits it does not enforce (accepted with
     /// `--allow-unenforced-limits`).
     pub(super) engine_limits: EngineLimits,
+    /// The package cache every tenant shares (`None`: `--packages off`), and who may install
+    /// what (`--packages-policy`).
+    pub(super) packages: Option<Arc<crate::packages::PackageSets>>,
+    pub(super) package_policy: crate::packages::PolicyFile,
     /// Holds the copy (a shared lock) so no other server removes it while this one runs.
     _image_tree_hold: Option<crate::sandbox::image::tree::Prepared>,
 }
@@ -113,6 +117,11 @@ impl Shared {
         self.gateway.as_ref()
     }
 
+    /// The package cache's counts and size (`None`: `--packages off`).
+    pub fn package_stats(&self) -> Option<crate::packages::PackageStats> {
+        self.packages.as_ref().map(|p| p.stats())
+    }
+
     /// Used containers waiting for an idle engine to be removed, server-wide.
     pub fn removal_backlog(&self) -> usize {
         self.removals.backlog()
@@ -154,7 +163,10 @@ impl Shared {
                 .await;
         let registry_dir = config.storage.registry_dir();
         let discovery = Arc::new(open_discovery(&registry_dir)?);
+        let (packages, package_policy) = open_packages(&config, &side, &image, &engine_limits)?;
         Ok(Arc::new(Self {
+            packages,
+            package_policy,
             gateway: start_gateway(&config)?,
             pool_budget: crate::sandbox::PoolBudget::new(config.pool.pool_max),
             pii_key,
@@ -179,6 +191,39 @@ impl Shared {
             _image_tree_hold: tree.hold,
         }))
     }
+}
+
+/// The package cache and its policy file.
+fn open_packages(
+    config: &Config,
+    side: &EngineSide,
+    image: &str,
+    engine_limits: &EngineLimits,
+) -> Result<
+    (
+        Option<Arc<crate::packages::PackageSets>>,
+        crate::packages::PolicyFile,
+    ),
+    StartError,
+> {
+    let own = (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    );
+    let from = crate::app::open::packages::PackagesFrom {
+        engine: &side.engine,
+        image,
+        host_paths: &side.host_paths,
+        seccomp: &side.seccomp,
+        ids: engine_limits.sandbox_ids(own),
+    };
+    let sets = crate::app::open::packages::open(config, from)?;
+    let policy = match &config.packages.packages_policy {
+        Some(path) => crate::packages::PolicyFile::read(path)
+            .map_err(|e| StartError::Packages(e.to_string()))?,
+        None => crate::packages::PolicyFile::default(),
+    };
+    Ok((sets, policy))
 }
 
 /// With `--shared-data`, refuses a data directory that is not on storage every node mounts.

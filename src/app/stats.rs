@@ -133,6 +133,10 @@ pub struct ExecutionStatsResponse {
     /// writes succeed, records written and failed since the server started.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub audit: Option<crate::audit::AuditHealth>,
+    /// The package cache every tenant shares (absent with `--packages off`): installs by
+    /// outcome and cache hits since the server started, the sets and bytes it holds.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub packages: Option<crate::packages::PackageStats>,
 }
 
 /// Why the report could not be made: a part that had to be measured failed.
@@ -195,6 +199,8 @@ impl App {
             executions_paused: self.paused().len(),
             tasks_running: self.tasks().running_task_count(),
             audit: self.audit().map(|log| log.health()),
+            // Lists the cache's meta files: off the async worker.
+            packages: crate::host::blocking_here(|| self.shared.package_stats()),
         })
     }
 
@@ -226,7 +232,8 @@ impl App {
     /// [`CAPABILITIES`], and calling upstream tools from code with `--upstreams`.
     fn capabilities(&self) -> Vec<String> {
         let upstreams = self.gateway().map(|_| "upstream_tools_as_code");
-        (CAPABILITIES.into_iter().chain(upstreams))
+        let packages = self.shared.packages.as_ref().map(|_| "packages_on_demand");
+        (CAPABILITIES.into_iter().chain(upstreams).chain(packages))
             .map(str::to_string)
             .collect()
     }

@@ -44,6 +44,31 @@ pub struct AuditRecord {
     pub files_changed: Vec<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub files_truncated: bool,
+    /// The packages the call asked for (or its session kept), and what became of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packages: Option<AuditPackages>,
+}
+
+/// An execution's packages: what was asked, what was resolved (every wheel with its sha256),
+/// and how it went: `installed` (now), `cached` (an installed set reused), else why not
+/// (`refused`, `failed`, `unreachable`, `timed_out`; the code did not run then).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditPackages {
+    pub requested: Vec<String>,
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set: Option<String>,
+    #[serde(default)]
+    pub resolved: Vec<AuditWheel>,
+    pub duration_ms: f64,
+}
+
+/// One resolved wheel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditWheel {
+    pub name: String,
+    pub version: String,
+    pub sha256: String,
 }
 
 /// One upstream tool call of an execution.
@@ -92,6 +117,7 @@ pub(crate) fn sample(tenant: Option<&str>, time: &str, execution_id: &str) -> Au
         calls: vec![],
         files_changed: vec![],
         files_truncated: false,
+        packages: None,
     }
 }
 

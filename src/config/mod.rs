@@ -12,6 +12,7 @@
 mod gateway;
 mod limits;
 mod operations;
+mod packages;
 mod pii;
 mod pool;
 mod range;
@@ -26,6 +27,7 @@ use clap::Args;
 pub use gateway::GatewayConfig;
 pub use limits::{LimitsConfig, MIN_MEMORY_MB};
 pub use operations::OperationsConfig;
+pub use packages::{PIP_VARIABLES, PackagesConfig, PackagesMode};
 pub use pii::{PiiConfig, PiiOutput};
 pub use pool::PoolConfig;
 pub use sandbox::{ImageProfile, ImageTreeMode, SandboxConfig};
@@ -78,6 +80,8 @@ pub struct Config {
     pub pool: PoolConfig,
     #[command(flatten, next_help_heading = "Sessions")]
     pub sessions: SessionsConfig,
+    #[command(flatten, next_help_heading = "Packages on demand")]
+    pub packages: PackagesConfig,
     #[command(flatten, next_help_heading = "Personal data")]
     pub pii: PiiConfig,
     #[command(flatten, next_help_heading = "Upstream MCP servers")]
@@ -131,6 +135,7 @@ impl Config {
         self.limits.validate()?;
         self.pool.validate()?;
         self.sessions.validate()?;
+        self.packages.validate()?;
         self.pii.validate()?;
         self.gateway.validate()?;
         self.operations.validate()?;

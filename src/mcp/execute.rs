@@ -41,6 +41,13 @@ pub struct ExecuteCodeArgs {
     /// and what cannot travel (open files, sockets, generators) is listed in `state`.
     #[serde(default)]
     pub session: Option<String>,
+    /// Packages to install before the code runs, as pip requirements: "humanize",
+    /// "orjson==3.*", "scikit-learn>=1.5". Binary wheels from the server's package index,
+    /// installed outside the sandbox (which stays offline) and mounted read-only; a set is
+    /// installed once and reused by every later call that names the same. With `session`, the
+    /// session keeps them: its later calls import them without naming them again.
+    #[serde(default)]
+    pub packages: Option<Vec<String>>,
 }
 
 /// The limits an execution ran under, after clamping.
@@ -103,6 +110,9 @@ pub struct ExecuteCodeResponse {
     /// What the session carries to its next call (with `session`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub state: Option<crate::sandbox::run::carry::StateReport>,
+    /// The installed packages the code ran with (with `packages`, or a session that has some).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub packages: Option<crate::app::execution::packages::PackagesReport>,
 }
 
 /// One returned image.
@@ -261,6 +271,7 @@ fn request_of(args: ExecuteCodeArgs, ctx: &RequestContext<RoleServer>) -> Execut
         session: args.session,
         tap: None,
         confirm: None,
+        packages: args.packages.unwrap_or_default(),
     }
 }
 
@@ -379,6 +390,7 @@ impl CodeExecutionServer {
                 .collect(),
             session: ran.session,
             state: ran.state,
+            packages: ran.packages,
         };
         let attachments = self.attachments(produced.images, &produced.links);
         (response, attachments)

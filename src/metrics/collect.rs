@@ -61,6 +61,30 @@ fn server_wide(e: &mut Exposition, shared: &Shared, engine_up: bool) {
         "Used containers waiting for an idle engine to be removed (server-wide).",
     );
     e.sample("cem_removal_backlog", &[], shared.removal_backlog() as f64);
+    if let Some(stats) = shared.package_stats() {
+        packages(e, &stats);
+    }
+}
+
+/// The package cache (server-wide; absent with `--packages off`).
+fn packages(e: &mut Exposition, stats: &crate::packages::PackageStats) {
+    e.family(
+        "cem_package_installs_total",
+        Kind::Counter,
+        "Package sets installed, by outcome (ok, failed, refused, unreachable, timed_out).",
+    );
+    for (outcome, n) in &stats.installs {
+        e.sample("cem_package_installs_total", &[("outcome", outcome)], *n as f64);
+    }
+    for (name, kind, help, value) in [
+        ("cem_package_cache_hits_total", Kind::Counter, "Executions whose packages were already installed.", stats.cache_hits),
+        ("cem_package_cache_sets", Kind::Gauge, "Installed package sets in the cache.", stats.cache_sets),
+        ("cem_package_cache_bytes", Kind::Gauge, "Bytes the package cache holds.", stats.cache_bytes),
+        ("cem_package_cache_evictions_total", Kind::Counter, "Package sets removed to keep the cache within --packages-cache-mb.", stats.cache_evictions),
+    ] {
+        e.family(name, kind, help);
+        e.sample(name, &[], value as f64);
+    }
 }
 
 fn executions(e: &mut Exposition, tenants: &[(&str, &App)]) {

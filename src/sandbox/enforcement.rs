@@ -107,6 +107,7 @@ pub fn probe_sandbox(engine: Arc<dyn Backend>, settings: ProbeSettings) -> Sandb
             workspace: settings.workspace,
             skills: None,
             servers: None,
+            packages: None,
             uid: settings.uid,
             gid: settings.gid,
             container: ContainerOptions {
@@ -152,6 +153,7 @@ pub fn probe_job(code: String, memory_mb: i64) -> Job {
         tap: None,
         calls: None,
         servers: None,
+        packages: None,
         carry: None,
     }
 }

@@ -347,6 +347,7 @@ impl Sandbox {
             workspace: self.settings.workspace.clone(),
             skills: self.settings.skills.clone(),
             servers: self.settings.servers.clone(),
+            packages: self.settings.packages.clone(),
             uid: self.settings.uid,
             gid: self.settings.gid,
             labels: self.labels(),

@@ -22,6 +22,8 @@ pub struct SandboxSettings {
     /// The generated tools packages (one directory per version), mounted read-only at
     /// [`spec::SERVERS_MOUNT`].
     pub servers: Option<PathBuf>,
+    /// The package cache's sets directory (as the engine names it), mounted read-only.
+    pub packages: Option<PathBuf>,
     pub uid: u32,
     pub gid: u32,
     pub container: spec::ContainerOptions,

@@ -23,6 +23,8 @@ use serde::{Deserialize, Serialize};
 
 /// The snapshot's file name in a session's directory.
 pub const STATE: &str = "state";
+/// The package requirements a session keeps, as a JSON list of strings.
+pub const PACKAGES: &str = "packages.json";
 const META: &str = "meta.json";
 
 /// The bounds of one tenant's sessions.
@@ -202,6 +204,28 @@ impl SessionStore {
 
     fn is_expired(&self, meta: &Meta) -> bool {
         now_unix().saturating_sub(meta.used_unix) > self.limits.idle.as_secs()
+    }
+
+    /// The package requirements the session keeps (`packages.json`; none when it has none, or
+    /// the handle is not a session's).
+    pub fn packages(&self, handle: &str) -> Vec<String> {
+        let Ok(dir) = self.session_dir(handle) else {
+            return Vec::new();
+        };
+        std::fs::read(dir.join(PACKAGES))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default()
+    }
+
+    /// Replaces the package requirements the session keeps.
+    pub fn set_packages(&self, handle: &str, texts: &[String]) -> Result<(), SessionError> {
+        let dir = self.session_dir(handle)?;
+        let path = dir.join(PACKAGES);
+        let tmp = dir.join(format!("{PACKAGES}.tmp"));
+        let bytes = serde_json::to_vec(texts).unwrap_or_default();
+        std::fs::write(&tmp, bytes).map_err(self.io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(self.io(&path))
     }
 
     /// The current snapshot, if the session has one.

@@ -80,6 +80,7 @@ impl App {
             calls: Vec::new(),
             files_changed: Vec::new(),
             files_truncated: false,
+            packages: None,
         };
         match executed {
             Ok(e) => {
@@ -98,6 +99,17 @@ impl App {
                     .collect();
                 record.files_changed = (e.produced.files.iter()).map(|f| f.path.clone()).collect();
                 record.files_truncated = e.produced.files_truncated;
+                record.packages = e.packages_audit.clone();
+            }
+            Err(ExecuteError::Packages {
+                error,
+                requested,
+                took,
+            }) => {
+                record.status = "refused".into();
+                record.packages = Some(crate::app::execution::packages::failed_audit(
+                    error, requested, *took,
+                ));
             }
             Err(ExecuteError::Sandbox(SandboxError::Engine(_))) => {
                 record.status = "engine_failure".into();

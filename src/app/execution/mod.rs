@@ -4,12 +4,13 @@
 //! ([`progress`]), the run in a fresh container, then redaction of what the model will see and
 //! what the code returns besides text ([`produced`]: pictures made safe by [`pictures`],
 //! resource links, the files it created or changed). A session's turn ([`sessions`]), an
-//! execution in its own task ([`detached`]), one waiting for an answer ([`paused`]) and its
-//! audit record ([`audit`]) are here too.
+//! execution in its own task ([`detached`]), one waiting for an answer ([`paused`]), its
+//! packages ([`packages`]) and its audit record ([`audit`]) are here too.
 
 pub(crate) mod audit;
 pub mod calls;
 pub mod detached;
+pub mod packages;
 pub mod paused;
 pub mod pictures;
 pub mod produced;
@@ -42,6 +43,10 @@ pub struct Executed {
     /// The session the call belonged to, and what became of its state.
     pub session: Option<String>,
     pub state: Option<crate::sandbox::run::carry::StateReport>,
+    /// The installed packages the code ran with (with `packages`, or a session that has some).
+    pub packages: Option<packages::PackagesReport>,
+    /// The same for the audit trail, with every wheel's sha256.
+    pub packages_audit: Option<crate::audit::record::AuditPackages>,
 }
 
 impl App {
@@ -91,11 +96,17 @@ impl App {
             confirm,
             session: session_arg,
             client: _,
+            packages: named,
         } = request;
         let (context_vars, limits) = self.check(&code, context_vars, timeout_seconds, memory_mb)?;
+        let session_kind = session_arg.as_deref().map(crate::app::SessionArg::parse);
+        let packages = self.packages_for(&named, session_kind.as_ref()).await?;
         let before = self.workspace_before().await?;
         let upstream = self.upstream_calls(confirm).await?;
         let mut turn = self.session_turn(session_arg).await?;
+        if let (Some(turn), Some(packages)) = (&turn, &packages) {
+            self.keep_session_packages(&turn.handle, packages);
+        }
         let (carry, saved) = match turn.as_mut().map(|t| t.carry()) {
             Some((carry, saved)) => (Some(carry), Some(saved)),
             None => (None, None),
@@ -109,6 +120,7 @@ impl App {
             tap,
             servers: (upstream.as_ref()).and_then(|s| s.tree_version().map(str::to_string)),
             calls: upstream.as_ref().map(|s| self.calls_with_tools(s)),
+            packages: packages.as_ref().map(|p| p.set().to_string()),
         };
         let ran = self.sandbox.run(job, cancel).await;
         let handle = turn.as_ref().map(|t| t.handle.clone());
@@ -132,6 +144,9 @@ impl App {
             produced,
             session: handle,
             state,
+            packages_audit: packages.as_ref().map(|p| p.audit()),
+            // The set's lease ends here: the run is over.
+            packages: packages.map(|p| p.report()),
         })
     }
 

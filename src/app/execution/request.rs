@@ -28,6 +28,8 @@ pub struct ExecuteRequest {
     pub session: Option<String>,
     /// The MCP client's name, as it introduced itself (for the audit trail).
     pub client: Option<String>,
+    /// Requirements to make importable before the code runs (`crate::packages`).
+    pub packages: Vec<String>,
 }
 
 impl std::fmt::Debug for ExecuteRequest {
@@ -40,6 +42,7 @@ impl std::fmt::Debug for ExecuteRequest {
             .field("confirm", &self.confirm.is_some())
             .field("session", &self.session)
             .field("client", &self.client)
+            .field("packages", &self.packages)
             .finish()
     }
 }
@@ -176,6 +179,7 @@ pub fn check_job_size(code: &str, context_vars: &serde_json::Value) -> Result<()
         },
         edge_bytes: crate::sandbox::run::output::EDGE_BYTES,
         servers: None,
+        packages: None,
         session: Some(crate::sandbox::run::channel::SessionLimits {
             max_bytes: u64::MAX,
         }),

@@ -93,6 +93,16 @@ impl Sessions {
             .clone()
     }
 
+    /// The requirements a session keeps (none for an unknown handle).
+    pub fn packages(&self, handle: &str) -> Vec<String> {
+        self.store.packages(handle)
+    }
+
+    /// Stores the requirements a session keeps.
+    pub fn set_packages(&self, handle: &str, texts: &[String]) -> Result<(), SessionError> {
+        self.store.set_packages(handle, texts)
+    }
+
     /// Removes expired sessions, and ends the preparations of sessions that are gone.
     pub fn sweep(&self) {
         self.store.expire_idle();

@@ -65,6 +65,9 @@ pub(crate) fn start(
         workspace: for_engine(mounts.workspace)?,
         skills: Some(for_engine(mounts.skills)?),
         servers: servers.as_deref().map(for_engine).transpose()?,
+        packages: (shared.packages.as_ref())
+            .map(|p| for_engine(&p.sets_dir()))
+            .transpose()?,
         uid,
         gid,
         container: ContainerOptions {

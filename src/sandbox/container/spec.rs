@@ -57,6 +57,10 @@ pub const SKILLS_MOUNT: &str = "/skills";
 /// The harness links `/servers` to the version of its job.
 pub const SERVERS_MOUNT: &str = "/mnt/servers";
 
+/// Where the installed package sets appear (read-only, not listable): `PACKAGES_MOUNT/<set>/…`.
+/// The harness puts the set its job names on `sys.path`.
+pub const PACKAGES_MOUNT: &str = "/mnt/packages";
+
 /// Where a session's snapshot appears (read-only, a file) in a container made for the session
 /// (see `sandbox::carry`): the harness maps it instead of receiving it through the channel.
 pub const STATE_MOUNT: &str = "/mnt/state";
@@ -137,6 +141,8 @@ pub struct SandboxSpec {
     pub skills: Option<PathBuf>,
     /// The tools packages, mounted read-only at [`SERVERS_MOUNT`].
     pub servers: Option<PathBuf>,
+    /// The package cache's sets, mounted read-only at [`PACKAGES_MOUNT`].
+    pub packages: Option<PathBuf>,
     pub uid: u32,
     pub gid: u32,
     pub labels: HashMap<String, String>,
@@ -235,6 +241,7 @@ fn mounts(spec: &SandboxSpec) -> Vec<Mount> {
                 .iter()
                 .map(|dir| bind(dir, SERVERS_MOUNT, true)),
         )
+        .chain(spec.packages.iter().map(|dir| bind(dir, PACKAGES_MOUNT, true)))
         .chain(spec.state.iter().map(|file| bind(file, STATE_MOUNT, true)))
         .chain(spec.image_tree.iter().flat_map(|tree| {
             let served = tree.root.join(SERVED);
@@ -281,7 +288,7 @@ fn env(spec: &SandboxSpec) -> Vec<String> {
     .collect()
 }
 
-fn bind(source: &std::path::Path, target: &str, read_only: bool) -> Mount {
+pub(super) fn bind(source: &std::path::Path, target: &str, read_only: bool) -> Mount {
     Mount {
         target: Some(target.into()),
         source: Some(source.to_string_lossy().into_owned()),
@@ -312,6 +319,7 @@ mod tests {
             workspace: "/srv/ws".into(),
             skills: Some("/srv/skills".into()),
             servers: Some("/srv/servers".into()),
+            packages: Some("/srv/packages/sets".into()),
             uid: 10001,
             gid: 10001,
             labels: HashMap::from([(LABEL_MANAGED.into(), "true".into())]),
@@ -355,7 +363,7 @@ mod tests {
             ]
         );
         let mounts = hc.mounts.as_ref().unwrap();
-        assert_eq!(mounts.len(), 3);
+        assert_eq!(mounts.len(), 4);
         assert_eq!(mounts[0].read_only, Some(false));
         assert_eq!(mounts[1].target.as_deref(), Some(SKILLS_MOUNT));
         assert_eq!(
@@ -368,6 +376,12 @@ mod tests {
             mounts[2].read_only,
             Some(true),
             "the tools package is read-only in the sandbox"
+        );
+        assert_eq!(mounts[3].target.as_deref(), Some(PACKAGES_MOUNT));
+        assert_eq!(
+            mounts[3].read_only,
+            Some(true),
+            "installed packages are read-only in the sandbox"
         );
     }
 

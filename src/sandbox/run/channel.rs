@@ -45,6 +45,9 @@ pub enum ToHarness<'a> {
         /// The tools package version to import `servers` from (absent: no upstreams).
         #[serde(skip_serializing_if = "Option::is_none")]
         servers: Option<&'a str>,
+        /// The installed package set to put on `sys.path` (absent: none).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        packages: Option<&'a str>,
         /// Present for a session's job: the harness snapshots the globals after `done`.
         #[serde(skip_serializing_if = "Option::is_none")]
         session: Option<SessionLimits>,
@@ -373,6 +376,7 @@ mod tests {
             },
             edge_bytes: 4096,
             servers: None,
+            packages: None,
             session: None,
         }
         .to_line();

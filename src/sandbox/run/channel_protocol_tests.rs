@@ -73,7 +73,7 @@ macro_rules! fields {
 
 fn to_harness() -> Frames {
     let mut frames = fields! { ToHarness:
-        "job" => Job { code, context_vars, limits, edge_bytes, servers, session },
+        "job" => Job { code, context_vars, limits, edge_bytes, servers, packages, session },
         "state" => State { data },
         "state_end" => StateEnd { bytes },
         "reply" => Reply { id, result, error }

@@ -53,6 +53,9 @@ pub struct Job {
     /// The version of the generated tools package (a directory of the servers mount) the
     /// harness imports `servers` from.
     pub servers: Option<String>,
+    /// The installed package set (a directory of the read-only `/mnt/packages` mount) the
+    /// harness puts on `sys.path`.
+    pub packages: Option<String>,
     /// A session's state: loaded before the code runs, saved after it (see [`crate::sandbox::run::carry`]).
     pub carry: Option<crate::sandbox::run::carry::Carry>,
 }
@@ -66,6 +69,7 @@ impl std::fmt::Debug for Job {
             .field("tap", &self.tap.is_some())
             .field("calls", &self.calls.is_some())
             .field("servers", &self.servers)
+            .field("packages", &self.packages)
             .field("carry", &self.carry)
             .finish()
     }

@@ -262,6 +262,7 @@ pub(super) async fn ready_for_job(
             limits: runner.limits,
             edge_bytes: crate::sandbox::run::output::EDGE_BYTES,
             servers: job.servers.as_deref(),
+            packages: job.packages.as_deref(),
             session: job
                 .carry
                 .as_ref()

@@ -29,6 +29,7 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         workspace: "/nonexistent/workspace".into(),
         skills: None,
         servers: None,
+        packages: None,
         uid: 10001,
         gid: 10001,
         container: crate::sandbox::container::spec::ContainerOptions {
@@ -142,6 +143,7 @@ fn job(timeout_secs: u64) -> Job {
         tap: None,
         calls: None,
         servers: None,
+        packages: None,
         carry: None,
     }
 }

@@ -311,6 +311,7 @@ async fn shutdown_sweeps_containers_of_this_instance_that_no_guard_holds() {
         workspace: "/nonexistent".into(),
         skills: None,
         servers: None,
+        packages: None,
         uid: 1,
         gid: 1,
         labels: [(

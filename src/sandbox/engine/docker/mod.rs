@@ -18,11 +18,13 @@ use bollard::query_parameters::InspectContainerOptions;
 pub use archive::EngineStorage;
 pub use error::start_hint;
 pub use image::BuildFailure;
+pub use oneshot::Finished;
 
 mod archive;
 mod container;
 mod error;
 mod image;
+mod oneshot;
 
 /// A connected engine. Cheap to clone (the client is shared).
 #[derive(Debug, Clone)]

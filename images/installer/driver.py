@@ -1,0 +1,119 @@
+"""Resolves and installs the requirements given as arguments for this image's Python and
+platform, binary wheels only, into /out; prints one JSON line saying what happened.
+
+The server runs it (as `python3 -I -c`) in a container of its own made from the sandbox image:
+the network reaches the package index, and nothing else is mounted but /out, the certificate
+bundle and, for an air-gapped host, the wheelhouse at /wheelhouse. No package code runs here:
+only wheels are accepted (a source distribution would run its own build), and pip unpacks them.
+
+Two pip runs: a dry run that resolves against what the image already has and reports every
+file it would install with its sha256 from the index, then an install of exactly those files,
+pinned by hash (--require-hashes), without dependencies, into /out.
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+OUT = "/out"
+WHEELHOUSE = "/wheelhouse"
+REPORT = "/tmp/cem-report.json"
+PINNED = "/tmp/cem-pinned.txt"
+# What a failure may quote of pip: its ERROR lines, bounded.
+MAX_SAID = 2000
+
+
+def finish(ok, **fields):
+    print(json.dumps({"ok": ok, **fields}), flush=True)
+    sys.exit(0)
+
+
+def pip_command():
+    try:
+        import pip  # noqa: F401  (the registry's python image has pip installed)
+        return [sys.executable, "-I", "-m", "pip"]
+    except ImportError:
+        wheels = sorted(glob.glob("/usr/share/python-wheels/pip-*.whl"))
+        if not wheels:
+            finish(False, kind="failed", said="the sandbox image has no pip to install packages with")
+        return [sys.executable, "-I", wheels[-1] + "/pip"]
+
+
+PIP = pip_command()
+SOURCE = ["--no-index", "--find-links", WHEELHOUSE] if os.path.isdir(WHEELHOUSE) else []
+COMMON = ["--disable-pip-version-check", "--no-input", "--progress-bar", "off",
+          "--only-binary=:all:", "--retries", "1", "--timeout", "20"]
+
+
+def pip(*args):
+    return subprocess.run(PIP + list(args), capture_output=True, text=True)
+
+
+def said(stderr):
+    errors = [line.strip() for line in stderr.splitlines() if line.startswith("ERROR:")]
+    text = " ".join(errors) if errors else stderr.strip()[-MAX_SAID:]
+    return text[:MAX_SAID]
+
+
+UNREACHABLE = re.compile(
+    r"Max retries exceeded|Failed to establish a new connection|Name or service not known|"
+    r"Temporary failure in name resolution|Connection refused|CERTIFICATE_VERIFY_FAILED|"
+    r"Network is unreachable|Read timed out|ProxyError|Could not fetch URL")
+NO_VERSION = re.compile(
+    r"Could not find a version that satisfies the requirement (\S+) \(from versions: ([^)]*)\)")
+
+
+def refuse(stderr):
+    """Ends with the cause of a failed resolution: unreachable index, no such package or
+    version, or a package that has only source distributions."""
+    missing = NO_VERSION.search(stderr)
+    cause = [line.strip() for line in stderr.splitlines() if UNREACHABLE.search(line)]
+    if cause and (not missing or missing.group(2).strip() == "none"):
+        # pip says "no version" when it could not ask: the connection is the cause.
+        finish(False, kind="unreachable", said=cause[-1][:MAX_SAID])
+    if missing:
+        requirement, versions = missing.group(1), missing.group(2).strip()
+        name = re.split(r"[\s<>=!~;\[(@]", requirement, maxsplit=1)[0]
+        if versions == "none":
+            # Nothing this Python can use: is there anything at all under that name?
+            listed = pip("index", "versions", name, *SOURCE,
+                         "--disable-pip-version-check", "--retries", "1", "--timeout", "20")
+            if listed.returncode == 0 and "Available versions" in listed.stdout:
+                finish(False, kind="source_only", name=name, said=said(stderr))
+        finish(False, kind="not_found", name=requirement, said=said(stderr))
+    finish(False, kind="failed", said=said(stderr))
+
+
+def main(requirements):
+    resolved = pip("install", "--dry-run", "--quiet", "--report", REPORT, *COMMON, *SOURCE,
+                   "--", *requirements)
+    if resolved.returncode != 0:
+        refuse(resolved.stderr)
+    with open(REPORT, encoding="utf-8") as f:
+        report = json.load(f)
+    chosen = []
+    for item in report.get("install", []):
+        meta, info = item.get("metadata", {}), item.get("download_info", {})
+        url = info.get("url", "")
+        digest = (info.get("archive_info", {}).get("hashes") or {}).get("sha256")
+        if not url.endswith(".whl"):
+            finish(False, kind="source_only", name=meta.get("name", "?"), said=url)
+        if not digest:
+            finish(False, kind="failed", said=f"no sha256 for {url}: the index must publish hashes")
+        chosen.append({"name": meta["name"], "version": meta["version"], "sha256": digest,
+                       "file": url.rsplit("/", 1)[-1]})
+    if chosen:
+        with open(PINNED, "w", encoding="utf-8") as f:
+            for c in chosen:
+                f.write(f"{c['name']}=={c['version']} --hash=sha256:{c['sha256']}\n")
+        installed = pip("install", "--no-deps", "--require-hashes", "--target", OUT, "--quiet",
+                        "--no-warn-script-location", *COMMON, *SOURCE, "-r", PINNED)
+        if installed.returncode != 0:
+            refuse(installed.stderr)
+    finish(True, resolved=chosen)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
