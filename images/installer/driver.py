@@ -52,7 +52,10 @@ def pip(*args):
 
 
 def said(stderr):
-    errors = [line.strip() for line in stderr.splitlines() if line.startswith("ERROR:")]
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    if errors and errors[-1] == "ERROR: Exception:" and lines:
+        errors.append(lines[-1])  # pip's traceback: its last line is the cause
     text = " ".join(errors) if errors else stderr.strip()[-MAX_SAID:]
     return text[:MAX_SAID]
 

@@ -345,6 +345,8 @@ def _install_package_set(name):
     if not (len(name) == 32 and all(c in "0123456789abcdef" for c in name)):
         raise ValueError('job frame: "packages" must be a package set name')
     root = os.path.join(PACKAGES_MOUNT, name)
+    if root in sys.path:  # a container prepared for a session with this set
+        return
     if not os.path.isdir(root):
         raise ValueError(f"the package set {name} is not mounted")
     site = next((i for i, p in enumerate(sys.path)
@@ -658,6 +660,11 @@ def main():
     warnings.filterwarnings("ignore", r"This process .* is multi-threaded", DeprecationWarning)
     chan = Channel()
     cem_helpers.bind(chan)
+    if os.environ.get("CEM_PACKAGES"):  # prepared for a session: its set before preload and state
+        try:
+            _install_package_set(os.environ["CEM_PACKAGES"])
+        except ValueError:
+            pass  # the job names the set again and fails with the cause
     _install_skills_package()
     _prepare_matplotlib()
     _preload(chan)

@@ -40,7 +40,12 @@ pub enum PackagesMode {
 pub struct PackagesConfig {
     /// Whether `execute_code` may install packages (`packages`): resolved and installed
     /// outside the sandbox, which stays offline, and mounted read-only into it.
-    #[arg(long = "packages", env = "CEM_PACKAGES", value_enum, default_value = "on")]
+    #[arg(
+        long = "packages",
+        env = "CEM_PACKAGES",
+        value_enum,
+        default_value = "on"
+    )]
     pub mode: PackagesMode,
 
     /// The package index (a PEP 503 simple index URL) [default: PIP_INDEX_URL, else PyPI].

@@ -74,13 +74,37 @@ fn packages(e: &mut Exposition, stats: &crate::packages::PackageStats) {
         "Package sets installed, by outcome (ok, failed, refused, unreachable, timed_out).",
     );
     for (outcome, n) in &stats.installs {
-        e.sample("cem_package_installs_total", &[("outcome", outcome)], *n as f64);
+        e.sample(
+            "cem_package_installs_total",
+            &[("outcome", outcome)],
+            *n as f64,
+        );
     }
     for (name, kind, help, value) in [
-        ("cem_package_cache_hits_total", Kind::Counter, "Executions whose packages were already installed.", stats.cache_hits),
-        ("cem_package_cache_sets", Kind::Gauge, "Installed package sets in the cache.", stats.cache_sets),
-        ("cem_package_cache_bytes", Kind::Gauge, "Bytes the package cache holds.", stats.cache_bytes),
-        ("cem_package_cache_evictions_total", Kind::Counter, "Package sets removed to keep the cache within --packages-cache-mb.", stats.cache_evictions),
+        (
+            "cem_package_cache_hits_total",
+            Kind::Counter,
+            "Executions whose packages were already installed.",
+            stats.cache_hits,
+        ),
+        (
+            "cem_package_cache_sets",
+            Kind::Gauge,
+            "Installed package sets in the cache.",
+            stats.cache_sets,
+        ),
+        (
+            "cem_package_cache_bytes",
+            Kind::Gauge,
+            "Bytes the package cache holds.",
+            stats.cache_bytes,
+        ),
+        (
+            "cem_package_cache_evictions_total",
+            Kind::Counter,
+            "Package sets removed to keep the cache within --packages-cache-mb.",
+            stats.cache_evictions,
+        ),
     ] {
         e.family(name, kind, help);
         e.sample(name, &[], value as f64);

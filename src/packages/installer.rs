@@ -20,7 +20,9 @@ pub enum InstallFailure {
         "`{name}` has no wheel for the sandbox's Python and platform, only source: building one would run the package's own code, so it is refused. Bake it into an image with `code-execution-mcp image build --requirements FILE` (where a wheel can be built and checked by you)"
     )]
     SourceOnly { name: String },
-    #[error("the package index did not answer ({said}); check --packages-index, the proxy and --packages-ca-file, or try again")]
+    #[error(
+        "the package index did not answer ({said}); check --packages-index, the proxy and --packages-ca-file, or try again"
+    )]
     Unreachable { said: String },
     #[error("installing took over {secs} s and was stopped (--packages-timeout-secs)")]
     TimedOut { secs: u64 },
@@ -54,8 +56,15 @@ struct DriverAnswer {
 
 /// Reads the driver's answer (its last line of standard output); `exit` is the container's
 /// exit code, `stderr` what it wrote there (the cause when there is no answer).
-pub fn read_answer(stdout: &str, exit: Option<i64>, stderr: &str) -> Result<Vec<Resolved>, InstallFailure> {
-    let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{'));
+pub fn read_answer(
+    stdout: &str,
+    exit: Option<i64>,
+    stderr: &str,
+) -> Result<Vec<Resolved>, InstallFailure> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'));
     let Some(answer) = line.and_then(|l| serde_json::from_str::<DriverAnswer>(l).ok()) else {
         let tail = last_chars(stderr.trim(), 600);
         return Err(InstallFailure::Failed {
@@ -67,7 +76,10 @@ pub fn read_answer(stdout: &str, exit: Option<i64>, stderr: &str) -> Result<Vec<
             let hex = r.sha256.len() == 64 && r.sha256.bytes().all(|b| b.is_ascii_hexdigit());
             if !hex || r.name.is_empty() || r.version.is_empty() {
                 return Err(InstallFailure::Failed {
-                    said: format!("the installer reported {:?}, which is not a resolved wheel", r.name),
+                    said: format!(
+                        "the installer reported {:?}, which is not a resolved wheel",
+                        r.name
+                    ),
                 });
             }
         }
@@ -107,9 +119,15 @@ mod tests {
         ));
         let source = r#"{"ok": false, "kind": "source_only", "name": "pkg"}"#;
         let err = read_answer(source, Some(0), "").unwrap_err();
-        assert!(err.to_string().contains("image build --requirements"), "{err}");
+        assert!(
+            err.to_string().contains("image build --requirements"),
+            "{err}"
+        );
         let err = read_answer("", Some(137), "Killed").unwrap_err();
-        assert!(err.to_string().contains("137") && err.to_string().contains("Killed"), "{err}");
+        assert!(
+            err.to_string().contains("137") && err.to_string().contains("Killed"),
+            "{err}"
+        );
         let forged = r#"{"ok": true, "resolved": [{"name": "x", "version": "1", "sha256": "zz", "file": "x.whl"}]}"#;
         assert!(read_answer(forged, Some(0), "").is_err());
     }

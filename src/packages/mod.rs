@@ -140,7 +140,10 @@ pub struct PackageSets {
 }
 
 impl PackageSets {
-    pub fn open(settings: PackageSettings, installer: Arc<dyn Installer>) -> Result<Self, PackageError> {
+    pub fn open(
+        settings: PackageSettings,
+        installer: Arc<dyn Installer>,
+    ) -> Result<Self, PackageError> {
         let store = store::Store::open(&settings.root).map_err(PackageError::Cache)?;
         Ok(Self {
             store: Arc::new(store),
@@ -166,20 +169,7 @@ impl PackageSets {
         policy: &PackagePolicy,
     ) -> Result<Installed, PackageError> {
         let started = Instant::now();
-        let result = self.ensure_checked(image_id, &requested, policy).await;
-        let outcome = match &result {
-            Ok((_, true)) => None,
-            Ok((_, false)) => Some("ok"),
-            Err(e) => Some(e.outcome()),
-        };
-        {
-            let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
-            match outcome {
-                Some(o) => *stats.installs.entry(o.to_string()).or_default() += 1,
-                None => stats.cache_hits += 1,
-            }
-        }
-        let (meta, from_cache) = result?;
+        let (meta, from_cache) = self.ensure_checked(image_id, &requested, policy).await?;
         self.store.touch(&meta.set);
         Ok(Installed {
             lease: self.lease(&meta.set),
@@ -196,13 +186,20 @@ impl PackageSets {
         requested: &[Requirement],
         policy: &PackagePolicy,
     ) -> Result<(Arc<SetMeta>, bool), PackageError> {
-        policy.check_requested(requested)?;
+        let refused = |e: PolicyRefusal| {
+            self.count(|s| *s.installs.entry("refused".into()).or_default() += 1);
+            PackageError::Policy(e)
+        };
+        policy.check_requested(requested).map_err(refused)?;
         let key = self.request_key(image_id, requested);
         let (meta, from_cache) = match self.store.lookup(&key) {
-            Some(meta) => (Arc::new(meta), true),
+            Some(meta) => {
+                self.count(|s| s.cache_hits += 1);
+                (Arc::new(meta), true)
+            }
             None => (self.install_once(key, requested).await?, false),
         };
-        policy.check_resolved(&meta.resolved)?;
+        policy.check_resolved(&meta.resolved).map_err(refused)?;
         Ok((meta, from_cache))
     }
 
@@ -222,7 +219,11 @@ impl PackageSets {
 
     /// Joins the install of `key` in flight, or starts it. The install runs as a task of its
     /// own: a caller that goes away does not stop it for the others.
-    async fn install_once(&self, key: String, requested: &[Requirement]) -> Result<Arc<SetMeta>, PackageError> {
+    async fn install_once(
+        &self,
+        key: String,
+        requested: &[Requirement],
+    ) -> Result<Arc<SetMeta>, PackageError> {
         let flight = {
             let mut flights = self.flights.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(f) = flights.get(&key) {
@@ -234,11 +235,13 @@ impl PackageSets {
                     limits: self.settings.tree,
                     texts: requested.iter().map(|r| r.text.clone()).collect(),
                     key: key.clone(),
+                    stats: self.stats.clone(),
                 };
                 let task = tokio::spawn(job.run());
                 let f = async move {
-                    task.await
-                        .unwrap_or_else(|e| Err(PackageError::Cache(format!("the install stopped: {e}"))))
+                    task.await.unwrap_or_else(|e| {
+                        Err(PackageError::Cache(format!("the install stopped: {e}")))
+                    })
                 }
                 .boxed()
                 .shared();
@@ -255,6 +258,10 @@ impl PackageSets {
             self.evict(&meta.set);
         }
         result
+    }
+
+    fn count(&self, change: impl FnOnce(&mut PackageStats)) {
+        change(&mut self.stats.lock().unwrap_or_else(|e| e.into_inner()));
     }
 
     fn lease(&self, set: &str) -> Lease {
@@ -279,7 +286,11 @@ impl PackageSets {
             return;
         }
         sets.sort_by_key(|s| s.last_used);
-        let leased = self.leases.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let leased = self
+            .leases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         for s in sets {
             if total <= self.settings.cache_bytes {
                 break;
@@ -289,7 +300,10 @@ impl PackageSets {
             }
             self.store.remove(&s.set);
             total -= s.bytes;
-            self.stats.lock().unwrap_or_else(|e| e.into_inner()).cache_evictions += 1;
+            self.stats
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .cache_evictions += 1;
             tracing::info!(set = %s.set, bytes = s.bytes, "package set evicted from the cache");
         }
     }
@@ -311,15 +325,26 @@ struct Install {
     limits: TreeLimits,
     texts: Vec<String>,
     key: String,
+    stats: Arc<Mutex<PackageStats>>,
 }
 
 impl Install {
+    /// Installs once, and counts the install by its outcome (however many waited for it).
     async fn run(self) -> Result<Arc<SetMeta>, PackageError> {
-        let staging = self.store.new_staging().map_err(PackageError::Cache)?;
-        let result = self.install_into(&staging).await;
-        if result.is_err() {
-            self.store.discard(&staging);
-        }
+        let result = match self.store.new_staging() {
+            Err(e) => Err(PackageError::Cache(e)),
+            Ok(staging) => {
+                let result = self.install_into(&staging).await;
+                if result.is_err() {
+                    self.store.discard(&staging);
+                }
+                result
+            }
+        };
+        let outcome = result.as_ref().map_or_else(|e| e.outcome(), |_| "ok");
+        let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        *stats.installs.entry(outcome.to_string()).or_default() += 1;
+        drop(stats);
         result
     }
 
@@ -335,7 +360,9 @@ impl Install {
                 bytes: size.bytes,
                 files: size.files,
             };
-            store.commit(&staging, &meta, &key).map_err(PackageError::Cache)?;
+            store
+                .commit(&staging, &meta, &key)
+                .map_err(PackageError::Cache)?;
             Ok(Arc::new(meta))
         })
         .await
@@ -347,7 +374,14 @@ impl Install {
 pub fn set_name(resolved: &[Resolved]) -> String {
     let mut lines: Vec<String> = resolved
         .iter()
-        .map(|r| format!("{} {} {}", requirement::normalize_name(&r.name), r.version, r.sha256))
+        .map(|r| {
+            format!(
+                "{} {} {}",
+                requirement::normalize_name(&r.name),
+                r.version,
+                r.sha256
+            )
+        })
         .collect();
     lines.sort();
     let mut h = Sha256::new();

@@ -15,17 +15,21 @@ use pep508_rs::pep440_rs::{Version, VersionSpecifiers};
 use pep508_rs::{Requirement as Pep508, VersionOrUrl};
 use serde::Deserialize;
 
-use super::requirement::Requirement;
 use super::Resolved;
+use super::requirement::Requirement;
 
 /// A policy file larger than this is not a policy file.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyFileError {
-    #[error("cannot read the packages policy file {path}: {why}. Point --packages-policy at a readable JSON file")]
+    #[error(
+        "cannot read the packages policy file {path}: {why}. Point --packages-policy at a readable JSON file"
+    )]
     Read { path: String, why: String },
-    #[error("the packages policy file {path}: {why}. Expected {{\"allow\": [\"NAME\", \"NAME>=1.0\"], \"deny\": [...], \"tenants\": {{\"TENANT\": {{\"allow\": [...], \"deny\": [...]}}}}}}")]
+    #[error(
+        "the packages policy file {path}: {why}. Expected {{\"allow\": [\"NAME\", \"NAME>=1.0\"], \"deny\": [...], \"tenants\": {{\"TENANT\": {{\"allow\": [...], \"deny\": [...]}}}}}}"
+    )]
     Invalid { path: String, why: String },
 }
 
@@ -79,9 +83,13 @@ pub struct PackagePolicy {
 /// Why the policy refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyRefusal {
-    #[error("the package `{name}` is denied by this server's package policy (entry `{entry}`); ask the administrator, or do without it")]
+    #[error(
+        "the package `{name}` is denied by this server's package policy (entry `{entry}`); ask the administrator, or do without it"
+    )]
     Denied { name: String, entry: String },
-    #[error("the package `{name}`{version} is not on this server's allow list ({allowed}); ask the administrator to allow it")]
+    #[error(
+        "the package `{name}`{version} is not on this server's allow list ({allowed}); ask the administrator to allow it"
+    )]
     NotAllowed {
         name: String,
         version: String,
@@ -94,7 +102,11 @@ impl PackagePolicy {
     /// anything is resolved; version ranges wait for the resolved set.
     pub fn check_requested(&self, requested: &[Requirement]) -> Result<(), PolicyRefusal> {
         for r in requested {
-            if let Some(e) = self.deny.iter().find(|e| e.versions.is_none() && e.names(&r.name)) {
+            if let Some(e) = self
+                .deny
+                .iter()
+                .find(|e| e.versions.is_none() && e.names(&r.name))
+            {
                 return Err(PolicyRefusal::Denied {
                     name: r.name.clone(),
                     entry: e.text.clone(),
@@ -125,7 +137,12 @@ impl PackagePolicy {
     }
 
     fn not_allowed(&self, name: &str, version: &str) -> PolicyRefusal {
-        let allowed: Vec<&str> = self.allow.iter().take(20).map(|e| e.text.as_str()).collect();
+        let allowed: Vec<&str> = self
+            .allow
+            .iter()
+            .take(20)
+            .map(|e| e.text.as_str())
+            .collect();
         PolicyRefusal::NotAllowed {
             name: name.into(),
             version: version.into(),
@@ -168,7 +185,9 @@ impl PolicyFile {
             path: shown.clone(),
             why,
         };
-        let size = std::fs::metadata(path).map_err(|e| read(e.to_string()))?.len();
+        let size = std::fs::metadata(path)
+            .map_err(|e| read(e.to_string()))?
+            .len();
         if size > MAX_FILE_BYTES {
             return Err(read("over 1 MiB".into()));
         }
@@ -180,8 +199,14 @@ impl PolicyFile {
         let raw: RawFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let lists = |allow: &[String], deny: &[String]| -> Result<PackagePolicy, String> {
             Ok(PackagePolicy {
-                allow: allow.iter().map(|t| Entry::parse(t)).collect::<Result<_, _>>()?,
-                deny: deny.iter().map(|t| Entry::parse(t)).collect::<Result<_, _>>()?,
+                allow: allow
+                    .iter()
+                    .map(|t| Entry::parse(t))
+                    .collect::<Result<_, _>>()?,
+                deny: deny
+                    .iter()
+                    .map(|t| Entry::parse(t))
+                    .collect::<Result<_, _>>()?,
             })
         };
         let default = lists(&raw.allow, &raw.deny)?;
@@ -226,17 +251,40 @@ mod tests {
         .unwrap();
         let default = file.for_tenant(None);
         let refused = default.check_requested(&parse_all(&["requests"]).unwrap());
-        assert!(matches!(refused, Err(PolicyRefusal::Denied { .. })), "{refused:?}");
+        assert!(
+            matches!(refused, Err(PolicyRefusal::Denied { .. })),
+            "{refused:?}"
+        );
         // A range waits for the resolved version.
-        default.check_requested(&parse_all(&["urllib3"]).unwrap()).unwrap();
-        assert!(default.check_resolved(&[resolved("urllib3", "1.26.20")]).is_err());
-        default.check_resolved(&[resolved("urllib3", "2.2.3")]).unwrap();
+        default
+            .check_requested(&parse_all(&["urllib3"]).unwrap())
+            .unwrap();
+        assert!(
+            default
+                .check_resolved(&[resolved("urllib3", "1.26.20")])
+                .is_err()
+        );
+        default
+            .check_resolved(&[resolved("urllib3", "2.2.3")])
+            .unwrap();
 
         let alice = file.for_tenant(Some("alice"));
-        alice.check_requested(&parse_all(&["Humanize"]).unwrap()).unwrap();
-        assert!(alice.check_requested(&parse_all(&["orjson"]).unwrap()).is_err());
-        assert!(alice.check_resolved(&[resolved("humanize", "4.9.0")]).is_err());
-        alice.check_resolved(&[resolved("humanize", "4.12.3")]).unwrap();
+        alice
+            .check_requested(&parse_all(&["Humanize"]).unwrap())
+            .unwrap();
+        assert!(
+            alice
+                .check_requested(&parse_all(&["orjson"]).unwrap())
+                .is_err()
+        );
+        assert!(
+            alice
+                .check_resolved(&[resolved("humanize", "4.9.0")])
+                .is_err()
+        );
+        alice
+            .check_resolved(&[resolved("humanize", "4.12.3")])
+            .unwrap();
     }
 
     #[test]

@@ -46,7 +46,9 @@ impl Requirement {
             why,
         };
         if trimmed.chars().count() > MAX_REQUIREMENT_CHARS {
-            return Err(malformed(format!("over {MAX_REQUIREMENT_CHARS} characters")));
+            return Err(malformed(format!(
+                "over {MAX_REQUIREMENT_CHARS} characters"
+            )));
         }
         if trimmed.starts_with('-') || trimmed.contains(char::is_control) {
             return Err(malformed("pip options are not accepted".into()));
@@ -138,7 +140,10 @@ mod tests {
             "pkg @ file:///tmp/pkg.whl",
         ] {
             assert!(
-                matches!(Requirement::parse(bad), Err(RequirementError::NotFromIndex { .. })),
+                matches!(
+                    Requirement::parse(bad),
+                    Err(RequirementError::NotFromIndex { .. })
+                ),
                 "{bad}"
             );
         }
@@ -151,14 +156,20 @@ mod tests {
             "pk g",
         ] {
             assert!(
-                matches!(Requirement::parse(bad), Err(RequirementError::Malformed { .. })),
+                matches!(
+                    Requirement::parse(bad),
+                    Err(RequirementError::Malformed { .. })
+                ),
                 "{bad:?}: {:?}",
                 Requirement::parse(bad)
             );
         }
         assert_eq!(parse_all::<&str>(&[]), Err(RequirementError::Empty));
         let many: Vec<String> = (0..33).map(|i| format!("p{i}")).collect();
-        assert_eq!(parse_all(&many), Err(RequirementError::TooMany { count: 33 }));
+        assert_eq!(
+            parse_all(&many),
+            Err(RequirementError::TooMany { count: 33 })
+        );
     }
 
     #[test]

@@ -48,13 +48,22 @@ fn io(what: &str, path: &Path, e: std::io::Error) -> String {
 
 /// A set or request name: lower-case hex only (they become file names).
 pub fn valid_name(name: &str) -> bool {
-    (16..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    (16..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
 impl Store {
     /// Opens (making it when missing) the cache at `root`, and removes unfinished installs.
     pub fn open(root: &Path) -> Result<Self, String> {
-        for (dir, mode) in [("", 0o755), ("sets", 0o711), ("meta", 0o700), ("requests", 0o700), ("staging", 0o711)] {
+        for (dir, mode) in [
+            ("", 0o755),
+            ("sets", 0o711),
+            ("meta", 0o700),
+            ("requests", 0o700),
+            ("staging", 0o711),
+        ] {
             let path = root.join(dir);
             std::fs::create_dir_all(&path).map_err(|e| io("cannot make", &path, e))?;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))

@@ -14,7 +14,11 @@ struct Fake {
 
 #[async_trait::async_trait]
 impl Installer for Fake {
-    async fn install(&self, reqs: &[String], staging: &Path) -> Result<Vec<Resolved>, InstallFailure> {
+    async fn install(
+        &self,
+        reqs: &[String],
+        staging: &Path,
+    ) -> Result<Vec<Resolved>, InstallFailure> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(50)).await;
         let mut out = Vec::new();
@@ -72,19 +76,35 @@ async fn concurrent_requests_for_one_set_install_it_once_then_hit_the_cache() {
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
     assert_eq!(a.meta.set, b.meta.set);
-    assert!(sets.sets_dir().join(&a.meta.set).join("humanize.py").is_file());
-    let again = sets.ensure("img", reqs(&["humanize"]), &policy).await.unwrap();
+    assert!(
+        sets.sets_dir()
+            .join(&a.meta.set)
+            .join("humanize.py")
+            .is_file()
+    );
+    let again = sets
+        .ensure("img", reqs(&["humanize"]), &policy)
+        .await
+        .unwrap();
     assert!(again.from_cache);
     assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
     // Another image is another request.
-    sets.ensure("img2", reqs(&["humanize"]), &policy).await.unwrap();
+    sets.ensure("img2", reqs(&["humanize"]), &policy)
+        .await
+        .unwrap();
     assert_eq!(fake.calls.load(Ordering::SeqCst), 2);
     let stats = sets.stats();
     assert_eq!(stats.cache_hits, 1);
-    assert_eq!(stats.installs.get("ok"), Some(&3));
+    assert_eq!(stats.installs.get("ok"), Some(&2), "{stats:?}");
     // A new PackageSets on the same directory (a restart) finds the set without installing.
     let (reopened, fake2) = self::sets(dir.path(), 1 << 30, 10);
-    assert!(reopened.ensure("img", reqs(&["humanize"]), &policy).await.unwrap().from_cache);
+    assert!(
+        reopened
+            .ensure("img", reqs(&["humanize"]), &policy)
+            .await
+            .unwrap()
+            .from_cache
+    );
     assert_eq!(fake2.calls.load(Ordering::SeqCst), 0);
 }
 
@@ -97,7 +117,10 @@ async fn a_failed_install_leaves_nothing_behind() {
         .await
         .err()
         .unwrap();
-    assert!(matches!(err, PackageError::Install(InstallFailure::NotFound { .. })));
+    assert!(matches!(
+        err,
+        PackageError::Install(InstallFailure::NotFound { .. })
+    ));
     let staging = dir.path().join("packages/staging");
     assert_eq!(std::fs::read_dir(staging).unwrap().count(), 0);
     assert_eq!(std::fs::read_dir(sets.sets_dir()).unwrap().count(), 0);
@@ -113,7 +136,10 @@ async fn a_set_over_its_bound_is_refused_and_not_kept() {
         .await
         .err()
         .unwrap();
-    assert!(matches!(err, PackageError::Tree(TreeError::TooLarge { .. })), "{err}");
+    assert!(
+        matches!(err, PackageError::Tree(TreeError::TooLarge { .. })),
+        "{err}"
+    );
     assert_eq!(std::fs::read_dir(sets.sets_dir()).unwrap().count(), 0);
 }
 

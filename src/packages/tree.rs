@@ -40,7 +40,9 @@ pub struct TreeSize {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TreeError {
-    #[error("the installed set is over {limit_mb} MiB (--packages-max-mb); ask for fewer or smaller packages")]
+    #[error(
+        "the installed set is over {limit_mb} MiB (--packages-max-mb); ask for fewer or smaller packages"
+    )]
     TooLarge { limit_mb: u64 },
     #[error("the installed set holds over {limit} files")]
     TooManyFiles { limit: u64 },
@@ -156,27 +158,42 @@ mod tests {
     fn links_setuid_bits_reserved_names_and_caps_are_refused() {
         let dir = tree();
         std::os::unix::fs::symlink("/etc/passwd", dir.path().join("humanize/passwd")).unwrap();
-        assert!(matches!(check(dir.path(), LIMITS), Err(TreeError::Refused { .. })));
+        assert!(matches!(
+            check(dir.path(), LIMITS),
+            Err(TreeError::Refused { .. })
+        ));
 
         let dir = tree();
         let file = dir.path().join("humanize/__init__.py");
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o4755)).unwrap();
-        assert!(matches!(check(dir.path(), LIMITS), Err(TreeError::Refused { .. })));
+        assert!(matches!(
+            check(dir.path(), LIMITS),
+            Err(TreeError::Refused { .. })
+        ));
 
         for name in ["cem_helpers.py", "servers", "sitecustomize.py"] {
             let dir = tree();
             std::fs::write(dir.path().join(name), "").unwrap();
-            assert!(matches!(check(dir.path(), LIMITS), Err(TreeError::Shadows { .. })), "{name}");
+            assert!(
+                matches!(check(dir.path(), LIMITS), Err(TreeError::Shadows { .. })),
+                "{name}"
+            );
         }
 
         let dir = tree();
         std::fs::write(dir.path().join("big"), vec![1u8; 2 << 20]).unwrap();
-        assert!(matches!(check(dir.path(), LIMITS), Err(TreeError::TooLarge { .. })));
+        assert!(matches!(
+            check(dir.path(), LIMITS),
+            Err(TreeError::TooLarge { .. })
+        ));
 
         let dir = tree();
         for i in 0..100 {
             std::fs::write(dir.path().join(format!("f{i}")), "").unwrap();
         }
-        assert!(matches!(check(dir.path(), LIMITS), Err(TreeError::TooManyFiles { .. })));
+        assert!(matches!(
+            check(dir.path(), LIMITS),
+            Err(TreeError::TooManyFiles { .. })
+        ));
     }
 }

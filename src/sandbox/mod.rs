@@ -352,6 +352,7 @@ impl Sandbox {
             gid: self.settings.gid,
             labels: self.labels(),
             preload: Vec::new(),
+            package_set: None,
             state: None,
             seccomp: self.settings.seccomp.clone(),
         }
@@ -441,16 +442,21 @@ impl Sandbox {
     /// (or started now), sent the snapshot `store` holds, its state loaded. `None` when the
     /// server is shutting down or the pool is under pressure: the next call then loads the
     /// state itself. See [`prepared`].
-    pub fn prepare(&self, store: Arc<dyn carry::SnapshotStore>) -> Option<Prepared> {
+    pub fn prepare(
+        &self,
+        store: Arc<dyn carry::SnapshotStore>,
+        package_set: Option<String>,
+    ) -> Option<Prepared> {
         if self.shutdown.is_cancelled() || self.pool.under_pressure() {
             return None;
         }
-        let (prepared, mut slot) = Prepared::new();
+        let (prepared, mut slot) = Prepared::new(package_set.clone());
         let pressure = self.pressure.lock().expect("pressure lock").clone();
         // A large snapshot is mounted into a container started for it; a small one is sent
-        // to a pooled container.
+        // to a pooled container. A session with packages gets a container started with its
+        // set on sys.path, its modules preloaded, before the state loads.
         let state = store.mountable();
-        let pooled = if state.is_none() {
+        let pooled = if state.is_none() && package_set.is_none() {
             self.pool.take()
         } else {
             None
@@ -461,6 +467,12 @@ impl Sandbox {
         let spec = SandboxSpec {
             image: self.pool.image(),
             state,
+            preload: match (&package_set, &self.settings.preload) {
+                (None, _) => Vec::new(),
+                (Some(_), preload::Preload::Fixed(modules)) => modules.clone(),
+                (Some(_), preload::Preload::Learned) => self.learned.modules(),
+            },
+            package_set,
             ..self.spec(self.pool.memory_bytes())
         };
         let name = self.next_name();

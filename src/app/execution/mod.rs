@@ -107,7 +107,8 @@ impl App {
         if let (Some(turn), Some(packages)) = (&turn, &packages) {
             self.keep_session_packages(&turn.handle, packages);
         }
-        let (carry, saved) = match turn.as_mut().map(|t| t.carry()) {
+        let set = packages.as_ref().map(|p| p.set().to_string());
+        let (carry, saved) = match turn.as_mut().map(|t| t.carry(set.as_deref())) {
             Some((carry, saved)) => (Some(carry), Some(saved)),
             None => (None, None),
         };
@@ -120,12 +121,12 @@ impl App {
             tap,
             servers: (upstream.as_ref()).and_then(|s| s.tree_version().map(str::to_string)),
             calls: upstream.as_ref().map(|s| self.calls_with_tools(s)),
-            packages: packages.as_ref().map(|p| p.set().to_string()),
+            packages: set.clone(),
         };
         let ran = self.sandbox.run(job, cancel).await;
         let handle = turn.as_ref().map(|t| t.handle.clone());
         if let (Some(turn), Some(saved)) = (turn, saved) {
-            turn.finish(saved, self.sandbox.clone());
+            turn.finish(saved, self.sandbox.clone(), set);
         }
         let tool_calls = self.end_upstream_calls(upstream);
         let mut outcome = ran?;

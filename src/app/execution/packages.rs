@@ -50,7 +50,9 @@ impl ExecutionPackages {
 
     pub fn report(&self) -> PackagesReport {
         PackagesReport {
-            requested: (self.installed.requested.iter()).map(|r| r.text.clone()).collect(),
+            requested: (self.installed.requested.iter())
+                .map(|r| r.text.clone())
+                .collect(),
             installed: (self.installed.meta.resolved.iter())
                 .map(|r| InstalledPackage {
                     name: r.name.clone(),
@@ -151,8 +153,9 @@ impl App {
         if !packages.named {
             return;
         }
-        let texts: Vec<String> =
-            (packages.installed.requested.iter()).map(|r| r.text.clone()).collect();
+        let texts: Vec<String> = (packages.installed.requested.iter())
+            .map(|r| r.text.clone())
+            .collect();
         if let Err(e) = self.sessions.set_packages(handle, &texts) {
             tracing::warn!("a session's packages were not saved: {e}");
         }

@@ -166,8 +166,14 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// What the job carries, and the signal of its snapshot (if one is taken).
-    pub fn carry(&mut self) -> (Carry, Saved) {
+    /// What the job carries, and the signal of its snapshot (if one is taken). A container
+    /// prepared with another package set than the call's is not used.
+    pub fn carry(&mut self, package_set: Option<&str>) -> (Carry, Saved) {
+        if (self.prepared.as_ref()).is_some_and(|p| p.package_set.as_deref() != package_set)
+            && let Some(p) = self.prepared.take()
+        {
+            p.cancel();
+        }
         let (tx, rx) = oneshot::channel();
         let store = Arc::new(TurnStore {
             store: self.store.clone(),
@@ -185,7 +191,12 @@ impl Turn {
 
     /// Ends the turn once the snapshot has arrived (in the background): prepares the
     /// session's next container when it was saved, then lets the next call in.
-    pub fn finish(self, saved: Saved, sandbox: Arc<crate::sandbox::Sandbox>) {
+    pub fn finish(
+        self,
+        saved: Saved,
+        sandbox: Arc<crate::sandbox::Sandbox>,
+        package_set: Option<String>,
+    ) {
         let Turn {
             handle,
             store,
@@ -212,7 +223,7 @@ impl Turn {
                         engine_dir,
                         saved: Mutex::new(None),
                     });
-                    let next = sandbox.prepare(reader);
+                    let next = sandbox.prepare(reader, package_set);
                     *live.prepared.lock().expect("session lock") = next;
                 }
                 Ok(Err(reason)) => {

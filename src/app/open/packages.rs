@@ -13,10 +13,14 @@ use std::time::Duration;
 use crate::app::StartError;
 use crate::config::Config;
 use crate::packages::installer::{DRIVER, read_answer};
-use crate::packages::{InstallFailure, Installer, PackageSets, PackageSettings, Resolved, TreeLimits};
+use crate::packages::{
+    InstallFailure, Installer, PackageSets, PackageSettings, Resolved, TreeLimits,
+};
 use crate::sandbox::Engine;
 use crate::sandbox::container::installer::{InstallerSpec, installer_body};
-use crate::sandbox::container::spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, Seccomp, current_owner};
+use crate::sandbox::container::spec::{
+    LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, Seccomp, current_owner,
+};
 use crate::sandbox::engine::paths::HostPaths;
 
 /// The cache's directory under the data directory.
@@ -27,9 +31,10 @@ const MAX_FILES: u64 = 100_000;
 const MAX_OUTPUT: usize = 1 << 20;
 /// Processes and threads the installer may run (pip and its subprocesses).
 const PIDS_LIMIT: i64 = 256;
-/// The installer's memory; its /tmp (downloads, unpacking) counts against it, so the tmpfs
-/// is the set's bound twice over plus this.
+/// The installer's memory besides its /tmp, which counts against it.
 const MEMORY_BYTES: i64 = 1 << 30;
+/// pip's room in /tmp besides the downloads and the unpacked set (twice the set's bound).
+const TMP_BYTES: u64 = 256 << 20;
 
 /// Installs in a container of its own on the server's engine.
 pub(crate) struct EngineInstaller {
@@ -40,6 +45,8 @@ pub(crate) struct EngineInstaller {
     seccomp: Seccomp,
     env: Vec<String>,
     ca_file: Option<PathBuf>,
+    /// The bundle was named (`--packages-ca-file`, `PIP_CERT`) rather than the host's default.
+    ca_named: bool,
     wheelhouse: Option<PathBuf>,
     timeout: Duration,
     max_set_bytes: u64,
@@ -47,7 +54,11 @@ pub(crate) struct EngineInstaller {
 
 #[async_trait::async_trait]
 impl Installer for EngineInstaller {
-    async fn install(&self, requirements: &[String], staging: &Path) -> Result<Vec<Resolved>, InstallFailure> {
+    async fn install(
+        &self,
+        requirements: &[String],
+        staging: &Path,
+    ) -> Result<Vec<Resolved>, InstallFailure> {
         let failed = |said: String| InstallFailure::Failed { said };
         let for_engine = |p: &Path| {
             (self.host_paths)
@@ -60,10 +71,10 @@ impl Installer for EngineInstaller {
             gid: self.ids.1,
             out: for_engine(staging)?,
             wheelhouse: self.wheelhouse.as_deref().map(for_engine).transpose()?,
-            ca_file: self.ca_file.as_deref().map(for_engine).transpose()?,
+            ca_file: self.ca_file()?,
             env: self.env.clone(),
-            memory_bytes: MEMORY_BYTES + 2 * self.max_set_bytes as i64,
-            tmpfs_bytes: 2 * self.max_set_bytes,
+            memory_bytes: MEMORY_BYTES + (TMP_BYTES + 2 * self.max_set_bytes) as i64,
+            tmpfs_bytes: TMP_BYTES + 2 * self.max_set_bytes,
             pids_limit: PIDS_LIMIT,
             seccomp: self.seccomp.clone(),
             labels: HashMap::from([
@@ -88,6 +99,27 @@ impl Installer for EngineInstaller {
     }
 }
 
+impl EngineInstaller {
+    /// The certificate bundle as the engine names it. The host's default bundle may be the
+    /// server container's own file, which the engine cannot mount: the installer then uses
+    /// the image's bundle. A named one must be mountable.
+    fn ca_file(&self) -> Result<Option<PathBuf>, InstallFailure> {
+        let Some(file) = &self.ca_file else {
+            return Ok(None);
+        };
+        match self.host_paths.to_engine(file) {
+            Ok(path) => Ok(Some(path)),
+            Err(_) if !self.ca_named => Ok(None),
+            Err(e) => Err(InstallFailure::Failed {
+                said: format!(
+                    "the certificate bundle {} cannot be given to the installer: {e}. Put it on a volume the server's container mounts",
+                    file.display()
+                ),
+            }),
+        }
+    }
+}
+
 /// What the cache needs from the server's start.
 pub(crate) struct PackagesFrom<'a> {
     pub engine: &'a Engine,
@@ -100,7 +132,10 @@ pub(crate) struct PackagesFrom<'a> {
 }
 
 /// Opens the cache under DATA_DIR/packages, or nothing with `--packages off`.
-pub(crate) fn open(config: &Config, from: PackagesFrom<'_>) -> Result<Option<Arc<PackageSets>>, StartError> {
+pub(crate) fn open(
+    config: &Config,
+    from: PackagesFrom<'_>,
+) -> Result<Option<Arc<PackageSets>>, StartError> {
     let packages = &config.packages;
     if !packages.enabled() {
         return Ok(None);
@@ -126,6 +161,7 @@ pub(crate) fn open(config: &Config, from: PackagesFrom<'_>) -> Result<Option<Arc
         },
         env: packages.installer_env(),
         ca_file: packages.ca_file(),
+        ca_named: packages.packages_ca_file.is_some() || std::env::var_os("PIP_CERT").is_some(),
         wheelhouse: packages.packages_wheelhouse.clone(),
         timeout: packages.timeout(),
         max_set_bytes,

@@ -59,7 +59,11 @@ pub fn installer_body(spec: &InstallerSpec) -> ContainerCreateBody {
         .chain(spec.requirements.iter().cloned())
         .collect();
     let mounts = std::iter::once(bind(&spec.out, OUT_MOUNT, false))
-        .chain(spec.wheelhouse.iter().map(|d| bind(d, WHEELHOUSE_MOUNT, true)))
+        .chain(
+            spec.wheelhouse
+                .iter()
+                .map(|d| bind(d, WHEELHOUSE_MOUNT, true)),
+        )
         .chain(spec.ca_file.iter().map(|f| bind(f, CA_MOUNT, true)))
         .collect();
     ContainerCreateBody {
@@ -150,6 +154,8 @@ mod tests {
         let offline = installer_body(&spec(true));
         let hc = offline.host_config.as_ref().unwrap();
         assert_eq!(hc.network_mode.as_deref(), Some("none"));
-        assert!((hc.mounts.iter().flatten()).any(|m| m.target.as_deref() == Some(WHEELHOUSE_MOUNT)));
+        assert!(
+            (hc.mounts.iter().flatten()).any(|m| m.target.as_deref() == Some(WHEELHOUSE_MOUNT))
+        );
     }
 }

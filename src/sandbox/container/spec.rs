@@ -149,6 +149,9 @@ pub struct SandboxSpec {
     /// Modules the harness imports before its job arrives (pooled containers only: a cold
     /// start would only wait longer).
     pub preload: Vec<String>,
+    /// The installed package set put on `sys.path` before the preload and the state load (a
+    /// container prepared for a session that has one).
+    pub package_set: Option<String>,
     /// A session's snapshot file (as the engine sees it), mounted read-only at [`STATE_MOUNT`].
     pub state: Option<PathBuf>,
     pub seccomp: Seccomp,
@@ -241,7 +244,11 @@ fn mounts(spec: &SandboxSpec) -> Vec<Mount> {
                 .iter()
                 .map(|dir| bind(dir, SERVERS_MOUNT, true)),
         )
-        .chain(spec.packages.iter().map(|dir| bind(dir, PACKAGES_MOUNT, true)))
+        .chain(
+            spec.packages
+                .iter()
+                .map(|dir| bind(dir, PACKAGES_MOUNT, true)),
+        )
         .chain(spec.state.iter().map(|file| bind(file, STATE_MOUNT, true)))
         .chain(spec.image_tree.iter().flat_map(|tree| {
             let served = tree.root.join(SERVED);
@@ -285,6 +292,7 @@ fn env(spec: &SandboxSpec) -> Vec<String> {
     ]
     .into_iter()
     .chain((!spec.preload.is_empty()).then(|| format!("CEM_PRELOAD={}", spec.preload.join(","))))
+    .chain((spec.package_set.as_ref()).map(|set| format!("CEM_PACKAGES={set}")))
     .collect()
 }
 
@@ -324,6 +332,7 @@ mod tests {
             gid: 10001,
             labels: HashMap::from([(LABEL_MANAGED.into(), "true".into())]),
             preload: Vec::new(),
+            package_set: None,
             state: None,
             seccomp: Seccomp::Inline,
             image_tree: None,

@@ -23,10 +23,14 @@ pub struct Prepared {
     /// Locked while the preparation runs; then holds the container until a call takes it.
     pub(crate) slot: Arc<Mutex<Option<Started>>>,
     pub(crate) ends: CancellationToken,
+    /// The installed package set the container was started with.
+    pub package_set: Option<String>,
 }
 
 impl Prepared {
-    pub(crate) fn new() -> (Self, tokio::sync::OwnedMutexGuard<Option<Started>>) {
+    pub(crate) fn new(
+        package_set: Option<String>,
+    ) -> (Self, tokio::sync::OwnedMutexGuard<Option<Started>>) {
         let slot = Arc::new(Mutex::new(None));
         let guard = slot
             .clone()
@@ -35,6 +39,7 @@ impl Prepared {
         let prepared = Self {
             slot,
             ends: CancellationToken::new(),
+            package_set,
         };
         (prepared, guard)
     }

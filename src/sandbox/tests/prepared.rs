@@ -51,7 +51,10 @@ fn session_job(store: Arc<Memory>, prepared: Option<crate::sandbox::Prepared>) -
 async fn the_next_call_runs_in_the_prepared_container() {
     let rig = Rig::pooled(vec![ok(json!(1))], 1).await;
     let store = store();
-    let prepared = rig.sandbox.prepare(store.clone()).expect("no pressure");
+    let prepared = rig
+        .sandbox
+        .prepare(store.clone(), None)
+        .expect("no pressure");
     settle().await;
     assert!(prepared.is_ready());
     assert_eq!(rig.engine.states().len(), 1, "the state went in ahead");
@@ -91,7 +94,7 @@ async fn without_a_prepared_container_the_state_goes_in_before_the_job() {
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_preparation_removes_its_container() {
     let rig = Rig::pooled(vec![ok(json!(1))], 1).await;
-    let prepared = rig.sandbox.prepare(store()).expect("no pressure");
+    let prepared = rig.sandbox.prepare(store(), None).expect("no pressure");
     settle().await;
     assert!(prepared.is_ready());
     let live = rig.engine.live().len();
@@ -106,7 +109,7 @@ async fn a_cancelled_preparation_removes_its_container() {
 #[tokio::test(start_paused = true)]
 async fn pressure_on_the_pool_removes_prepared_containers() {
     let rig = Rig::pooled(vec![ok(json!(1))], 1).await;
-    let prepared = rig.sandbox.prepare(store()).expect("no pressure");
+    let prepared = rig.sandbox.prepare(store(), None).expect("no pressure");
     settle().await;
     assert!(prepared.is_ready());
     // The preparation took the pooled container; its replacement is on its way. Two calls at
@@ -119,7 +122,7 @@ async fn pressure_on_the_pool_removes_prepared_containers() {
     settle().await;
     assert!(!prepared.is_ready(), "it gave way");
     assert!(
-        rig.sandbox.prepare(store()).is_none(),
+        rig.sandbox.prepare(store(), None).is_none(),
         "nothing is prepared under pressure"
     );
     rig.engine
@@ -139,7 +142,7 @@ async fn an_unclaimed_preparation_ends_after_the_pool_idle_time() {
     rig.sandbox.refill();
     rig.engine.until_live(1).await;
     settle().await;
-    let prepared = rig.sandbox.prepare(store()).expect("no pressure");
+    let prepared = rig.sandbox.prepare(store(), None).expect("no pressure");
     settle().await;
     assert!(prepared.is_ready());
     tokio::time::sleep(rig.sandbox.settings().pool_idle + Duration::from_secs(1)).await;
