@@ -415,3 +415,11 @@ async fn bad_requests_are_refused_with_their_cause_and_nothing_is_kept() {
     assert!(why.contains("--packages off"), "{why}");
     t.finish().await;
 }
+
+#[test]
+fn the_python_sdk_installs_packages_on_both_eras() {
+    let run = common::run_python_client_with("packages_client.py", &[]);
+    for era in ["stdio legacy: packages ok", "stdio auto: packages ok"] {
+        assert!(run.stdout.contains(era), "{}", run.stdout);
+    }
+}

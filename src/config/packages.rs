@@ -93,7 +93,7 @@ impl PackagesConfig {
                 self.packages_max_mb, self.packages_cache_mb
             )));
         }
-        if let Some(url) = &self.packages_index
+        if let Some(url) = self.index()
             && !(url.starts_with("https://") || url.starts_with("http://"))
         {
             return Err(ConfigError::Invalid {
@@ -112,6 +112,11 @@ impl PackagesConfig {
         Ok(())
     }
 
+    /// `--packages-index`, when set to something (compose passes an empty value for unset).
+    fn index(&self) -> Option<&str> {
+        self.packages_index.as_deref().filter(|u| !u.is_empty())
+    }
+
     pub fn enabled(&self) -> bool {
         self.mode == PackagesMode::On
     }
@@ -124,9 +129,13 @@ impl PackagesConfig {
     pub fn ca_file(&self) -> Option<PathBuf> {
         let offline = self.packages_wheelhouse.is_some();
         (!offline).then(|| {
-            self.packages_ca_file
-                .clone()
-                .or_else(|| std::env::var_os("PIP_CERT").map(PathBuf::from))
+            (self.packages_ca_file.clone())
+                .filter(|f| !f.as_os_str().is_empty())
+                .or_else(|| {
+                    std::env::var_os("PIP_CERT")
+                        .filter(|v| !v.is_empty())
+                        .map(PathBuf::from)
+                })
                 .or_else(|| {
                     let system = PathBuf::from(SYSTEM_CA_BUNDLE);
                     system.is_file().then_some(system)
@@ -142,10 +151,13 @@ impl PackagesConfig {
         }
         let mut env: Vec<String> = PIP_VARIABLES
             .iter()
-            .filter(|name| !(self.packages_index.is_some() && **name == "PIP_INDEX_URL"))
-            .filter_map(|name| std::env::var(name).ok().map(|v| format!("{name}={v}")))
+            .filter(|name| !(self.index().is_some() && **name == "PIP_INDEX_URL"))
+            .filter_map(|name| {
+                let value = std::env::var(name).ok().filter(|v| !v.is_empty())?;
+                Some(format!("{name}={value}"))
+            })
             .collect();
-        if let Some(index) = &self.packages_index {
+        if let Some(index) = self.index() {
             env.push(format!("PIP_INDEX_URL={index}"));
         }
         env

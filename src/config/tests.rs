@@ -303,3 +303,39 @@ fn allowed_hosts_are_names_or_a_lone_star() {
         assert!(err.contains("--allowed-hosts"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn packages_flags_are_checked_and_the_index_flag_wins() {
+    let parse = |args: &[&str]| Config::try_from_args(args.iter().copied()).unwrap();
+    let c = parse(&["--packages-max-mb", "100", "--packages-cache-mb", "50"]);
+    assert!(matches!(c.validate(), Err(ConfigError::Conflict(_))));
+    let c = parse(&["--packages-index", "ftp://example.com/simple"]);
+    assert!(matches!(
+        c.validate(),
+        Err(ConfigError::Invalid {
+            flag: "--packages-index",
+            ..
+        })
+    ));
+    let c = parse(&["--packages-index", "https://index.example/simple"]);
+    c.validate().unwrap();
+    let env = c.packages.installer_env();
+    assert!(
+        env.contains(&"PIP_INDEX_URL=https://index.example/simple".to_string()),
+        "{env:?}"
+    );
+    assert!(c.packages.source().contains("https://index.example/simple"));
+    // An empty value (compose's unset variable) is no index.
+    let c = parse(&["--packages-index", ""]);
+    c.validate().unwrap();
+    assert!(!c.packages.source().contains("PIP_INDEX_URL=\n"));
+    let wheels = tempfile::tempdir().unwrap();
+    let c = parse(&["--packages-wheelhouse", wheels.path().to_str().unwrap()]);
+    c.validate().unwrap();
+    assert!(
+        c.packages.installer_env().is_empty(),
+        "no network settings offline"
+    );
+    assert_eq!(c.packages.ca_file(), None);
+    assert!(!parse(&["--packages", "off"]).packages.enabled());
+}

@@ -129,6 +129,10 @@ pub struct PackageStats {
 
 type Flight = Shared<BoxFuture<'static, Result<Arc<SetMeta>, PackageError>>>;
 
+/// Installs of different sets running at once; more wait their turn (each installer container
+/// may use a gigabyte of memory and twice the set's bound in /tmp).
+const MAX_INSTALLS_AT_ONCE: usize = 2;
+
 /// The shared cache of installed sets and the installs in flight.
 pub struct PackageSets {
     store: Arc<store::Store>,
@@ -137,6 +141,7 @@ pub struct PackageSets {
     flights: Mutex<HashMap<String, Flight>>,
     leases: Arc<Mutex<HashMap<String, usize>>>,
     stats: Arc<Mutex<PackageStats>>,
+    installs: Arc<tokio::sync::Semaphore>,
 }
 
 impl PackageSets {
@@ -152,6 +157,7 @@ impl PackageSets {
             flights: Mutex::new(HashMap::new()),
             leases: Arc::new(Mutex::new(HashMap::new())),
             stats: Arc::new(Mutex::new(PackageStats::default())),
+            installs: Arc::new(tokio::sync::Semaphore::new(MAX_INSTALLS_AT_ONCE)),
         })
     }
 
@@ -170,7 +176,7 @@ impl PackageSets {
     ) -> Result<Installed, PackageError> {
         let started = Instant::now();
         let (meta, from_cache) = self.ensure_checked(image_id, &requested, policy).await?;
-        self.store.touch(&meta.set);
+        crate::host::blocking_here(|| self.store.touch(&meta.set));
         Ok(Installed {
             lease: self.lease(&meta.set),
             meta,
@@ -192,7 +198,7 @@ impl PackageSets {
         };
         policy.check_requested(requested).map_err(refused)?;
         let key = self.request_key(image_id, requested);
-        let (meta, from_cache) = match self.store.lookup(&key) {
+        let (meta, from_cache) = match crate::host::blocking_here(|| self.store.lookup(&key)) {
             Some(meta) => {
                 self.count(|s| s.cache_hits += 1);
                 (Arc::new(meta), true)
@@ -236,6 +242,7 @@ impl PackageSets {
                     texts: requested.iter().map(|r| r.text.clone()).collect(),
                     key: key.clone(),
                     stats: self.stats.clone(),
+                    turn: self.installs.clone(),
                 };
                 let task = tokio::spawn(job.run());
                 let f = async move {
@@ -326,11 +333,13 @@ struct Install {
     texts: Vec<String>,
     key: String,
     stats: Arc<Mutex<PackageStats>>,
+    turn: Arc<tokio::sync::Semaphore>,
 }
 
 impl Install {
     /// Installs once, and counts the install by its outcome (however many waited for it).
     async fn run(self) -> Result<Arc<SetMeta>, PackageError> {
+        let _turn = self.turn.clone().acquire_owned().await;
         let result = match self.store.new_staging() {
             Err(e) => Err(PackageError::Cache(e)),
             Ok(staging) => {

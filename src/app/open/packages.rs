@@ -161,7 +161,8 @@ pub(crate) fn open(
         },
         env: packages.installer_env(),
         ca_file: packages.ca_file(),
-        ca_named: packages.packages_ca_file.is_some() || std::env::var_os("PIP_CERT").is_some(),
+        ca_named: (packages.packages_ca_file.as_ref()).is_some_and(|f| !f.as_os_str().is_empty())
+            || std::env::var_os("PIP_CERT").is_some_and(|v| !v.is_empty()),
         wheelhouse: packages.packages_wheelhouse.clone(),
         timeout: packages.timeout(),
         max_set_bytes,
