@@ -22,17 +22,8 @@ use code_execution_mcp::app::App;
 use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::sandbox::stats::percentile;
 use common::config::defaults_in;
+use common::in_process::wait_for_pool;
 use common::knobs::env_usize;
-
-async fn wait_for_pool(app: &App, size: usize) {
-    for _ in 0..600 {
-        if app.sandbox().pool_ready() >= size {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the pool did not fill");
-}
 
 /// One call with `packages`; its latency in ms and its result.
 async fn call(app: &App, code: &str, packages: &[&str]) -> (f64, serde_json::Value, bool) {

@@ -29,7 +29,7 @@ use code_execution_mcp::sandbox::container::spec::LABEL_INSTANCE;
 use code_execution_mcp::sandbox::stats::percentile;
 use common::config::defaults_in;
 use common::docker::docker;
-use common::in_process::execution_ms;
+use common::in_process::{execution_ms, wait_for_pool};
 use common::knobs::env_usize;
 
 fn config(dir: &Path, profile: ImageProfile, preload: &str) -> Config {
@@ -38,16 +38,6 @@ fn config(dir: &Path, profile: ImageProfile, preload: &str) -> Config {
     c.sandbox.image_profile = profile;
     c.sandbox.preload = Some(preload.split(',').map(str::to_string).collect());
     c
-}
-
-async fn wait_for_pool(app: &App, size: usize) {
-    for _ in 0..600 {
-        if app.sandbox().pool_ready() >= size {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the pool did not fill");
 }
 
 /// `n` pooled executions of `code`, in milliseconds, each after a think time.

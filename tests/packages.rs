@@ -248,6 +248,27 @@ async fn sessions_keep_their_own_versions_of_one_package() {
         );
         assert_eq!(report(&e).requested, [format!("humanize=={version}")]);
     }
+    // A package the index does not have: refused, and the session goes on as it was.
+    let (handle, version) = &handles[0];
+    let err = call(
+        &t,
+        &["no-such-package-cem-zz"],
+        Some(handle),
+        "v = 'changed'",
+    )
+    .await
+    .err()
+    .unwrap();
+    assert!(matches!(err, ExecuteError::Packages { .. }), "{err}");
+    let e = call(
+        &t,
+        &[],
+        Some(handle),
+        "import humanize; result = [humanize.__version__, v]",
+    )
+    .await
+    .unwrap();
+    assert_eq!(e.outcome.result, json!([version, version]));
     t.finish().await;
 }
 

@@ -30,3 +30,14 @@ pub async fn timed_execution(app: &App, code: &str) -> (Executed, f64) {
 pub async fn execution_ms(app: &App, code: &str) -> f64 {
     timed_execution(app, code).await.1
 }
+
+/// Waits until `app`'s pool holds `size` ready containers (a minute at most).
+pub async fn wait_for_pool(app: &App, size: usize) {
+    for _ in 0..1200 {
+        if app.sandbox().pool_ready() >= size {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the pool did not fill");
+}

@@ -99,14 +99,9 @@ impl App {
             packages: named,
         } = request;
         let (context_vars, limits) = self.check(&code, context_vars, timeout_seconds, memory_mb)?;
-        let session_kind = session_arg.as_deref().map(crate::app::SessionArg::parse);
-        let packages = self.packages_for(&named, session_kind.as_ref()).await?;
         let before = self.workspace_before().await?;
         let upstream = self.upstream_calls(confirm).await?;
-        let mut turn = self.session_turn(session_arg).await?;
-        if let (Some(turn), Some(packages)) = (&turn, &packages) {
-            self.keep_session_packages(&turn.handle, packages);
-        }
+        let (mut turn, packages) = self.turn_and_packages(session_arg, &named).await?;
         let set = packages.as_ref().map(|p| p.set().to_string());
         let (carry, saved) = match turn.as_mut().map(|t| t.carry(set.as_deref())) {
             Some((carry, saved)) => (Some(carry), Some(saved)),
@@ -201,7 +196,7 @@ impl App {
     }
 
     /// The session's turn, when the call names one (refused with sessions off).
-    async fn session_turn(
+    pub(crate) async fn session_turn(
         &self,
         session_arg: Option<String>,
     ) -> Result<Option<sessions::Turn>, ExecuteError> {

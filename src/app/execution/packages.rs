@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::app::execution::sessions::SessionArg;
+use crate::app::execution::sessions::Turn;
 use crate::app::{App, ExecuteError};
 use crate::audit::record::{AuditPackages, AuditWheel};
 use crate::packages::requirement::{merged, parse_all};
@@ -97,12 +97,45 @@ pub fn failed_audit(error: &PackageError, requested: &[String], took: Duration) 
 }
 
 impl App {
+    /// The session's turn and the packages the call runs with. Without a session, or for a
+    /// new one, the packages come first (a failure then creates no session); a continued
+    /// session's come within its turn, once its previous call has kept what it installed.
+    pub(crate) async fn turn_and_packages(
+        &self,
+        session: Option<String>,
+        named: &[String],
+    ) -> Result<(Option<Turn>, Option<ExecutionPackages>), ExecuteError> {
+        let continued = session.as_deref().is_some_and(|s| s != "new");
+        if !continued {
+            let packages = self.packages_for(named, None).await?;
+            let turn = self.session_turn(session).await?;
+            if let (Some(turn), Some(packages)) = (&turn, &packages) {
+                self.keep_session_packages(&turn.handle, packages);
+            }
+            return Ok((turn, packages));
+        }
+        let turn = self.session_turn(session).await?;
+        let handle = turn.as_ref().map(|t| t.handle.as_str());
+        match self.packages_for(named, handle).await {
+            Ok(packages) => {
+                if let (Some(turn), Some(packages)) = (&turn, &packages) {
+                    self.keep_session_packages(&turn.handle, packages);
+                }
+                Ok((turn, packages))
+            }
+            Err(e) => {
+                turn.map(Turn::abandon);
+                Err(e)
+            }
+        }
+    }
+
     /// The set the call runs with: none when neither the call nor its session names packages.
     /// A failure is the call's error, and the code does not run.
     pub(crate) async fn packages_for(
         &self,
         named: &[String],
-        session: Option<&SessionArg>,
+        session: Option<&str>,
     ) -> Result<Option<ExecutionPackages>, ExecuteError> {
         let started = Instant::now();
         let failed = |error: PackageError, requested: Vec<String>| ExecuteError::Packages {
@@ -135,10 +168,9 @@ impl App {
         }))
     }
 
-    /// The requirements a continued session keeps (none for a new session, or one that is
-    /// not there: the session's own checks say so later).
-    fn session_packages(&self, session: Option<&SessionArg>) -> Vec<Requirement> {
-        let Some(SessionArg::Continue(handle)) = session else {
+    /// The requirements a session keeps (none for a new one).
+    fn session_packages(&self, session: Option<&str>) -> Vec<Requirement> {
+        let Some(handle) = session else {
             return Vec::new();
         };
         let texts = self.sessions.packages(handle);

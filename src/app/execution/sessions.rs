@@ -189,6 +189,14 @@ impl Turn {
         (carry, Saved { store, rx })
     }
 
+    /// Ends a turn whose call did not run: its prepared container is removed, and the next
+    /// call of the session may start.
+    pub fn abandon(self) {
+        if let Some(prepared) = self.prepared {
+            prepared.cancel();
+        }
+    }
+
     /// Ends the turn once the snapshot has arrived (in the background): prepares the
     /// session's next container when it was saved, then lets the next call in.
     pub fn finish(
