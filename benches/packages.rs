@@ -47,11 +47,11 @@ async fn call(app: &App, code: &str, packages: &[&str]) -> (f64, serde_json::Val
 
 fn row(name: &str, samples: &mut [f64]) -> f64 {
     samples.sort_by(f64::total_cmp);
-    let p50 = percentile(samples, 50.0).unwrap_or(f64::NAN);
+    let p50 = percentile(samples, 0.5).unwrap_or(f64::NAN);
     println!(
         "{name:<58} n={:<3} p50 {p50:>8.1} ms  p90 {:>8.1} ms",
         samples.len(),
-        percentile(samples, 90.0).unwrap_or(f64::NAN)
+        percentile(samples, 0.9).unwrap_or(f64::NAN)
     );
     p50
 }

@@ -6,15 +6,16 @@ the network reaches the package index, and nothing else is mounted but /out, the
 bundle and, for an air-gapped host, the wheelhouse at /wheelhouse. No package code runs here:
 only wheels are accepted (a source distribution would run its own build), and pip unpacks them.
 
-Two pip runs: a dry run that resolves against what the image already has and reports every
+Two pip runs, in this one process: a dry run that resolves against what the image already has and reports every
 file it would install with its sha256 from the index, then an install of exactly those files,
 pinned by hash (--require-hashes), without dependencies, into /out.
 """
+import contextlib
 import glob
+import io
 import json
 import os
 import re
-import subprocess
 import sys
 
 OUT = "/out"
@@ -30,25 +31,45 @@ def finish(ok, **fields):
     sys.exit(0)
 
 
-def pip_command():
+def pip_main():
+    """pip's entry point, imported once: both runs happen in this process, so pip's import (a
+    second or more, from a wheel without compiled bytecode) is paid once."""
     try:
-        import pip  # noqa: F401  (the registry's python image has pip installed)
-        return [sys.executable, "-I", "-m", "pip"]
+        from pip._internal.cli.main import main  # the registry's python image has pip installed
+        return main
     except ImportError:
-        wheels = sorted(glob.glob("/usr/share/python-wheels/pip-*.whl"))
-        if not wheels:
-            finish(False, kind="failed", said="the sandbox image has no pip to install packages with")
-        return [sys.executable, "-I", wheels[-1] + "/pip"]
+        pass
+    # The offline base's pip wheel, unpacked and compiled by the image's Dockerfile, else as is.
+    unpacked = "/opt/sandbox/installer"
+    wheels = sorted(glob.glob("/usr/share/python-wheels/pip-*.whl"))
+    place = unpacked if os.path.isdir(os.path.join(unpacked, "pip")) else (wheels or [None])[-1]
+    if place is None:
+        finish(False, kind="failed", said="the sandbox image has no pip to install packages with")
+    sys.path.insert(0, place)
+    from pip._internal.cli.main import main
+    return main
 
 
-PIP = pip_command()
+PIP = pip_main()
 SOURCE = ["--no-index", "--find-links", WHEELHOUSE] if os.path.isdir(WHEELHOUSE) else []
 COMMON = ["--disable-pip-version-check", "--no-input", "--progress-bar", "off",
           "--only-binary=:all:", "--retries", "1", "--timeout", "20"]
 
 
+class Ran:
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
 def pip(*args):
-    return subprocess.run(PIP + list(args), capture_output=True, text=True)
+    """One pip command, in this process; what it printed is kept, not shown."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = PIP(list(args))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+    return Ran(code, out.getvalue(), err.getvalue())
 
 
 def said(stderr):

@@ -126,6 +126,17 @@ fn check_execute(a: &ExecuteCodeArgs) {
         assert!(handle.len() == 36 && !handle.contains(['/', '.', '\0']), "{handle:?}");
     }
 
+    // A requirement reaches pip as an argument: an accepted one is a normalized name and a
+    // text that is no option and holds no control character.
+    if let Some(packages) = &a.packages
+        && let Ok(all) = code_execution_mcp::packages::requirement::parse_all(packages)
+    {
+        for r in all {
+            let name_ok = (r.name.bytes()).all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+            assert!(name_ok && !r.text.starts_with('-') && !r.text.contains(char::is_control), "{r:?}");
+        }
+    }
+
     let l = request::clamp(a.timeout_seconds, a.memory_mb, &request::RequestBounds::of(&c.limits)).expect("JSON numbers are finite");
     let (min_t, max_t) = (
         Duration::from_secs_f64(MIN_TIMEOUT_SECS),
