@@ -96,6 +96,21 @@ fn assert_cache_clean(t: &TestApp) {
     assert_eq!(sets, metas, "every set in the cache has its record");
 }
 
+/// The `packages` of every audit record the server without tenants wrote.
+fn audited(t: &TestApp) -> Vec<serde_json::Value> {
+    let dir = t.app.config().storage.data_dir().join("audit/_default");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        for line in std::fs::read_to_string(entry.path()).unwrap().lines() {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            if !record["packages"].is_null() {
+                found.push(record["packages"].clone());
+            }
+        }
+    }
+    found
+}
+
 #[tokio::test]
 async fn a_pure_wheel_installs_once_into_an_offline_read_only_sandbox() {
     let t = TestApp::start().await;
@@ -158,6 +173,17 @@ result = {'words': humanize.intword(12_000_000), 'interfaces': interfaces,
     assert_eq!(stats.cache_sets, 1);
     assert!(stats.cache_bytes > 10_000);
     assert_cache_clean(&t);
+    // The audit trail: what was asked, the outcome, each wheel with its sha256.
+    let records = audited(&t);
+    let outcomes: Vec<&str> = records
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["installed", "cached"], "{records:?}");
+    assert_eq!(records[0]["requested"], json!(["humanize"]));
+    let wheel = &records[0]["resolved"][0];
+    assert_eq!(wheel["name"], json!("humanize"));
+    assert_eq!(wheel["sha256"].as_str().unwrap().len(), 64, "{wheel}");
     t.finish().await;
 }
 
@@ -419,6 +445,11 @@ async fn bad_requests_are_refused_with_their_cause_and_nothing_is_kept() {
         std::fs::read_dir(cache(&t).join("sets")).unwrap().count(),
         0
     );
+    let outcomes: Vec<String> = (audited(&t).iter())
+        .map(|r| r["outcome"].as_str().unwrap().to_string())
+        .collect();
+    assert!(outcomes.contains(&"failed".to_string()), "{outcomes:?}");
+    assert!(outcomes.contains(&"refused".to_string()), "{outcomes:?}");
     t.finish().await;
 
     let t = TestApp::start_with(|c| {
