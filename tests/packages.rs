@@ -475,3 +475,18 @@ fn the_python_sdk_installs_packages_on_both_eras() {
         assert!(run.stdout.contains(era), "{}", run.stdout);
     }
 }
+
+#[tokio::test]
+async fn a_version_the_call_asks_for_wins_over_the_images_even_when_the_pool_preloads_it() {
+    // The data image has tabulate 0.9.0, which the pool imports ahead.
+    let t = TestApp::start_with(|c| c.sandbox.preload = Some(vec!["tabulate".into()])).await;
+    common::wait_for_full_pool(&t.app, 1).await;
+    let code = "import tabulate; result = tabulate.__version__";
+    assert_eq!(t.run(code).await.result, json!("0.9.0"));
+    common::wait_for_full_pool(&t.app, 1).await;
+    let e = ok(&t, &["tabulate==0.8.10"], code).await;
+    assert_eq!(e.outcome.result, json!("0.8.10"));
+    // The first call took the pooled container; this one, a container of its own.
+    assert_eq!(t.app.stats().snapshot().executions_pooled, 1);
+    t.finish().await;
+}

@@ -110,6 +110,19 @@ def refuse(stderr):
     finish(False, kind="failed", said=said(stderr))
 
 
+def replaced(chosen):
+    """The distributions of the set that this image has too (the set's version wins)."""
+    from importlib import metadata
+    names = []
+    for c in chosen:
+        try:
+            metadata.version(c["name"])
+            names.append(c["name"])
+        except metadata.PackageNotFoundError:
+            pass
+    return names
+
+
 def main(requirements):
     resolved = pip("install", "--dry-run", "--quiet", "--report", REPORT, *COMMON, *SOURCE,
                    "--", *requirements)
@@ -136,7 +149,7 @@ def main(requirements):
                         "--no-warn-script-location", *COMMON, *SOURCE, "-r", PINNED)
         if installed.returncode != 0:
             refuse(installed.stderr)
-    finish(True, resolved=chosen)
+    finish(True, resolved=chosen, replaces=replaced(chosen))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,14 @@ pub enum InstallFailure {
     Failed { said: String },
 }
 
+/// What an install put in its directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Installed {
+    pub resolved: Vec<Resolved>,
+    /// Those of `resolved` the image has too, in another version.
+    pub replaces: Vec<String>,
+}
+
 /// Resolves `requirements` for the sandbox image and installs them into `staging`, a directory
 /// the caller made for this install alone.
 #[async_trait::async_trait]
@@ -38,7 +46,7 @@ pub trait Installer: Send + Sync + 'static {
         &self,
         requirements: &[String],
         staging: &Path,
-    ) -> Result<Vec<Resolved>, InstallFailure>;
+    ) -> Result<Installed, InstallFailure>;
 }
 
 #[derive(Deserialize)]
@@ -46,6 +54,8 @@ struct DriverAnswer {
     ok: bool,
     #[serde(default)]
     resolved: Vec<Resolved>,
+    #[serde(default)]
+    replaces: Vec<String>,
     #[serde(default)]
     kind: String,
     #[serde(default)]
@@ -60,7 +70,7 @@ pub fn read_answer(
     stdout: &str,
     exit: Option<i64>,
     stderr: &str,
-) -> Result<Vec<Resolved>, InstallFailure> {
+) -> Result<Installed, InstallFailure> {
     let line = stdout
         .lines()
         .rev()
@@ -83,7 +93,10 @@ pub fn read_answer(
                 });
             }
         }
-        return Ok(answer.resolved);
+        return Ok(Installed {
+            resolved: answer.resolved,
+            replaces: answer.replaces,
+        });
     }
     let said = crate::text::prefix_chars(&answer.said, 1000).to_owned();
     Err(match answer.kind.as_str() {
@@ -111,7 +124,7 @@ mod tests {
     fn the_drivers_answers_become_results() {
         let ok = r#"{"ok": true, "resolved": [{"name": "humanize", "version": "4.12.3", "sha256": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "file": "humanize-4.12.3-py3-none-any.whl"}]}"#;
         let set = read_answer(&format!("noise\n{ok}\n"), Some(0), "").unwrap();
-        assert_eq!(set[0].version, "4.12.3");
+        assert_eq!(set.resolved[0].version, "4.12.3");
         let missing = r#"{"ok": false, "kind": "not_found", "name": "nope==9", "said": "ERROR: No matching distribution found for nope==9"}"#;
         assert!(matches!(
             read_answer(missing, Some(0), ""),

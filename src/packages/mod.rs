@@ -358,7 +358,8 @@ impl Install {
     }
 
     async fn install_into(&self, staging: &std::path::Path) -> Result<Arc<SetMeta>, PackageError> {
-        let resolved = self.installer.install(&self.texts, staging).await?;
+        let installer::Installed { resolved, replaces } =
+            self.installer.install(&self.texts, staging).await?;
         let (store, limits, staging) = (self.store.clone(), self.limits, staging.to_path_buf());
         let key = self.key.clone();
         tokio::task::spawn_blocking(move || {
@@ -368,6 +369,7 @@ impl Install {
                 resolved,
                 bytes: size.bytes,
                 files: size.files,
+                replaces,
             };
             store
                 .commit(&staging, &meta, &key)

@@ -28,6 +28,9 @@ pub struct SetMeta {
     pub resolved: Vec<Resolved>,
     pub bytes: u64,
     pub files: u64,
+    /// The distributions of the set that the image has too, in another version.
+    #[serde(default)]
+    pub replaces: Vec<String>,
 }
 
 /// One set of the cache, for eviction.

@@ -18,7 +18,7 @@ impl Installer for Fake {
         &self,
         reqs: &[String],
         staging: &Path,
-    ) -> Result<Vec<Resolved>, InstallFailure> {
+    ) -> Result<installer::Installed, InstallFailure> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(50)).await;
         let mut out = Vec::new();
@@ -39,7 +39,10 @@ impl Installer for Fake {
                 file: format!("{name}-{version}-py3-none-any.whl"),
             });
         }
-        Ok(out)
+        Ok(installer::Installed {
+            resolved: out,
+            replaces: Vec::new(),
+        })
     }
 }
 

@@ -154,6 +154,7 @@ pub fn probe_job(code: String, memory_mb: i64) -> Job {
         calls: None,
         servers: None,
         packages: None,
+        replaces_image: false,
         carry: None,
     }
 }

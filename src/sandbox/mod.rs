@@ -206,11 +206,13 @@ impl Sandbox {
                 .fit_memory(ready, job.memory_bytes, start_deadline)
                 .await;
         }
-        // A snapshot large enough to mount wants a container of its own.
+        // A snapshot large enough to mount wants a container of its own, and so does a set
+        // that provides a module the pool preloads from the image.
         if job
             .carry
             .as_ref()
             .is_some_and(|c| c.store.mountable().is_some())
+            || (job.replaces_image && self.preloads())
         {
             return None;
         }
@@ -270,6 +272,14 @@ impl Sandbox {
 
     /// A pooled container set to `memory_bytes`, if one is ready by `deadline` (and, for a
     /// non-default limit, the engine applied it by then).
+    /// Whether pooled containers import modules ahead (whichever: one may import others).
+    fn preloads(&self) -> bool {
+        match &self.settings.preload {
+            preload::Preload::Fixed(names) => !names.is_empty(),
+            preload::Preload::Learned => !self.learned.modules().is_empty(),
+        }
+    }
+
     async fn take_warm(
         &self,
         memory_bytes: i64,

@@ -117,6 +117,8 @@ impl App {
             servers: (upstream.as_ref()).and_then(|s| s.tree_version().map(str::to_string)),
             calls: upstream.as_ref().map(|s| self.calls_with_tools(s)),
             packages: set.clone(),
+            replaces_image: (packages.as_ref())
+                .is_some_and(|p| !p.installed.meta.replaces.is_empty()),
         };
         let ran = self.sandbox.run(job, cancel).await;
         let handle = turn.as_ref().map(|t| t.handle.clone());

@@ -124,7 +124,9 @@ impl App {
                 Ok((turn, packages))
             }
             Err(e) => {
-                turn.map(Turn::abandon);
+                if let Some(turn) = turn {
+                    turn.abandon();
+                }
                 Err(e)
             }
         }

@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use crate::app::StartError;
 use crate::config::Config;
+use crate::packages::installer::Installed;
 use crate::packages::installer::{DRIVER, read_answer};
-use crate::packages::{
-    InstallFailure, Installer, PackageSets, PackageSettings, Resolved, TreeLimits,
-};
+use crate::packages::{InstallFailure, Installer, PackageSets, PackageSettings, TreeLimits};
 use crate::sandbox::Engine;
 use crate::sandbox::container::installer::{InstallerSpec, installer_body};
 use crate::sandbox::container::spec::{
@@ -58,7 +57,7 @@ impl Installer for EngineInstaller {
         &self,
         requirements: &[String],
         staging: &Path,
-    ) -> Result<Vec<Resolved>, InstallFailure> {
+    ) -> Result<Installed, InstallFailure> {
         let failed = |said: String| InstallFailure::Failed { said };
         let for_engine = |p: &Path| {
             (self.host_paths)

@@ -56,6 +56,10 @@ pub struct Job {
     /// The installed package set (a directory of the read-only `/mnt/packages` mount) the
     /// harness puts on `sys.path`.
     pub packages: Option<String>,
+    /// That set replaces distributions of the image (another version of numpy, say): a pooled
+    /// container that imported modules ahead may hold the image's, which would win, so the
+    /// job gets a container of its own when the pool preloads anything.
+    pub replaces_image: bool,
     /// A session's state: loaded before the code runs, saved after it (see [`crate::sandbox::run::carry`]).
     pub carry: Option<crate::sandbox::run::carry::Carry>,
 }

@@ -144,6 +144,7 @@ fn job(timeout_secs: u64) -> Job {
         calls: None,
         servers: None,
         packages: None,
+        replaces_image: false,
         carry: None,
     }
 }

@@ -5,6 +5,8 @@ use std::sync::atomic::Ordering;
 
 use serde_json::json;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::sandbox::engine::backend::EngineEvent;
 use crate::sandbox::pool::Pool;
 use crate::sandbox::tests::fake::{Step, ok};
@@ -52,6 +54,44 @@ async fn a_replacement_the_engine_is_stuck_on_costs_half_the_start_limit_then_ru
         (Duration::from_secs(15)..Duration::from_secs(16)).contains(&waited),
         "answered after {waited:?}: half the 30 s start limit waiting, then a cold start"
     );
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_set_replacing_the_images_modules_skips_a_pool_that_preloads() {
+    let replacing = || Job {
+        packages: Some("0123456789abcdef0123456789abcdef".into()),
+        replaces_image: true,
+        ..job(10)
+    };
+    // A pool that imports numpy ahead: the image's numpy would win over the set's.
+    let mut preloading = settings(1, 2);
+    preloading.preload = crate::sandbox::pool::preload::Preload::Fixed(vec!["numpy".into()]);
+    let rig = Rig::new(vec![ok(json!(1)), ok(json!(1))], preloading);
+    rig.sandbox.refill();
+    rig.engine.until_live(1).await;
+    settle().await;
+    let outcome = rig
+        .sandbox
+        .run(replacing(), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, Status::Ok);
+    assert_eq!(rig.stats.snapshot().executions_pooled, 0, "it ran cold");
+    // A set that replaces nothing takes the pooled container.
+    let outcome = rig
+        .sandbox
+        .run(
+            Job {
+                replaces_image: false,
+                ..replacing()
+            },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, Status::Ok);
+    assert_eq!(rig.stats.snapshot().executions_pooled, 1);
     rig.finish().await;
 }
 
