@@ -124,6 +124,11 @@ async fn case_38_mountinfo_reveals_no_host_paths_beyond_the_workspace() {
                 let mut rest = v.as_str().unwrap().to_string();
                 let ws = t.workspace().canonicalize().unwrap();
                 let skills = t.app.skills_dir().canonicalize().unwrap();
+                // The package cache's sets, beside the skills under the data directory: the
+                // same directory the skills path shows already.
+                let sets = (t.app.config().storage.data_dir().join("packages/sets"))
+                    .canonicalize()
+                    .unwrap();
                 if gvisor(t) {
                     // gVisor's kernel shows its own mounts, by their place in the sandbox only.
                     assert!(
@@ -137,7 +142,7 @@ async fn case_38_mountinfo_reveals_no_host_paths_beyond_the_workspace() {
                         "the workspace mount is listed"
                     );
                 }
-                for own in [&ws, &skills] {
+                for own in [&ws, &skills, &sets] {
                     rest = rest.replace(own.to_str().unwrap(), "<own>");
                 }
                 let mut forbidden: Vec<String> = vec![
