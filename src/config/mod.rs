@@ -27,7 +27,7 @@ use clap::Args;
 pub use gateway::GatewayConfig;
 pub use limits::{LimitsConfig, MIN_MEMORY_MB};
 pub use operations::OperationsConfig;
-pub use packages::{PIP_VARIABLES, PackagesConfig, PackagesMode};
+pub use packages::{PackagesConfig, PackagesMode};
 pub use pii::{PiiConfig, PiiOutput};
 pub use pool::PoolConfig;
 pub use sandbox::{ImageProfile, ImageTreeMode, SandboxConfig};

@@ -32,7 +32,7 @@ pub enum InstallFailure {
 
 /// What an install put in its directory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Installed {
+pub struct InstallAnswer {
     pub resolved: Vec<Resolved>,
     /// Those of `resolved` the image has too, in another version.
     pub replaces: Vec<String>,
@@ -46,7 +46,7 @@ pub trait Installer: Send + Sync + 'static {
         &self,
         requirements: &[String],
         staging: &Path,
-    ) -> Result<Installed, InstallFailure>;
+    ) -> Result<InstallAnswer, InstallFailure>;
 }
 
 #[derive(Deserialize)]
@@ -70,7 +70,7 @@ pub fn read_answer(
     stdout: &str,
     exit: Option<i64>,
     stderr: &str,
-) -> Result<Installed, InstallFailure> {
+) -> Result<InstallAnswer, InstallFailure> {
     let line = stdout
         .lines()
         .rev()
@@ -93,7 +93,7 @@ pub fn read_answer(
                 });
             }
         }
-        return Ok(Installed {
+        return Ok(InstallAnswer {
             resolved: answer.resolved,
             replaces: answer.replaces,
         });

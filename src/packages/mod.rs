@@ -358,7 +358,7 @@ impl Install {
     }
 
     async fn install_into(&self, staging: &std::path::Path) -> Result<Arc<SetMeta>, PackageError> {
-        let installer::Installed { resolved, replaces } =
+        let installer::InstallAnswer { resolved, replaces } =
             self.installer.install(&self.texts, staging).await?;
         let (store, limits, staging) = (self.store.clone(), self.limits, staging.to_path_buf());
         let key = self.key.clone();

@@ -18,7 +18,7 @@ impl Installer for Fake {
         &self,
         reqs: &[String],
         staging: &Path,
-    ) -> Result<installer::Installed, InstallFailure> {
+    ) -> Result<installer::InstallAnswer, InstallFailure> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(50)).await;
         let mut out = Vec::new();
@@ -39,7 +39,7 @@ impl Installer for Fake {
                 file: format!("{name}-{version}-py3-none-any.whl"),
             });
         }
-        Ok(installer::Installed {
+        Ok(installer::InstallAnswer {
             resolved: out,
             replaces: Vec::new(),
         })

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::app::StartError;
 use crate::config::Config;
-use crate::packages::installer::Installed;
+use crate::packages::installer::InstallAnswer;
 use crate::packages::installer::{DRIVER, read_answer};
 use crate::packages::{InstallFailure, Installer, PackageSets, PackageSettings, TreeLimits};
 use crate::sandbox::Engine;
@@ -57,7 +57,7 @@ impl Installer for EngineInstaller {
         &self,
         requirements: &[String],
         staging: &Path,
-    ) -> Result<Installed, InstallFailure> {
+    ) -> Result<InstallAnswer, InstallFailure> {
         let failed = |said: String| InstallFailure::Failed { said };
         let for_engine = |p: &Path| {
             (self.host_paths)

@@ -88,10 +88,7 @@ pub fn installer_body(spec: &InstallerSpec) -> ContainerCreateBody {
             cap_drop: Some(vec!["ALL".into()]),
             security_opt: Some(vec![
                 "no-new-privileges=true".into(),
-                match &spec.seccomp {
-                    Seccomp::Inline => format!("seccomp={}", RuntimeKind::Native.seccomp_profile()),
-                    Seccomp::File(path) => format!("seccomp={}", path.display()),
-                },
+                spec.seccomp.security_opt(RuntimeKind::Native),
             ]),
             tmpfs: Some(HashMap::from([(
                 "/tmp".to_string(),

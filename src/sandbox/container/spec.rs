@@ -107,7 +107,7 @@ pub enum Seccomp {
 impl Seccomp {
     /// The `SecurityOpt` entry, with the profile for `runtime` when inline (a file holds the
     /// profile it was written with).
-    fn security_opt(&self, runtime: RuntimeKind) -> String {
+    pub(super) fn security_opt(&self, runtime: RuntimeKind) -> String {
         match self {
             Seccomp::Inline => format!("seccomp={}", runtime.seccomp_profile()),
             Seccomp::File(path) => format!("seccomp={}", path.display()),
