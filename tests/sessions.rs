@@ -283,11 +283,12 @@ async fn calls_of_one_session_at_once_run_one_after_the_other() {
 async fn a_snapshot_broken_half_way_keeps_the_previous_state() {
     let t = TestApp::start().await;
     let session = ok(&t, "new", "x = 'before'").await.session.unwrap();
-    // The code makes the harness die while it streams the snapshot (after `done`).
+    // The code makes the harness die while it streams the snapshot (after `done`): after the
+    // first blob, before the manifest.
     let e = ok(
         &t,
         &session,
-        "import base64, os\nx = 'after'\nbase64.b64encode = lambda *a: os._exit(7)\nresult = 'sent'",
+        "import cem_state, os\nx = 'after'\ncem_state.describe = lambda v: os._exit(7)\nresult = 'sent'",
     )
     .await;
     assert_eq!(e.outcome.result, "sent", "the call itself succeeded");
@@ -302,14 +303,42 @@ async fn a_forged_snapshot_harms_only_its_own_session() {
     let victim = ok(&t, "new", "secret = 'mine'").await.session.unwrap();
     let hostile = ok(&t, "new", "pass").await.session.unwrap();
     settled(&t, &victim).await;
-    let forged = r#"
-import cem_state
-cem_state.snapshot = lambda *a, **k: (
-    {"carried": ["x"], "not_carried": [], "bytes": 5, "saved": True, "reason": None},
-    [b"junk!"],
-)
+    // A pickle that runs code when loaded runs it in that session's next sandbox only.
+    let armed = r#"
+class Armed:
+    def __reduce__(self):
+        return (exec, ("import builtins; builtins.PWNED = True",))
+bomb = Armed()
 "#;
-    ok(&t, &hostile, forged).await;
+    ok(&t, &hostile, armed).await;
+    let marked = "import builtins\nresult = getattr(builtins, 'PWNED', False)";
+    assert_eq!(ok(&t, &hostile, marked).await.outcome.result, true);
+    assert_eq!(ok(&t, &victim, marked).await.outcome.result, false);
+    let other = ok(&t, &victim, "result = secret").await;
+    assert_eq!(other.outcome.result, "mine");
+    assert_eq!(ok(&t, "new", marked).await.outcome.result, false);
+    // A manifest naming a blob the container never had is refused: the state stays.
+    let forged = r#"
+import cem_helpers
+chan, real = cem_helpers._chan, cem_helpers._chan.send
+def forged(frame, final=False):
+    if frame.get("type") == "state_end" and frame.get("manifest"):
+        for v in frame["manifest"]["vars"]:
+            v.pop("sent", None)
+            v["blob"] = "a" * 64
+    return real(frame, final)
+chan.send = forged
+x = 1
+"#;
+    let e = ok(&t, &hostile, forged).await;
+    assert!(e.state.unwrap().saved, "the harness believed it");
+    let e = ok(&t, &hostile, "result = 'x' in globals()").await;
+    assert_eq!(e.outcome.result, false, "the forged state was refused");
+    // A blob gone from the disk: the session's next call says its state cannot be read.
+    let blobs = t.dir.path().join("data/sessions/.blobs");
+    for blob in std::fs::read_dir(&blobs).unwrap() {
+        std::fs::remove_file(blob.unwrap().path()).unwrap();
+    }
     let broken = call(&t, &hostile, "result = 1").await.unwrap();
     assert_eq!(broken.outcome.status, Status::Error);
     let error = broken.outcome.error.clone().unwrap_or_default();
@@ -317,11 +346,6 @@ cem_state.snapshot = lambda *a, **k: (
         error.contains("could not be read") && error.contains("session=\"new\""),
         "{error}"
     );
-    // A pickle that runs code when loaded runs it in that session's next sandbox only.
-    let other = ok(&t, &victim, "result = secret").await;
-    assert_eq!(other.outcome.result, "mine");
-    let fresh = ok(&t, "new", "result = 'x' in globals()").await;
-    assert_eq!(fresh.outcome.result, false, "a new session starts clean");
     t.finish().await;
 }
 
@@ -362,4 +386,149 @@ async fn sessions_survive_a_restart_and_expire_when_idle() {
         "its prepared container is gone"
     );
     again.finish().await;
+}
+
+async fn fork(t: &TestApp, session: &str, code: &str) -> Result<Executed, ExecuteError> {
+    t.app
+        .execute(
+            ExecuteRequest {
+                code: code.into(),
+                session: Some(session.into()),
+                fork: true,
+                ..Default::default()
+            },
+            Default::default(),
+        )
+        .await
+}
+
+fn revision(e: &Executed) -> u64 {
+    e.state
+        .as_ref()
+        .and_then(|s| s.revision)
+        .expect("a revision")
+}
+
+#[tokio::test]
+async fn a_mistake_is_undone_by_running_on_an_earlier_revision() {
+    let t = TestApp::start().await;
+    let first = ok(&t, "new", "amounts = list(range(2000))").await;
+    let s = first.session.clone().unwrap();
+    assert_eq!(revision(&first), 1);
+    // The mistake: a filter the wrong way round, then the data thrown away.
+    let wrong = ok(&t, &s, "amounts = [a for a in amounts if a > 1000]").await;
+    assert_eq!(revision(&wrong), 2);
+    assert_eq!(revision(&ok(&t, &s, "amounts = None").await), 3);
+    let back = ok(&t, &format!("{s}@1"), "result = len(amounts)").await;
+    assert_eq!(back.outcome.result, 2000);
+    assert_eq!(
+        revision(&back),
+        4,
+        "a rewind's result is the newest revision"
+    );
+    // The handle alone is the newest; revisions after the one rewound to stay reachable.
+    assert_eq!(
+        ok(&t, &s, "result = len(amounts)").await.outcome.result,
+        2000
+    );
+    assert_eq!(
+        ok(&t, &format!("{s}@3"), "result = amounts")
+            .await
+            .outcome
+            .result,
+        json!(null)
+    );
+    // A revision that is not there, or not a revision: the session named, and what to do.
+    for (arg, says) in [
+        (format!("{s}@99"), "has no revision 99"),
+        (format!("{s}@0"), "does not name a revision"),
+        (format!("{s}@x"), "does not name a revision"),
+    ] {
+        let err = refused(&t, &arg).await.to_string();
+        assert!(err.contains(says) && err.contains(&s), "{arg}: {err}");
+    }
+    assert_eq!(
+        ok(&t, &format!("{s}@4"), "result = len(amounts)")
+            .await
+            .outcome
+            .result,
+        2000
+    );
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn a_fork_branches_without_touching_its_source() {
+    let t = TestApp::start_with(|c| c.sessions.session_max_count = 3).await;
+    let src = ok(&t, "new", "base = [1, 2, 3]").await.session.unwrap();
+    ok(&t, &src, "base.append(4)").await;
+    let a = fork(&t, &src, "base.append('a')\nresult = base")
+        .await
+        .unwrap();
+    assert_ok(&a.outcome);
+    let branch = a.session.clone().unwrap();
+    assert_ne!(branch, src);
+    let state = a.state.clone().unwrap();
+    assert_eq!(state.forked_from, Some(format!("{src}@2")));
+    assert_eq!(state.revision, Some(2), "revision 1 is the source's state");
+    let b = fork(&t, &format!("{src}@1"), "result = base")
+        .await
+        .unwrap();
+    assert_eq!(b.outcome.result, json!([1, 2, 3]));
+    assert_eq!(
+        ok(&t, &src, "result = base").await.outcome.result,
+        json!([1, 2, 3, 4])
+    );
+    assert_eq!(
+        ok(&t, &branch, "result = base").await.outcome.result,
+        json!([1, 2, 3, 4, "a"])
+    );
+    // Forks count against the tenant's bound; forking nothing, or "new", says what to do.
+    let err = fork(&t, &src, "pass").await.unwrap_err().to_string();
+    assert!(err.contains("already holds 3 sessions"), "{err}");
+    let unknown = format!("ses_{}", "0".repeat(32));
+    let err = fork(&t, &unknown, "pass").await.unwrap_err().to_string();
+    assert!(
+        err.contains(&unknown) && err.contains("session=\"new\""),
+        "{err}"
+    );
+    let err = fork(&t, "new", "pass").await.unwrap_err().to_string();
+    assert!(err.contains("fork=true needs a session"), "{err}");
+    assert_eq!(
+        ok(&t, &src, "result = base").await.outcome.result,
+        json!([1, 2, 3, 4])
+    );
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn an_unchanged_variable_is_not_sent_again() {
+    let t = TestApp::start().await;
+    let s = ok(&t, "new", "import os\nbig = os.urandom(3_000_000)")
+        .await
+        .session
+        .unwrap();
+    settled(&t, &s).await;
+    let blobs = t.dir.path().join("data/sessions/.blobs");
+    let count = || std::fs::read_dir(&blobs).unwrap().count();
+    let before = count();
+    for n in 0..3 {
+        ok(&t, &s, &format!("small = {n}")).await;
+    }
+    settled(&t, &s).await;
+    // Each call added only its small variable's blob; `big` kept its one.
+    let sizes: Vec<u64> = (std::fs::read_dir(&blobs).unwrap())
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .collect();
+    assert_eq!(
+        sizes.iter().filter(|&&n| n > 1_000_000).count(),
+        1,
+        "{sizes:?}"
+    );
+    assert!(count() <= before + 3, "{before} then {sizes:?}");
+    assert_eq!(
+        ok(&t, &s, "result = len(big)").await.outcome.result,
+        3_000_000
+    );
+    t.finish().await;
 }

@@ -16,13 +16,15 @@ Why it is built this way:
   value instead (their code object through marshal, their closures, defaults and attributes),
   the way cloudpickle does, with the stdlib alone. The two-step reduction (a skeleton first,
   its state after) lets functions and classes refer to themselves.
-- Stdlib only; the layout is a magic line, the header's length, the header (JSON: modules and,
-  per variable, the sizes of its parts), then the parts.
+- One blob per variable (its pickle and buffers end to end, named by their sha256): a variable
+  whose blob did not change since the state loaded is named, not sent again, and the server
+  keeps every blob once for all of a tenant's revisions and forks. The manifest (modules, and
+  per variable its blob, the sizes of its pieces, its type, shape and a short preview) is JSON.
+- Stdlib only.
 """
 
-import dataclasses, importlib, io, json, marshal, pickle, struct, sys, types
+import dataclasses, hashlib, importlib, io, marshal, pickle, reprlib, sys, types
 
-MAGIC = b"CEMSTATE1\n"
 MB = 1 << 20
 
 _UNCARRIABLE = (  # type names -> why they cannot travel, in words a user acts on
@@ -182,9 +184,10 @@ def snapshot(namespace, skip, max_bytes):
     """The state of `namespace` (a module's globals), leaving out dunder names and the values
     `skip` maps to (the helpers, unless code rebound them).
 
-    Returns (report, parts): report = {"carried", "not_carried", "bytes", "saved", "reason"};
-    parts, when saved, the snapshot's bytes as a list of bytes-like objects."""
-    modules, variables, parts, carried, not_carried = {}, [], [], [], []
+    Returns (report, modules, variables): report = {"carried", "not_carried", "bytes", "saved",
+    "reason"}; modules maps names to the modules they are; variables, when saved, lists
+    (name, value, pieces), pieces being the variable's pickle and its out-of-band buffers."""
+    modules, variables, carried, not_carried = {}, [], [], []
     total = 0
     for name, value in list(namespace.items()):
         if name.startswith("__") and name.endswith("__"):
@@ -210,43 +213,69 @@ def snapshot(namespace, skip, max_bytes):
                                 f"bound of {max_bytes / MB:.0f} MB by itself"})
             continue
         total += size
-        variables.append({"name": name, "sizes": [p.nbytes for p in pieces]})
-        parts.extend(pieces)
+        variables.append((name, value, pieces))
         carried.append(name)
-    header = json.dumps({"modules": modules, "vars": variables}).encode()
-    blob = [MAGIC, struct.pack("<Q", len(header)), header] + parts
-    total += len(MAGIC) + 8 + len(header)
     report = {"carried": sorted(carried), "not_carried": not_carried, "bytes": total,
               "saved": True, "reason": None}
     if total > max_bytes:
         report.update(saved=False, carried=[], reason=(
             f"the state is {total / MB:.1f} MB, over the session's bound of {max_bytes / MB:.0f} MB: "
             "the session keeps its previous state; delete large variables (del name) to save again"))
-        return report, []
-    return report, blob
+        return report, {}, []
+    return report, modules, variables
+
+
+def digest(pieces):
+    """The sha256 of a variable's pieces, end to end: the name the server stores them under."""
+    h = hashlib.sha256()
+    for piece in pieces:
+        h.update(piece)
+    return h.hexdigest()
+
+
+_PREVIEW = reprlib.Repr()
+_PREVIEW.maxstring, _PREVIEW.maxother, _PREVIEW.maxlevel = 80, 80, 2
+_PREVIEW.maxlist = _PREVIEW.maxtuple = _PREVIEW.maxdict = _PREVIEW.maxset = 6
+PREVIEW_CHARS = 160
+
+
+def describe(value):
+    """What a session's manifest says of a variable: its type, its shape or length where it has
+    one, and a short preview (a DataFrame's columns, a value's bounded repr)."""
+    kind = type(value)
+    info = {"type": (kind.__qualname__ if kind.__module__ == "builtins"
+                     else f"{kind.__module__}.{kind.__qualname__}")[:120]}
+    try:
+        shape = getattr(value, "shape", None)
+        if isinstance(shape, tuple) and len(shape) <= 8 and all(type(n) is int for n in shape):
+            info["shape"] = list(shape)
+        elif not isinstance(value, type) and hasattr(kind, "__len__"):
+            info["len"] = int(len(value))
+    except Exception:  # noqa: BLE001 - a value that cannot say is described without it
+        pass
+    try:
+        columns = getattr(value, "columns", None) if "shape" in info else None
+        if columns is not None:
+            names = [str(c) for c in list(columns)[:12]]
+            preview = "columns: " + ", ".join(names) + (", …" if len(columns) > 12 else "")
+        else:
+            preview = _PREVIEW.repr(value)
+    except Exception as e:  # noqa: BLE001
+        preview = f"<no preview: {type(e).__name__}>"
+    info["preview"] = preview[:PREVIEW_CHARS]
+    return info
 
 
 class CorruptState(Exception):
     """The snapshot's bytes are not a snapshot."""
 
 
-def load(data, namespace):
-    """Puts the variables of snapshot `data` (bytes-like) into `namespace`. Returns what could
-    not be loaded, as not_carried entries, and what failed for want of a module (to try again
-    with retry() once the job's `servers` package is on the path); raises CorruptState when the
-    bytes are not a snapshot."""
-    view = memoryview(data)
-    if bytes(view[:len(MAGIC)]) != MAGIC or len(view) < len(MAGIC) + 8:
-        raise CorruptState("it does not start like a snapshot")
-    (hlen,) = struct.unpack("<Q", view[len(MAGIC):len(MAGIC) + 8])
-    start = len(MAGIC) + 8
-    try:
-        header = json.loads(bytes(view[start:start + hlen]))
-        modules, variables = header["modules"], header["vars"]
-        assert isinstance(modules, dict) and isinstance(variables, list)
-    except Exception as e:
-        raise CorruptState(f"its header is unreadable ({e})") from None
-    offset, failed, later = start + hlen, [], []
+def load(modules, variables, namespace):
+    """Puts a snapshot's modules ({name: module}) and variables ([(name, pieces)], pieces being
+    bytes-like) into `namespace`. Returns what could not be loaded, as not_carried entries, and
+    what failed for want of a module (to try again with retry() once the job's `servers`
+    package is on the path)."""
+    failed, later = [], []
     _rebuilt.clear()
     _filled.clear()
     for name, module in modules.items():
@@ -256,19 +285,7 @@ def load(data, namespace):
             later.append((name, "module", module, e))
         except BaseException as e:  # noqa: BLE001
             failed.append({"name": name, "reason": f"import {module} failed: {e!r}"})
-    for entry in variables:
-        try:
-            name, sizes = entry["name"], entry["sizes"]
-            end = offset + sum(sizes)
-            if not sizes or end > len(view):
-                raise CorruptState(f"variable {name!r} runs past the end of the snapshot")
-        except (KeyError, TypeError) as e:
-            raise CorruptState(f"its header is unreadable ({e!r})") from None
-        pieces, at = [], offset
-        for size in sizes:
-            pieces.append(view[at:at + size])
-            at += size
-        offset = end
+    for name, pieces in variables:
         try:
             namespace[name] = pickle.loads(pieces[0], buffers=pieces[1:])
         except ImportError as e:
@@ -276,6 +293,17 @@ def load(data, namespace):
         except BaseException as e:  # noqa: BLE001
             failed.append({"name": name, "reason": f"could not be restored: {e!r}"})
     return failed, later
+
+
+def split(data, sizes):
+    """The pieces of a variable whose bytes are `data` (bytes-like), `sizes` long each."""
+    view, pieces, at = memoryview(data).cast("B"), [], 0
+    if not sizes or sum(sizes) != len(view) or any(type(n) is not int or n < 0 for n in sizes):
+        raise CorruptState(f"its pieces ({sizes!r}) do not add up to its {len(view)} bytes")
+    for size in sizes:
+        pieces.append(view[at:at + size])
+        at += size
+    return pieces
 
 
 def retry(later, namespace):

@@ -1,8 +1,10 @@
 """In-container harness: runs one job of agent-written Python and reports over stdio.
 
 Frames are JSON objects, one per line, at most 8 MiB each:
-  in:  a session's state first, when it has one: {"type":"state","data"} (base64 of the snapshot's
-       bytes, in order), then {"type":"state_end","bytes"}; then {"type":"job","code",
+  in:  a session's state first, when it has one: {"type":"restore","modules","vars":[{"name",
+       "blob","sizes"}],"dir"} (the blobs are files named by their sha256 in dir; with dir null
+       their bytes follow, in order, as {"type":"state","data"} frames (base64), then
+       {"type":"state_end","bytes"}); then {"type":"job","code",
        "context_vars","limits":{"max_output_bytes","max_result_bytes"},"edge_bytes","servers"?,
        "session"?:{"max_bytes"}}, then {"type":"reply","id","result"} or {"type":"reply","id",
        "error"} answering our calls, in any order (threads may have several calls out at once).
@@ -13,8 +15,11 @@ Frames are JSON objects, one per line, at most 8 MiB each:
        JPEG, GIF or WebP; past limits.max_images {"type":"image","source","dropped":true}),
        {"type":"link","path","description"} (a workspace file to return as a resource link),
        and last {"type":"done","success","result","result_truncated","error","error_type",
-       "traceback","imports","state"?}; for a session's job the snapshot follows it as state
-       frames and a state_end frame (the same shapes as above); then exit 0 (1: bad job frame).
+       "traceback","imports","state"?}; for a session's job the snapshot follows it: per variable
+       whose blob is new {"type":"blob","bytes"} and that many raw bytes on the same stream, then
+       {"type":"state_end","bytes","manifest":{"modules","vars":[{"name","sizes","blob"|"sent",
+       "type","shape"?,"len"?,"preview"}]}} ("bytes": -1 and no manifest when none was taken);
+       then exit 0 (1: bad job frame).
 
 Why it is built this way:
 
@@ -53,10 +58,12 @@ Why it is built this way:
   more modules to import then, such as pandas, so code that uses them does not wait for the
   import. The ready frame says all that is done: the pool offers a container only after it.
 - Sessions carry state as data (cem_state): a session's container loads the snapshot before its
-  job (a container prepared for the session's next call does so while the model thinks; a large
-  snapshot arrives as a read-only file at /mnt/state, mapped before the ready frame) and, after
-  the done frame, sends the new snapshot. The done frame reports what was carried; the client does
-  not wait for the bytes to travel. A snapshot that is not one fails the job with a clear error.
+  job (a container prepared for the session's next call does so while the model thinks). Its
+  blobs are hard links in the container's own read-only directory /mnt/state, mapped without a
+  copy. After the done frame the harness sends the new snapshot: a variable whose bytes did not
+  change is named by its blob, not sent; a new blob goes as raw bytes, not base64. The done frame
+  reports what was carried; the client does not wait for the bytes to travel. A snapshot that is
+  not one fails the job with a clear error.
 - The done frame lists the top-level modules the code imported, so the server can preload what
   this tenant's code actually uses.
 """
@@ -88,8 +95,7 @@ PACKAGES_MOUNT = "/mnt/packages"  # installed package sets, one directory per se
 SERVERS_LINK = "/tmp/.servers"  # the image's /servers points here; linked to the job's version
 PACKAGES = "/opt/sandbox/packages"  # the user's packages (image build --requirements)
 MPL_CACHE = "/opt/sandbox/matplotlib"  # matplotlib's font cache, built with the image
-STATE_MOUNT = "/mnt/state"  # a session's large snapshot, mounted read-only (sandbox::carry)
-STATE_CHUNK = 4 << 20  # snapshot bytes per state frame (base64 keeps the frame under 8 MiB)
+STATE_MOUNT = "/mnt/state"  # this container's own read-only directory of a session's blobs
 MAX_IMPORTS = 32  # top-level modules the done frame lists
 
 
@@ -124,6 +130,20 @@ class Channel:
                     data = data[os.write(self.out_fd, data):]
             except OSError:
                 os._exit(3)  # the server went away (or user code closed our fd): no one to tell
+
+    def send_blob(self, pieces, size):
+        """One blob frame: its header line, then `size` raw bytes (the pieces, end to end), with
+        nothing of another thread between them."""
+        header = (json.dumps({"type": "blob", "bytes": size}, separators=(",", ":")) + "\n").encode()
+        with self.lock:
+            if self.closed:
+                return
+            try:
+                for data in [memoryview(header)] + [memoryview(p).cast("B") for p in pieces]:
+                    while data:
+                        data = data[os.write(self.out_fd, data):]
+            except OSError:
+                os._exit(3)
 
     def read_line(self):
         line = self.inp.readline(MAX_FRAME + 1)
@@ -514,11 +534,41 @@ def read_job(chan, job):
     return job["code"], job.get("context_vars"), limits, servers, packages, session
 
 
-def read_state(chan, first):
-    """A session's snapshot: the bytes of `first` (a state frame) and those that follow, up to
-    state_end."""
-    data, frame = bytearray(), first
+def read_restore(chan, frame):
+    """A session's state from its restore frame: (modules, [(name, pieces)], {blob: sizes} of
+    what loaded). The blobs are files in the frame's dir, mapped; or, without a dir, their bytes
+    follow as state frames."""
+    modules, entries = frame.get("modules"), frame.get("vars")
+    if not isinstance(modules, dict) or not isinstance(entries, list):
+        raise cem_state.CorruptState("its restore frame has no modules or vars")
+    data = read_state(chan) if frame.get("dir") is None else None
+    variables, loaded, at = [], {}, 0
+    for entry in entries:
+        name, blob, sizes = entry.get("name"), entry.get("blob"), entry.get("sizes")
+        if not (isinstance(name, str) and isinstance(blob, str) and len(blob) == 64
+                and all(c in "0123456789abcdef" for c in blob) and isinstance(sizes, list)):
+            raise cem_state.CorruptState(f"its entry {entry!r} is not a variable")
+        total = sum(n for n in sizes if type(n) is int)
+        if data is None:
+            try:
+                blob_bytes = _map(os.path.join(STATE_MOUNT, blob))
+            except (OSError, ValueError) as e:
+                raise cem_state.CorruptState(f"the blob of {name!r} could not be mapped: {e}") from None
+        else:
+            blob_bytes, at = memoryview(data)[at:at + total], at + total
+        variables.append((name, cem_state.split(blob_bytes, sizes)))
+        loaded[blob] = sizes
+    return modules, variables, loaded
+
+
+def read_state(chan):
+    """The blobs' bytes that follow a restore frame without a dir: state frames up to state_end."""
+    data = bytearray()
     while True:
+        try:
+            frame = json.loads(chan.read_line())
+        except EOFError:
+            raise ValueError("stdin closed in the middle of the session's state") from None
         kind = frame.get("type") if isinstance(frame, dict) else None
         if kind == "state_end":
             if frame.get("bytes") != len(data):
@@ -527,10 +577,6 @@ def read_state(chan, first):
         if kind != "state" or not isinstance(frame.get("data"), str):
             raise ValueError("state frames: expected state or state_end")
         data += base64.b64decode(frame["data"])
-        try:
-            frame = json.loads(chan.read_line())
-        except EOFError:
-            raise ValueError("stdin closed in the middle of the session's state") from None
 
 
 def _map(path):
@@ -625,26 +671,24 @@ class ImportLog:
         builtins.__import__ = recording_import
 
 
-def _send_state(chan, parts):
-    """Streams a snapshot's parts as state frames, then state_end (the channel's last frame)."""
-    pending, size, total = [], 0, 0
-    def flush():
-        nonlocal pending, size
-        if pending:
-            chan.send({"type": "state", "data": base64.b64encode(b"".join(pending)).decode()})
-            pending, size = [], 0
-    for part in parts:
-        view = memoryview(part).cast("B")
-        total += len(view)
-        while len(view):
-            room = STATE_CHUNK - size
-            pending.append(view[:room])
-            size += min(room, len(view))
-            view = view[room:]
-            if size >= STATE_CHUNK:
-                flush()
-    flush()
-    chan.send({"type": "state_end", "bytes": total}, final=True)
+def _send_state(chan, modules, variables, loaded):
+    """Sends a snapshot after the done frame: each variable's blob, unless it is one that loaded
+    (then it is named: a candidate of the same sizes is hashed to know), and last the manifest
+    in state_end (the channel's last frame)."""
+    described, sent, total = [], 0, 0
+    for name, value, pieces in variables:
+        sizes = [p.nbytes for p in pieces]
+        entry = {"name": name, "sizes": sizes}
+        blob = cem_state.digest(pieces) if sizes in loaded.values() else None
+        if blob is not None and loaded.get(blob) == sizes:
+            entry["blob"] = blob
+        else:
+            chan.send_blob(pieces, sum(sizes))
+            entry["sent"], sent, total = sent, sent + 1, total + sum(sizes)
+        entry.update(cem_state.describe(value))
+        described.append(entry)
+    manifest = {"modules": modules, "vars": described}
+    chan.send({"type": "state_end", "bytes": total, "manifest": manifest}, final=True)
 
 
 def _warm_up():
@@ -671,26 +715,17 @@ def main():
     _preload(chan)
     _warm_up()
     pumps = start_capture(chan)
-    g, lost, later, corrupt = new_main(), [], [], None
-    if os.path.exists(STATE_MOUNT):  # a container made for a session with a large state
-        with _Quiet(chan):
-            try:
-                lost, later = cem_state.load(_map(STATE_MOUNT), g)
-            except cem_state.CorruptState as e:
-                corrupt = str(e)
-            except (OSError, ValueError) as e:
-                corrupt = f"the mounted snapshot could not be read: {e}"
+    g, lost, later, corrupt, loaded = new_main(), [], [], None, {}
     chan.send({"type": "ready"})
     try:
         frame = first_frame(chan)
-        if isinstance(frame, dict) and frame.get("type") == "state":
-            data = read_state(chan, frame)
+        if isinstance(frame, dict) and frame.get("type") == "restore":
             with _Quiet(chan):
                 try:
-                    lost, later = cem_state.load(data, g)
+                    modules, variables, loaded = read_restore(chan, frame)
+                    lost, later = cem_state.load(modules, variables, g)
                 except cem_state.CorruptState as e:
                     corrupt = str(e)
-            del data
             chan.send({"type": "loaded"})
             frame = None
         code, context_vars, limits, servers, packages, session = read_job(chan, frame)
@@ -722,15 +757,18 @@ def main():
         chan.send(done, final=True)
         os._exit(0)  # user threads may still run: do not wait for them
     try:
-        report, parts = cem_state.snapshot(g, cem_helpers.GLOBALS, session["max_bytes"])
+        report, modules, variables = cem_state.snapshot(g, cem_helpers.GLOBALS, session["max_bytes"])
         report["not_carried"] = lost + report["not_carried"]
     except BaseException as e:  # a harness bug: the session keeps its previous state
-        report, parts = {"carried": [], "not_carried": lost, "bytes": 0, "saved": False,
-                         "reason": f"the snapshot failed: {e!r}"}, []
+        report, modules, variables = {"carried": [], "not_carried": lost, "bytes": 0, "saved": False,
+                                      "reason": f"the snapshot failed: {e!r}"}, {}, []
     done["state"] = report
     chan.send(done)
     if report["saved"]:
-        _send_state(chan, parts)
+        try:
+            _send_state(chan, modules, variables, loaded)
+        except BaseException:  # a harness bug: the server drops what arrived, the session keeps its state
+            chan.send({"type": "state_end", "bytes": -1}, final=True)
     else:
         chan.send({"type": "state_end", "bytes": -1}, final=True)
     os._exit(0)

@@ -130,6 +130,7 @@ impl App {
             close_to_group(&dirs, gateway.as_deref(), user)?;
         }
         let stats = Arc::new(Stats::new());
+        let (sessions, state_dirs) = open_sessions(&shared, &dirs, own_user);
         let sandbox = open::sandbox::start(
             &shared,
             open::sandbox::Mounts {
@@ -137,6 +138,7 @@ impl App {
                 skills: &dirs.skills,
                 gateway: gateway.as_deref(),
                 user: opened.user,
+                state_dirs,
             },
             tenant.is_some(),
             Arc::new(ServerCalls::new(skills.clone(), pii.clone())),
@@ -144,7 +146,6 @@ impl App {
             span.clone(),
         )?;
         let privacy = Privacy::new(pii.clone(), shared.config.pii.tokenizes());
-        let sessions = open_sessions(&shared, &dirs, own_user);
         sweep_sessions(&sessions, &span);
         let paused =
             execution::paused::PausedTable::new(tenant, shared.config.gateway.confirm_wait());
@@ -406,24 +407,37 @@ fn close_to_group(
     Ok(())
 }
 
-/// The tenant's sessions: their store (readable by its sandbox user's group), and the
-/// directory as the engine sees it, where large snapshots are mounted into sandboxes from.
+/// The tenant's sessions: their store (readable by its sandbox user's group), and where its
+/// containers' state directories go (`.mounts` beside the sessions, as the engine sees it
+/// too), into which a session's blobs are linked.
 fn open_sessions(
     shared: &Shared,
     dirs: &TenantDirs,
     own_user: Option<SandboxUser>,
-) -> Arc<execution::sessions::Sessions> {
+) -> (
+    Arc<execution::sessions::Sessions>,
+    Option<crate::sandbox::StateDirs>,
+) {
+    let gid = own_user.map(|user| user.gid);
     let store =
         crate::sessions::SessionStore::new(dirs.sessions.clone(), shared.config.sessions.limits())
-            .with_reader_group(own_user.map(|user| user.gid));
-    let engine_dir = match crate::host::blocking_here(|| store.ensure_dir()?.canonicalize()) {
-        Ok(dir) => shared.host_paths.to_engine(&dir).ok(),
+            .with_reader_group(gid);
+    let root = crate::host::blocking_here(|| store.ensure_dir()?.canonicalize());
+    let state_dirs = match root {
+        Ok(dir) => {
+            (shared.host_paths.to_engine(&dir).ok()).map(|engine| crate::sandbox::StateDirs {
+                host: dir.join(".mounts"),
+                engine: engine.join(".mounts"),
+                gid,
+            })
+        }
         Err(e) => {
             tracing::warn!("sessions directory {}: {e}", dirs.sessions.display());
             None
         }
     };
-    Arc::new(execution::sessions::Sessions::new(store, engine_dir))
+    let sessions = Arc::new(execution::sessions::Sessions::new(store));
+    (sessions, state_dirs)
 }
 
 /// Opens the skills store and adds the starter skills it lacks.

@@ -10,6 +10,7 @@ use super::range::Range;
 const SESSION_MAX_MB: Range = Range::new("--session-max-mb", 1, 4096);
 const SESSION_MAX_COUNT: Range = Range::new("--session-max-count", 0, 1024);
 const SESSION_IDLE_SECS: Range = Range::new("--session-idle-secs", 10, 30 * 24 * 3600);
+const SESSION_HISTORY: Range = Range::new("--session-history", 1, 256);
 
 #[derive(Debug, Clone, Args)]
 pub struct SessionsConfig {
@@ -25,6 +26,11 @@ pub struct SessionsConfig {
     /// Seconds without a call after which a session expires and its state is removed.
     #[arg(long, env = "CEM_SESSION_IDLE_SECS", default_value_t = 3600, value_parser = SESSION_IDLE_SECS.parser::<u64>())]
     pub session_idle_secs: u64,
+
+    /// Revisions each session keeps (`session="HANDLE@N"` runs a call on revision N), within
+    /// `--session-max-mb` of distinct bytes: the oldest go first, never the newest.
+    #[arg(long, env = "CEM_SESSION_HISTORY", default_value_t = 8, value_parser = SESSION_HISTORY.parser::<usize>())]
+    pub session_history: usize,
 }
 
 impl SessionsConfig {
@@ -32,6 +38,7 @@ impl SessionsConfig {
         SESSION_MAX_MB.check(self.session_max_mb)?;
         SESSION_MAX_COUNT.check(self.session_max_count)?;
         SESSION_IDLE_SECS.check(self.session_idle_secs)?;
+        SESSION_HISTORY.check(self.session_history)?;
         Ok(())
     }
 
@@ -41,6 +48,7 @@ impl SessionsConfig {
             max_bytes: self.session_max_mb << 20,
             max_count: self.session_max_count,
             idle: Duration::from_secs(self.session_idle_secs),
+            history: self.session_history,
         }
     }
 }

@@ -36,6 +36,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("session-max-mb", "CEM_SESSION_MAX_MB"),
     ("session-max-count", "CEM_SESSION_MAX_COUNT"),
     ("session-idle-secs", "CEM_SESSION_IDLE_SECS"),
+    ("session-history", "CEM_SESSION_HISTORY"),
     ("packages", "CEM_PACKAGES"),
     ("packages-index", "CEM_PACKAGES_INDEX"),
     ("packages-ca-file", "CEM_PACKAGES_CA_FILE"),

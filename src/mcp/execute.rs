@@ -36,11 +36,17 @@ pub struct ExecuteCodeArgs {
     #[serde(default)]
     pub memory_mb: Option<f64>,
     /// Keep variables across calls: "new" starts a session (the result's `session` is its
-    /// handle); pass the handle to continue it. Each call still runs in a fresh container;
-    /// variables, functions, classes and DataFrames carry over, modules are imported again,
-    /// and what cannot travel (open files, sockets, generators) is listed in `state`.
+    /// handle); pass the handle to continue it, or "HANDLE@N" to continue from its revision N
+    /// (`state.revision` of an earlier result: a rewind). Each call still runs in a fresh
+    /// container; variables, functions, classes and DataFrames carry over, modules are
+    /// imported again, and what cannot travel (open files, sockets, generators) is listed in
+    /// `state`. The resource session://HANDLE lists what a session holds.
     #[serde(default)]
     pub session: Option<String>,
+    /// With `session` naming a session: run on its state, and save the result into a new
+    /// session (a branch) whose handle the result's `session` gives. The source is unchanged.
+    #[serde(default)]
+    pub fork: Option<bool>,
     /// Packages to install before the code runs, as pip requirements: "humanize",
     /// "orjson==3.*", "scikit-learn>=1.5". Binary wheels from the server's package index,
     /// installed outside the sandbox (which stays offline) and mounted read-only; a set is
@@ -269,6 +275,7 @@ fn request_of(args: ExecuteCodeArgs, ctx: &RequestContext<RoleServer>) -> Execut
         timeout_seconds: args.timeout_seconds,
         memory_mb: args.memory_mb,
         session: args.session,
+        fork: args.fork.unwrap_or(false),
         tap: None,
         confirm: None,
         packages: args.packages.unwrap_or_default(),

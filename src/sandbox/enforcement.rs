@@ -136,6 +136,7 @@ pub fn probe_sandbox(engine: Arc<dyn Backend>, settings: ProbeSettings) -> Sandb
             seccomp: settings.seccomp,
             oom_reported: settings.oom_reported,
             image_tree: None,
+            state_dirs: None,
             span: tracing::Span::none(),
         },
         Arc::new(BuiltinCalls),

@@ -39,6 +39,7 @@ use tracing::Instrument;
 use admission::{LinkedCancel, Waited};
 pub use cleanup::removal::Removals;
 use container::spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, SandboxSpec};
+pub use container::state_dir::StateDirs;
 pub use engine::{Backend, Engine, EngineError, EngineInfo, SwarmNode};
 use pool::preload;
 pub use pool::{PoolBudget, PoolSnapshot};
@@ -91,6 +92,9 @@ pub struct Sandbox {
     pressure: std::sync::Mutex<CancellationToken>,
     /// What recent executions imported (for a learned preload).
     learned: preload::Learned,
+    /// Where this server's containers' state directories are made (none: sessions' state goes
+    /// through the channel).
+    state_dirs: Option<StateDirs>,
 }
 
 impl Sandbox {
@@ -101,6 +105,8 @@ impl Sandbox {
         stats: Arc<Stats>,
     ) -> Self {
         let no_memory_update = (!settings.container.runtime_kind.updates_limits()).into();
+        let instance = Instance::new();
+        let state_dirs = instance.state_dirs(settings.state_dirs.as_ref());
         Self {
             pool: Arc::new(pool::Pool::new(
                 settings.pool_size,
@@ -118,7 +124,7 @@ impl Sandbox {
             backend,
             settings,
             calls,
-            instance: Instance::new(),
+            instance,
             waiting: AtomicUsize::new(0),
             seq: AtomicU64::new(0),
             shutdown: CancellationToken::new(),
@@ -128,6 +134,7 @@ impl Sandbox {
             no_memory_update,
             pressure: Default::default(),
             learned: Default::default(),
+            state_dirs,
         }
     }
 
@@ -165,15 +172,8 @@ impl Sandbox {
                 run::Source::Warm(ready)
             }
             None => {
-                // A large snapshot goes in as a file mount: this container is the session's.
-                let state = job.carry.as_ref().and_then(|c| c.store.mountable());
-                cold = (
-                    SandboxSpec {
-                        state,
-                        ..self.spec(job.memory_bytes)
-                    },
-                    self.next_name(),
-                );
+                let name = self.next_name();
+                cold = (self.spec(job.memory_bytes, &name), name);
                 run::Source::Cold(&cold.0, &cold.1)
             }
         };
@@ -206,14 +206,9 @@ impl Sandbox {
                 .fit_memory(ready, job.memory_bytes, start_deadline)
                 .await;
         }
-        // A snapshot large enough to mount wants a container of its own, and so does a set
-        // that provides a module the pool preloads from the image.
-        if job
-            .carry
-            .as_ref()
-            .is_some_and(|c| c.store.mountable().is_some())
-            || (job.replaces_image && self.preloads())
-        {
+        // A set that provides a module the pool preloads from the image wants a container of
+        // its own.
+        if job.replaces_image && self.preloads() {
             return None;
         }
         self.take_warm(job.memory_bytes, start_deadline).await
@@ -347,7 +342,7 @@ impl Sandbox {
     /// image the pool runs, the container is made from that image's id, so its root and the
     /// tree always come from one image; once the tag has moved to another image the containers
     /// read it from the engine's storage (the next start extracts its tree).
-    fn spec(&self, memory_bytes: i64) -> SandboxSpec {
+    fn spec(&self, memory_bytes: i64, name: &str) -> SandboxSpec {
         let tree = (self.settings.image_tree.as_ref()).filter(|t| t.image_id == self.pool.image());
         SandboxSpec {
             image: tree.map_or_else(|| self.settings.image.clone(), |t| t.image_id.clone()),
@@ -363,7 +358,7 @@ impl Sandbox {
             labels: self.labels(),
             preload: Vec::new(),
             package_set: None,
-            state: None,
+            state: (self.state_dirs.as_ref()).map(|dirs| dirs.for_container(name)),
             seccomp: self.settings.seccomp.clone(),
         }
     }
@@ -406,6 +401,7 @@ impl Sandbox {
             // A start is engine work: removals wait for it.
             let busy = self.settings.removals.busy();
             let image = self.pool.image();
+            let name = self.next_name();
             let spec = SandboxSpec {
                 image: image.clone(),
                 preload: match &self.settings.preload {
@@ -413,9 +409,8 @@ impl Sandbox {
                     preload::Preload::Fixed(modules) => modules.clone(),
                     preload::Preload::Learned => self.learned.modules(),
                 },
-                ..self.spec(self.pool.memory_bytes())
+                ..self.spec(self.pool.memory_bytes(), &name)
             };
-            let name = self.next_name();
             let shutdown = self.shutdown.clone();
             let limit = self.settings.start_limit;
             let fill = async move {
@@ -462,11 +457,9 @@ impl Sandbox {
         }
         let (prepared, mut slot) = Prepared::new(package_set.clone());
         let pressure = self.pressure.lock().expect("pressure lock").clone();
-        // A large snapshot is mounted into a container started for it; a small one is sent
-        // to a pooled container. A session with packages gets a container started with its
-        // set on sys.path, its modules preloaded, before the state loads.
-        let state = store.mountable();
-        let pooled = if state.is_none() && package_set.is_none() {
+        // A pooled container takes the state; a session with packages gets a container
+        // started with its set on sys.path, its modules preloaded, before the state loads.
+        let pooled = if package_set.is_none() {
             self.pool.take()
         } else {
             None
@@ -474,18 +467,17 @@ impl Sandbox {
         if pooled.is_some() {
             self.refill();
         }
+        let name = self.next_name();
         let spec = SandboxSpec {
             image: self.pool.image(),
-            state,
             preload: match (&package_set, &self.settings.preload) {
                 (None, _) => Vec::new(),
                 (Some(_), preload::Preload::Fixed(modules)) => modules.clone(),
                 (Some(_), preload::Preload::Learned) => self.learned.modules(),
             },
             package_set,
-            ..self.spec(self.pool.memory_bytes())
+            ..self.spec(self.pool.memory_bytes(), &name)
         };
-        let name = self.next_name();
         let (backend, cleanup) = (self.backend.clone(), self.cleanup.clone());
         let (shutdown, limit) = (self.shutdown.clone(), self.settings.start_limit);
         // Unclaimed this long, a prepared container gives its memory back, as the pool does.
@@ -539,8 +531,8 @@ impl Sandbox {
     }
 }
 
-/// A container with a session's state loaded: `pooled` (or one started now from `spec`) sent
-/// the snapshot `store` holds, or, when `spec` mounts the snapshot, one started with it.
+/// A container with a session's state loaded: `pooled` (or one started now from `spec`) given
+/// the snapshot `store` holds.
 async fn load_state(
     pooled: Option<run::Started>,
     backend: &Arc<dyn Backend>,
@@ -555,16 +547,11 @@ async fn load_state(
         None => {
             let mut started = run::start(backend, spec, name, cleanup).await?;
             started.announced(run::Announcement::Ready).await?;
-            if spec.state.is_some() {
-                // It mapped the mounted snapshot before it said ready.
-                cleanup.stats.phase(Phase::StateSent, t.elapsed());
-                started.loaded = true;
-                return Ok(started);
-            }
             started
         }
     };
-    carry::send(store, &mut started.input)
+    let dir = started.state_dir.clone();
+    carry::deliver(store, &mut started.input, dir.as_deref())
         .await
         .map_err(|e| EngineError::Api {
             action: "deliver the session's state to the sandbox",

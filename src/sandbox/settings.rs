@@ -9,6 +9,7 @@ use tokio::sync::Semaphore;
 
 use super::cleanup::removal::Removals;
 use super::container::spec;
+use super::container::state_dir::StateDirs;
 use super::image::tree as image_tree;
 use super::pool::{PoolBudget, preload};
 use super::run::channel::HarnessLimits;
@@ -60,6 +61,9 @@ pub struct SandboxSettings {
     /// The image's `/usr` served from the host ([`image_tree`]); used only while the pool's
     /// image is the one it was made from.
     pub image_tree: Option<image_tree::TreeMount>,
+    /// Where containers' state directories are made (`container::state_dir`): the root on the
+    /// host and as the engine names it. `None`: a session's state goes through the channel.
+    pub state_dirs: Option<StateDirs>,
     /// The span the sandbox's own background work (pool starts, prepared containers, the
     /// engine watch) runs in, rather than that of the execution that happened to start it.
     /// The app gives its tenant's; the sandbox does not look inside.
@@ -79,6 +83,24 @@ impl Instance {
             id: uuid::Uuid::new_v4().simple().to_string(),
             owner: spec::current_owner(),
         }
+    }
+
+    /// This instance's state directories under `root` (`SandboxSettings::state_dirs`), after those
+    /// of servers that are gone are removed; `None` (logged) when they cannot be made.
+    pub(crate) fn state_dirs(&self, root: Option<&StateDirs>) -> Option<StateDirs> {
+        let root = root?;
+        let opened = crate::host::blocking_here(|| {
+            crate::sandbox::cleanup::reaper::reap_state_dirs(&root.host);
+            StateDirs::open(&root.host, &root.engine, &self.id, &self.owner, root.gid)
+        });
+        opened
+            .inspect_err(|e| {
+                tracing::warn!(
+                    "sessions' state goes through the channel: {}: {e}",
+                    root.host.display()
+                )
+            })
+            .ok()
     }
 }
 

@@ -1,31 +1,45 @@
-//! Sessions on disk: one tenant's handles and the opaque snapshots behind them.
+//! Sessions on disk: one tenant's handles, their revisions and the blobs behind them.
 //!
-//! A session is a directory `<handle>/` under the tenant's sessions directory, holding `state`
-//! (the last snapshot, bytes only a sandbox ever parses) and `meta.json` (when it was created
-//! and last used, the snapshot's size). Files are replaced atomically (a temp file, `fsync`,
-//! `rename`), so a crash or a snapshot that never arrived whole leaves the previous state; a
-//! restarted server (or, on a shared data directory, another node) finds every session.
+//! A session is a directory `<handle>/` under the tenant's sessions directory, holding its
+//! revisions (`rev-N.json`, [`revisions`]: the manifests of its saved states, numbered from 1)
+//! and `meta.json` (when it was created and last used, its newest revision and that state's
+//! size). The variables' bytes are blobs ([`blobs`]), stored once per tenant in `.blobs/` under
+//! their sha256 and shared by revisions and forks; only a sandbox ever parses them. Files are
+//! replaced atomically (a temp file, `fsync`, `rename`), so a crash or a snapshot that never
+//! arrived whole leaves the previous state; a restarted server (or, on a shared data
+//! directory, another node) finds every session.
 //!
 //! Handles are made here, `ses_` and 32 hex digits from 122 random bits: unguessable, and
 //! checked against that shape before any path is built from one. Each tenant has its own
-//! directory, so a handle of another tenant is simply unknown here. Bounds: a snapshot's size
-//! (checked while it is written), the sessions a tenant holds, and the idle time after which a
-//! session expires and is removed.
+//! directory, so a handle of another tenant is simply unknown here. Bounds: a state's size
+//! (checked while it is written), the revisions a session keeps (`--session-history`, and their
+//! blobs within the state bound, oldest removed first, never the newest), the sessions a tenant
+//! holds (forks included), and the idle time after which a session expires and is removed.
 
+pub mod blobs;
+pub mod revisions;
 #[cfg(test)]
 mod tests;
+mod writer;
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-/// The snapshot's file name in a session's directory.
-pub const STATE: &str = "state";
+use blobs::Blobs;
+use revisions::{Manifest, Parent};
+pub use writer::RevisionWriter;
+
 /// The package requirements a session keeps, as a JSON list of strings.
 pub const PACKAGES: &str = "packages.json";
 const META: &str = "meta.json";
+/// Where a tenant's blobs live, beside its sessions (not a handle's shape: never a session).
+const BLOBS: &str = ".blobs";
+/// What an earlier version kept as a session's one snapshot.
+const OLD_STATE: &str = "state";
 
 /// The bounds of one tenant's sessions.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +50,8 @@ pub struct SessionLimits {
     pub max_count: usize,
     /// `--session-idle-secs`: a session unused this long expires.
     pub idle: Duration,
+    /// `--session-history`: revisions a session keeps.
+    pub history: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +73,30 @@ pub enum SessionError {
     )]
     Malformed { given: String },
     #[error(
+        "session {handle} has no revision {revision}: it holds {there}. Pass one of those as \"{handle}@N\", or the handle alone for its newest state"
+    )]
+    NoRevision {
+        handle: String,
+        revision: u64,
+        there: String,
+    },
+    #[error(
+        "session {handle} has no saved state to fork yet: run a call in it first, or start a new session with session=\"new\""
+    )]
+    NothingToFork { handle: String },
+    #[error(
+        "{given:?} does not name a revision: write HANDLE@N, N being a revision number from 1 (a result's state.revision), or the handle alone for the newest state"
+    )]
+    BadRevision { given: String },
+    #[error(
+        "fork=true needs a session to fork: pass its handle, or HANDLE@N for one of its revisions"
+    )]
+    ForkOfNew,
+    #[error(
+        "session {handle} was saved by an earlier version of this server, whose state cannot be read now. Start a new one with session=\"new\""
+    )]
+    Outdated { handle: String },
+    #[error(
         "the session store at {path} failed: {source}. Check that the data directory is writable"
     )]
     Io {
@@ -71,8 +111,11 @@ pub enum SessionError {
 pub struct Meta {
     pub created_unix: u64,
     pub used_unix: u64,
-    /// The current snapshot's size (0: none yet).
+    /// The newest state's size (0: none yet).
     pub bytes: u64,
+    /// The newest revision (0: none yet).
+    #[serde(default)]
+    pub revision: u64,
 }
 
 /// Whether `handle` has the shape of a handle this module makes.
@@ -170,6 +213,7 @@ impl SessionStore {
                 created_unix: now,
                 used_unix: now,
                 bytes: 0,
+                revision: 0,
             },
         )?;
         Ok(handle)
@@ -228,20 +272,105 @@ impl SessionStore {
         std::fs::rename(&tmp, &path).map_err(self.io(&path))
     }
 
-    /// The current snapshot, if the session has one.
-    pub fn current(&self, handle: &str) -> Result<Option<std::fs::File>, SessionError> {
-        let path = self.session_dir(handle)?.join(STATE);
-        match std::fs::File::open(&path) {
-            Ok(file) => Ok(Some(file)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(self.io(&path)(e)),
+    /// A session's revision `n`, or its newest for `None` (`None` when it has none yet).
+    pub fn manifest(&self, handle: &str, n: Option<u64>) -> Result<Option<Manifest>, SessionError> {
+        let dir = self.session_dir(handle)?;
+        let meta = self.read_meta(&dir)?;
+        let wanted = match n {
+            Some(n) => n,
+            None if meta.revision == 0 && dir.join(OLD_STATE).exists() => {
+                return Err(SessionError::Outdated {
+                    handle: handle.to_string(),
+                });
+            }
+            None if meta.revision == 0 => return Ok(None),
+            None => meta.revision,
+        };
+        match revisions::read(&dir, wanted) {
+            Some(manifest) => Ok(Some(manifest)),
+            None => Err(SessionError::NoRevision {
+                handle: handle.to_string(),
+                revision: wanted,
+                there: there(&revisions::numbers(&dir)),
+            }),
         }
     }
 
-    /// The size of the session's current snapshot, if it has one.
-    pub fn state_len(&self, handle: &str) -> Option<u64> {
-        let path = self.session_dir(handle).ok()?.join(STATE);
-        std::fs::metadata(path).ok().map(|m| m.len())
+    /// The revisions a session holds, oldest first.
+    pub fn revisions(&self, handle: &str) -> Vec<Manifest> {
+        let Ok(dir) = self.session_dir(handle) else {
+            return Vec::new();
+        };
+        (revisions::numbers(&dir).into_iter())
+            .filter_map(|n| revisions::read(&dir, n))
+            .collect()
+    }
+
+    /// The file of blob `name` (`None` for a name that is not a blob's).
+    pub fn blob_path(&self, name: &str) -> Option<PathBuf> {
+        self.blobs().path(name)
+    }
+
+    /// The newest revision's number (0: none yet).
+    pub fn newest(&self, handle: &str) -> Result<u64, SessionError> {
+        let dir = self.session_dir(handle)?;
+        Ok(self.read_meta(&dir)?.revision)
+    }
+
+    fn blobs(&self) -> Blobs {
+        Blobs::new(self.dir.join(BLOBS), self.reader_gid)
+    }
+
+    /// A writer for the session's next revision, made from `parent` (whose blobs the container
+    /// was given, and which the new revision may name without sending).
+    pub fn writer(
+        &self,
+        handle: &str,
+        parent: Option<Manifest>,
+    ) -> Result<RevisionWriter, SessionError> {
+        let dir = self.session_dir(handle)?;
+        Ok(RevisionWriter::new(dir, self.blobs(), self.limits, parent))
+    }
+
+    /// Starts a session whose first revision is `source`'s revision `n` (its newest for
+    /// `None`), sharing its blobs and keeping its packages. The source is unchanged. Returns
+    /// the new handle and `SOURCE@N`.
+    pub fn fork(&self, source: &str, n: Option<u64>) -> Result<(String, String), SessionError> {
+        self.open(source)?;
+        let Some(mut manifest) = self.manifest(source, n)? else {
+            return Err(SessionError::NothingToFork {
+                handle: source.to_string(),
+            });
+        };
+        let handle = self.create()?;
+        let dir = self.dir.join(&handle);
+        manifest.parent = Some(Parent {
+            session: Some(source.to_string()),
+            revision: manifest.revision,
+        });
+        let from = format!("{source}@{}", manifest.revision);
+        manifest.revision = 1;
+        manifest.created_unix = now_unix();
+        let packages = self.packages(source);
+        if !packages.is_empty() {
+            self.set_packages(&handle, &packages)?;
+        }
+        let written = revisions::write(&dir, &manifest).and_then(|()| {
+            let meta = self.read_meta(&dir).map_err(std::io::Error::other)?;
+            write_meta(
+                &dir,
+                Meta {
+                    revision: 1,
+                    bytes: manifest.bytes(),
+                    ..meta
+                },
+            )
+        });
+        if let Err(e) = written {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(self.io(&dir)(e));
+        }
+        Ok((handle, from))
     }
 
     /// The directory all sessions live in (created mode 0700 when missing).
@@ -250,32 +379,9 @@ impl SessionStore {
         Ok(&self.dir)
     }
 
-    /// A writer for the session's next snapshot: a temp file in its directory, renamed over
-    /// `state` on [`StateWriter::commit`], removed when dropped uncommitted.
-    pub fn writer(&self, handle: &str) -> Result<StateWriter, SessionError> {
-        let dir = self.session_dir(handle)?;
-        let tmp = dir.join(crate::host::safe_fs::temp_name(".state-"));
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(self.io(&tmp))?;
-        if let Some(gid) = self.reader_gid {
-            use std::os::unix::fs::PermissionsExt;
-            let closed = std::os::unix::fs::fchown(&file, None, Some(gid))
-                .and_then(|()| file.set_permissions(std::fs::Permissions::from_mode(0o640)));
-            if let Err(e) = closed {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(self.io(&tmp)(e));
-            }
-        }
-        Ok(StateWriter {
-            file: Some(std::io::BufWriter::with_capacity(1 << 20, file)),
-            tmp,
-            dir,
-            max_bytes: self.limits.max_bytes,
-            written: 0,
-        })
+    /// Removes the blobs no revision of any session names any more.
+    pub fn sweep_blobs(&self) -> usize {
+        sweep(&self.dir, &self.blobs(), blobs::SWEEP_GRACE)
     }
 
     /// Removes the sessions idle past the limit; returns how many.
@@ -289,6 +395,9 @@ impl SessionStore {
             {
                 removed += 1;
             }
+        }
+        if removed > 0 {
+            self.sweep_blobs();
         }
         removed
     }
@@ -306,11 +415,14 @@ impl SessionStore {
 
     pub fn counts(&self) -> SessionCounts {
         let handles = self.handles();
-        let state_bytes = handles
-            .iter()
-            .filter_map(|h| self.read_meta(&self.dir.join(h)).ok())
-            .map(|m| m.bytes)
-            .sum();
+        let state_bytes = std::fs::read_dir(self.dir.join(BLOBS))
+            .map(|entries| {
+                (entries.flatten())
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0);
         SessionCounts {
             sessions: handles.len(),
             state_bytes,
@@ -336,15 +448,21 @@ impl SessionStore {
 }
 
 fn write_meta(dir: &Path, meta: Meta) -> std::io::Result<()> {
-    let tmp = dir.join(crate::host::safe_fs::temp_name(".meta-"));
     let data = serde_json::to_vec(&meta).expect("meta serializes");
+    write_atomic(dir, META, &data)
+}
+
+/// Writes `name` in `dir` atomically: a temp file, `fsync`, `rename`.
+pub(crate) fn write_atomic(dir: &Path, name: &str, data: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(crate::host::safe_fs::temp_name(".tmp-"));
     let written = (|| {
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)?;
-        file.write_all(&data)?;
-        std::fs::rename(&tmp, dir.join(META))
+        file.write_all(data)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, dir.join(name))
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -360,70 +478,36 @@ fn create_private(dir: &Path) -> std::io::Result<()> {
         .create(dir)
 }
 
-/// The next snapshot of a session, being written.
-#[derive(Debug)]
-pub struct StateWriter {
-    file: Option<std::io::BufWriter<std::fs::File>>,
-    tmp: PathBuf,
-    dir: PathBuf,
-    max_bytes: u64,
-    written: u64,
-}
-
-impl StateWriter {
-    pub fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.written += bytes.len() as u64;
-        if self.written > self.max_bytes {
-            return Err(std::io::Error::other(format!(
-                "the snapshot is over the session's bound of {} MB",
-                self.max_bytes >> 20
-            )));
+/// "revisions 1, 2 and 5", or "no revision".
+fn there(numbers: &[u64]) -> String {
+    match numbers {
+        [] => "no revision".to_string(),
+        [one] => format!("revision {one} only"),
+        [rest @ .., last] => {
+            let rest: Vec<String> = rest.iter().map(u64::to_string).collect();
+            format!("revisions {} and {last}", rest.join(", "))
         }
-        self.file
-            .as_mut()
-            .expect("open until commit")
-            .write_all(bytes)
-    }
-
-    /// Makes what was written the session's state, if it is `bytes` long; returns its size.
-    pub fn commit(mut self, bytes: u64) -> std::io::Result<u64> {
-        if bytes != self.written {
-            return Err(std::io::Error::other(format!(
-                "{} bytes were written, {bytes} announced",
-                self.written
-            )));
-        }
-        let file = self.file.take().expect("open until commit");
-        let renamed = (|| {
-            let file = file.into_inner().map_err(|e| e.into_error())?;
-            file.sync_all()?;
-            drop(file);
-            std::fs::rename(&self.tmp, self.dir.join(STATE))
-        })();
-        if let Err(e) = renamed {
-            let _ = std::fs::remove_file(&self.tmp);
-            return Err(e);
-        }
-        let created = std::fs::read(self.dir.join(META))
-            .ok()
-            .and_then(|d| serde_json::from_slice::<Meta>(&d).ok())
-            .map_or_else(now_unix, |m| m.created_unix);
-        write_meta(
-            &self.dir,
-            Meta {
-                created_unix: created,
-                used_unix: now_unix(),
-                bytes,
-            },
-        )?;
-        Ok(bytes)
     }
 }
 
-impl Drop for StateWriter {
-    fn drop(&mut self) {
-        if self.file.take().is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
+/// Removes the blobs under `sessions` that no revision of any session there names.
+fn sweep(sessions: &Path, blobs: &Blobs, grace: Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(sessions) else {
+        return 0;
+    };
+    let mut named = HashSet::new();
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        if !entry.file_name().to_str().is_some_and(valid_handle) {
+            continue;
+        }
+        for n in revisions::numbers(&dir) {
+            match revisions::read(&dir, n) {
+                Some(m) => named.extend(m.vars.into_iter().map(|v| v.blob)),
+                // A revision that cannot be read keeps every blob: better kept than lost.
+                None => return 0,
+            }
         }
     }
+    blobs.sweep(&named, grace)
 }

@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::json;
 
 fn store(dir: &Path, idle_secs: u64) -> SessionStore {
     SessionStore::new(
@@ -7,15 +8,35 @@ fn store(dir: &Path, idle_secs: u64) -> SessionStore {
             max_bytes: 1024,
             max_count: 2,
             idle: Duration::from_secs(idle_secs),
+            history: 3,
         },
     )
 }
 
-fn state(store: &SessionStore, handle: &str) -> Option<Vec<u8>> {
-    let mut file = store.current(handle).unwrap()?;
-    let mut data = Vec::new();
-    std::io::Read::read_to_end(&mut file, &mut data).unwrap();
-    Some(data)
+/// The newest state: each variable's name and bytes.
+fn state(store: &SessionStore, handle: &str) -> Option<Vec<(String, Vec<u8>)>> {
+    let manifest = store.manifest(handle, None).unwrap()?;
+    let read = |v: &revisions::Variable| {
+        let path = store.blob_path(&v.blob).unwrap();
+        (v.name.clone(), std::fs::read(path).unwrap())
+    };
+    Some(manifest.vars.iter().map(read).collect())
+}
+
+fn var(name: &str, bytes: &[u8]) -> (String, Vec<u8>) {
+    (name.to_string(), bytes.to_vec())
+}
+
+/// Saves one variable `x` holding `bytes`, sent as a new blob, over `parent`.
+fn save(store: &SessionStore, h: &str, bytes: &[u8]) -> std::io::Result<Manifest> {
+    let parent = store.manifest(h, None).unwrap();
+    let mut w = store.writer(h, parent).unwrap();
+    w.blob(bytes.len() as u64)?;
+    w.write(bytes)?;
+    let sizes = [bytes.len()];
+    w.commit(
+        json!({"modules": {}, "vars": [{"name": "x", "sizes": sizes, "sent": 0, "type": "bytes"}]}),
+    )
 }
 
 #[test]
@@ -60,37 +81,101 @@ fn a_tenant_holds_a_bounded_number_of_sessions() {
 }
 
 #[test]
-fn a_snapshot_replaces_the_state_only_when_committed_whole() {
+fn a_snapshot_becomes_a_revision_only_when_committed_whole() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path(), 60);
     let h = store.create().unwrap();
     assert_eq!(state(&store, &h), None, "a new session has no state");
-    let mut w = store.writer(&h).unwrap();
-    w.write(b"first").unwrap();
-    assert_eq!(w.commit(5).unwrap(), 5);
-    assert_eq!(state(&store, &h).as_deref(), Some(&b"first"[..]));
-    // Dropped half-way (a crash mid-snapshot): the previous state stays, no temp file left.
-    let mut w = store.writer(&h).unwrap();
+    assert_eq!(save(&store, &h, b"first").unwrap().revision, 1);
+    assert_eq!(state(&store, &h), Some(vec![var("x", b"first")]));
+    // Dropped half-way (a crash mid-snapshot): the state stays, no temp file left.
+    let mut w = store.writer(&h, None).unwrap();
+    w.blob(3).unwrap();
     w.write(b"sec").unwrap();
     drop(w);
-    // Announced and written lengths differ: refused.
-    let mut w = store.writer(&h).unwrap();
-    w.write(b"second").unwrap();
-    assert!(w.commit(99).is_err());
+    // A blob shorter than announced, a manifest naming a blob it never had: refused.
+    let mut w = store.writer(&h, None).unwrap();
+    w.blob(6).unwrap();
+    w.write(b"sec").unwrap();
+    assert!(w.commit(json!({"modules": {}, "vars": []})).is_err());
+    let w = store.writer(&h, None).unwrap();
+    let foreign =
+        json!({"modules": {}, "vars": [{"name": "x", "sizes": [5], "blob": "a".repeat(64)}]});
+    assert!(w.commit(foreign).is_err());
     // Over the bound: refused while writing.
-    let mut w = store.writer(&h).unwrap();
-    assert!(w.write(&[0; 1025]).is_err());
+    let mut w = store.writer(&h, None).unwrap();
+    assert!(w.blob(1025).is_err());
     drop(w);
-    assert_eq!(state(&store, &h).as_deref(), Some(&b"first"[..]));
-    let names: Vec<String> = std::fs::read_dir(dir.path().join("sessions").join(&h))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert!(
-        names.iter().all(|n| n == "state" || n == "meta.json"),
-        "{names:?}"
-    );
+    assert_eq!(state(&store, &h), Some(vec![var("x", b"first")]));
+    assert_eq!(store.newest(&h).unwrap(), 1);
     assert_eq!(store.counts().state_bytes, 5);
+}
+
+#[test]
+fn an_unchanged_variable_is_named_not_sent_and_revisions_share_its_blob() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path(), 60);
+    let h = store.create().unwrap();
+    let first = save(&store, &h, b"shared").unwrap();
+    let blob = first.vars[0].blob.clone();
+    let w = store.writer(&h, Some(first)).unwrap();
+    let named =
+        json!({"modules": {"np": "numpy"}, "vars": [{"name": "y", "sizes": [6], "blob": blob}]});
+    let second = w.commit(named).unwrap();
+    assert_eq!((second.revision, second.parent.unwrap().revision), (2, 1));
+    assert_eq!(state(&store, &h), Some(vec![var("y", b"shared")]));
+    assert_eq!(store.counts().state_bytes, 6, "one blob for both");
+}
+
+#[test]
+fn history_is_bounded_and_a_rewound_revision_is_there_until_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path(), 60);
+    let h = store.create().unwrap();
+    for n in 1..=5u8 {
+        save(&store, &h, &[n; 10]).unwrap();
+    }
+    let held: Vec<u64> = store.revisions(&h).iter().map(|m| m.revision).collect();
+    assert_eq!(held, vec![3, 4, 5], "--session-history 3");
+    assert!(store.manifest(&h, Some(3)).unwrap().is_some());
+    let err = store.manifest(&h, Some(1)).unwrap_err();
+    assert!(
+        matches!(err, SessionError::NoRevision { revision: 1, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("revisions 3, 4 and 5"), "{err}");
+    // The byte bound (1024) removes the oldest, never the newest.
+    save(&store, &h, &[9; 600]).unwrap();
+    let held: Vec<u64> = store.revisions(&h).iter().map(|m| m.revision).collect();
+    assert_eq!(held, vec![4, 5, 6]);
+    save(&store, &h, &[8; 700]).unwrap();
+    let held: Vec<u64> = store.revisions(&h).iter().map(|m| m.revision).collect();
+    assert_eq!(held, vec![7]);
+}
+
+#[test]
+fn a_fork_shares_the_state_keeps_the_source_and_counts_against_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path(), 60);
+    let src = store.create().unwrap();
+    let err = store.fork(&src, None).unwrap_err();
+    assert!(matches!(err, SessionError::NothingToFork { .. }), "{err}");
+    save(&store, &src, b"one").unwrap();
+    save(&store, &src, b"two").unwrap();
+    store.set_packages(&src, &["humanize".into()]).unwrap();
+    let (fork, from) = store.fork(&src, Some(1)).unwrap();
+    assert_eq!(from, format!("{src}@1"));
+    assert_eq!(state(&store, &fork), Some(vec![var("x", b"one")]));
+    assert_eq!(store.newest(&fork).unwrap(), 1);
+    assert_eq!(store.packages(&fork), vec!["humanize".to_string()]);
+    save(&store, &fork, b"three").unwrap();
+    assert_eq!(
+        state(&store, &src),
+        Some(vec![var("x", b"two")]),
+        "the source is unchanged"
+    );
+    let err = store.fork(&src, None).unwrap_err();
+    assert!(matches!(err, SessionError::TooMany { max: 2 }), "{err}");
 }
 
 #[test]
@@ -106,6 +191,7 @@ fn an_idle_session_expires_and_says_so() {
             created_unix: 1,
             used_unix: 1,
             bytes: 0,
+            revision: 0,
         },
     )
     .unwrap();
@@ -122,12 +208,10 @@ fn a_restarted_store_finds_its_sessions() {
     let h = {
         let store = store(dir.path(), 60);
         let h = store.create().unwrap();
-        let mut w = store.writer(&h).unwrap();
-        w.write(b"kept").unwrap();
-        w.commit(4).unwrap();
+        save(&store, &h, b"kept").unwrap();
         h
     };
     let store = store(dir.path(), 60);
     assert_eq!(store.open(&h).unwrap().bytes, 4);
-    assert_eq!(state(&store, &h).as_deref(), Some(&b"kept"[..]));
+    assert_eq!(state(&store, &h), Some(vec![var("x", b"kept")]));
 }

@@ -226,11 +226,15 @@ pub fn app_dirs(t: &TestApp) -> Vec<PathBuf> {
     // The audit trail: the server's own record of each execution, out of the sandbox's reach
     // (nothing mounts it) and written on every call.
     let audit = (t.app.config().storage.data_dir()).join(code_execution_mcp::audit::DIR_NAME);
+    // Each container's state directory, made and removed by the server around it (mounted
+    // read-only: the sandbox cannot write there).
+    let states = (t.app.config().storage.data_dir()).join("sessions/.mounts");
     vec![
         ws,
         t.app.skills_dir().to_path_buf(),
         PathBuf::from(image),
         audit,
+        states,
     ]
 }
 

@@ -204,10 +204,10 @@ async fn case_28_the_sandbox_posture() {
         }
         // Docker lists the server's mounts under Mounts only; Podman repeats them as binds.
         // Either way, nothing but the workspace, skills and tools package is bound, the package
-        // sets read-only, and, with the image's tree served from the host (--image-tree), its
-        // /usr directories read-only.
+        // sets and the container's state directory read-only, and, with the image's tree served
+        // from the host (--image-tree), its /usr directories read-only.
         use code_execution_mcp::sandbox::container::spec::{
-            PACKAGES_MOUNT, SERVERS_MOUNT, SKILLS_MOUNT, WORKSPACE_MOUNT,
+            PACKAGES_MOUNT, SERVERS_MOUNT, SKILLS_MOUNT, STATE_MOUNT, WORKSPACE_MOUNT,
         };
         for bind in host.binds.unwrap_or_default() {
             let mut parts = bind.split(':');
@@ -217,7 +217,9 @@ async fn case_28_the_sandbox_posture() {
                 .is_some_and(|o| o.split(',').any(|o| o == "ro"));
             assert!(
                 [WORKSPACE_MOUNT, SKILLS_MOUNT, SERVERS_MOUNT].contains(&target)
-                    || ((target.starts_with("/usr/") || target == PACKAGES_MOUNT) && read_only),
+                    || ((target.starts_with("/usr/")
+                        || [PACKAGES_MOUNT, STATE_MOUNT].contains(&target))
+                        && read_only),
                 "an unexpected bind: {bind}"
             );
         }

@@ -95,13 +95,14 @@ impl App {
             tap,
             confirm,
             session: session_arg,
+            fork,
             client: _,
             packages: named,
         } = request;
         let (context_vars, limits) = self.check(&code, context_vars, timeout_seconds, memory_mb)?;
         let before = self.workspace_before().await?;
         let upstream = self.upstream_calls(confirm).await?;
-        let (mut turn, packages) = self.turn_and_packages(session_arg, &named).await?;
+        let (mut turn, packages) = self.turn_and_packages(session_arg, fork, &named).await?;
         let set = packages.as_ref().map(|p| p.set().to_string());
         let (carry, saved) = match turn.as_mut().map(|t| t.carry(set.as_deref())) {
             Some((carry, saved)) => (Some(carry), Some(saved)),
@@ -122,15 +123,21 @@ impl App {
         };
         let ran = self.sandbox.run(job, cancel).await;
         let handle = turn.as_ref().map(|t| t.handle.clone());
+        let (next, forked_from) = (turn.as_ref())
+            .map(|t| (t.next, t.forked_from.clone()))
+            .unzip();
         if let (Some(turn), Some(saved)) = (turn, saved) {
             turn.finish(saved, self.sandbox.clone(), set);
         }
         let tool_calls = self.end_upstream_calls(upstream);
         let mut outcome = ran?;
         let state = handle.as_ref().map(|_| {
-            outcome.state.take().unwrap_or_else(|| {
+            let mut state = outcome.state.take().unwrap_or_else(|| {
                 crate::app::execution::sessions::unsaved(outcome.status.as_str())
-            })
+            });
+            state.revision = next.filter(|_| state.saved);
+            state.forked_from = forked_from.flatten();
+            state
         });
         self.explain_no_space(&mut outcome);
         let (outcome, produced) = self.redact_and_prepare(outcome, before).await;
@@ -201,17 +208,18 @@ impl App {
     pub(crate) async fn session_turn(
         &self,
         session_arg: Option<String>,
+        fork: bool,
     ) -> Result<Option<sessions::Turn>, ExecuteError> {
         match session_arg {
+            None if fork => Err(crate::sessions::SessionError::ForkOfNew.into()),
             None => Ok(None),
             Some(_) if self.config.sessions.session_max_count == 0 => {
                 Err(ExecuteError::SessionsOff)
             }
-            Some(arg) => Ok(Some(
-                self.sessions
-                    .begin(crate::app::SessionArg::parse(&arg))
-                    .await?,
-            )),
+            Some(arg) => {
+                let arg = crate::app::SessionArg::parse(&arg)?;
+                Ok(Some(self.sessions.begin(arg, fork).await?))
+            }
         }
     }
 

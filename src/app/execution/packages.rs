@@ -103,18 +103,19 @@ impl App {
     pub(crate) async fn turn_and_packages(
         &self,
         session: Option<String>,
+        fork: bool,
         named: &[String],
     ) -> Result<(Option<Turn>, Option<ExecutionPackages>), ExecuteError> {
         let continued = session.as_deref().is_some_and(|s| s != "new");
         if !continued {
             let packages = self.packages_for(named, None).await?;
-            let turn = self.session_turn(session).await?;
+            let turn = self.session_turn(session, fork).await?;
             if let (Some(turn), Some(packages)) = (&turn, &packages) {
                 self.keep_session_packages(&turn.handle, packages);
             }
             return Ok((turn, packages));
         }
-        let turn = self.session_turn(session).await?;
+        let turn = self.session_turn(session, fork).await?;
         let handle = turn.as_ref().map(|t| t.handle.as_str());
         match self.packages_for(named, handle).await {
             Ok(packages) => {

@@ -23,9 +23,11 @@ pub struct ExecuteRequest {
     /// Asks the user before an upstream call whose policy is `confirm` (MCP elicitation);
     /// `None`: such calls are refused.
     pub confirm: Option<Arc<dyn Confirm>>,
-    /// `"new"` or a session's handle: the code starts with the session's variables, and leaves
-    /// its own for the next call.
+    /// `"new"`, a session's handle or `HANDLE@N` (its revision N): the code starts with the
+    /// session's variables, and leaves its own for the next call.
     pub session: Option<String>,
+    /// Save the result into a new session made from `session`'s state (a branch).
+    pub fork: bool,
     /// The MCP client's name, as it introduced itself (for the audit trail).
     pub client: Option<String>,
     /// Requirements to make importable before the code runs (`crate::packages`).
@@ -41,6 +43,7 @@ impl std::fmt::Debug for ExecuteRequest {
             .field("tap", &self.tap.is_some())
             .field("confirm", &self.confirm.is_some())
             .field("session", &self.session)
+            .field("fork", &self.fork)
             .field("client", &self.client)
             .field("packages", &self.packages)
             .finish()

@@ -7,35 +7,55 @@
 //! the session's next call ([`crate::sandbox::Prepared`]) once a snapshot is saved. A session's
 //! turn ends when its snapshot has arrived (or failed to), in the background: the caller has
 //! its result before that.
+//!
+//! `HANDLE@N` runs a call on revision N (a rewind: its result becomes the newest revision);
+//! `fork` first makes a new session whose revision 1 is the source's state, sharing its blobs,
+//! and runs the call there: the source is never touched.
 
 use std::collections::HashMap;
-use std::io::Read;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedMutexGuard, oneshot};
 use tracing::Instrument;
 
 use crate::sandbox::Prepared;
-use crate::sandbox::run::carry::{Carry, SnapshotStore, SnapshotWriter, StateReport};
-use crate::sessions::{SessionCounts, SessionError, SessionStore, StateWriter};
+use crate::sandbox::run::carry::{
+    Carry, Restore, SnapshotStore, SnapshotWriter, StateReport, StateVar,
+};
+use crate::sessions::{RevisionWriter, SessionCounts, SessionError, SessionStore};
 
 /// What `execute_code`'s `session` argument asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionArg {
     /// `"new"`: start a session.
     New,
-    /// A handle: continue that session.
-    Continue(String),
+    /// A handle, and maybe one of its revisions (`HANDLE@N`): continue from that state.
+    Continue {
+        handle: String,
+        revision: Option<u64>,
+    },
 }
 
 impl SessionArg {
-    pub fn parse(value: &str) -> Self {
+    pub fn parse(value: &str) -> Result<Self, SessionError> {
         if value == "new" {
-            SessionArg::New
-        } else {
-            SessionArg::Continue(value.to_string())
+            return Ok(SessionArg::New);
         }
+        let (handle, revision) = match value.split_once('@') {
+            None => (value, None),
+            Some((handle, n)) => match n.parse::<u64>() {
+                Ok(n) if n >= 1 => (handle, Some(n)),
+                _ => {
+                    return Err(SessionError::BadRevision {
+                        given: crate::text::cut(value, 80),
+                    });
+                }
+            },
+        };
+        Ok(SessionArg::Continue {
+            handle: handle.to_string(),
+            revision,
+        })
     }
 }
 
@@ -44,41 +64,30 @@ impl SessionArg {
 struct Live {
     /// Held for a call and its snapshot: calls of one session run one after the other.
     turn: Arc<tokio::sync::Mutex<()>>,
-    /// The container prepared for the next call.
-    prepared: Mutex<Option<Prepared>>,
+    /// The container prepared for the next call, and the revision it loaded.
+    prepared: Mutex<Option<(u64, Prepared)>>,
 }
 
 /// One tenant's sessions.
 pub struct Sessions {
     store: Arc<SessionStore>,
     live: Mutex<HashMap<String, Arc<Live>>>,
-    /// The sessions directory as the engine sees it (for mounting large snapshots), when it
-    /// could be translated.
-    engine_dir: Option<PathBuf>,
 }
 
 impl Sessions {
-    pub fn new(store: SessionStore, engine_dir: Option<PathBuf>) -> Self {
+    pub fn new(store: SessionStore) -> Self {
         Self {
             store: Arc::new(store),
             live: Mutex::default(),
-            engine_dir,
         }
     }
 
     pub fn counts(&self) -> SessionCounts {
         let mut counts = self.store.counts();
-        counts.prepared = self
-            .live
-            .lock()
-            .expect("sessions lock")
-            .values()
+        counts.prepared = (self.live.lock().expect("sessions lock").values())
             .filter(|l| {
-                l.prepared
-                    .lock()
-                    .expect("session lock")
-                    .as_ref()
-                    .is_some_and(|p| p.is_ready())
+                (l.prepared.lock().expect("session lock").as_ref())
+                    .is_some_and(|(_, p)| p.is_ready())
             })
             .count();
         counts
@@ -112,42 +121,68 @@ impl Sessions {
             .expect("sessions lock")
             .retain(|handle, live| {
                 let keep = on_disk.contains(handle);
-                if !keep && let Some(p) = live.prepared.lock().expect("session lock").take() {
+                if !keep && let Some((_, p)) = live.prepared.lock().expect("session lock").take() {
                     p.cancel();
                 }
                 keep
             });
     }
 
-    /// Begins a call of a session: a new one, or the one `handle` names (waiting for a call of
-    /// it already running). The turn holds the session until [`Turn::finish`].
-    pub async fn begin(&self, arg: SessionArg) -> Result<Turn, SessionError> {
+    /// Begins a call of a session: a new one, the one `arg` names (waiting for a call of it
+    /// already running), or, with `fork`, a new one made from it. The turn holds the session
+    /// until [`Turn::finish`].
+    pub async fn begin(&self, arg: SessionArg, fork: bool) -> Result<Turn, SessionError> {
         let store = self.store.clone();
-        let handle = match arg {
-            SessionArg::New => {
+        let mut forked_from = None;
+        let (handle, revision) = match (arg, fork) {
+            (SessionArg::New, true) => return Err(SessionError::ForkOfNew),
+            (SessionArg::New, false) => {
                 let store = store.clone();
-                crate::host::blocking_here(move || {
+                let handle = crate::host::blocking_here(move || {
                     store.expire_idle();
                     store.create()
-                })?
+                })?;
+                (handle, None)
             }
-            SessionArg::Continue(handle) => handle,
+            (SessionArg::Continue { handle, revision }, true) => {
+                let store = store.clone();
+                let (forked, from) = crate::host::blocking_here(move || {
+                    store.expire_idle();
+                    store.fork(&handle, revision)
+                })?;
+                forked_from = Some(from);
+                (forked, None)
+            }
+            (SessionArg::Continue { handle, revision }, false) => (handle, revision),
         };
         let live = self.live(&handle);
         let guard = live.turn.clone().lock_owned().await;
         // Checked once the turn is ours: the call before may have been the last of it.
-        if let Err(e) = crate::host::blocking_here(|| self.store.open(&handle)) {
-            if let Some(p) = live.prepared.lock().expect("session lock").take() {
-                p.cancel();
+        let opened = crate::host::blocking_here(|| {
+            self.store.open(&handle)?;
+            let newest = self.store.newest(&handle)?;
+            if let Some(n) = revision {
+                self.store.manifest(&handle, Some(n))?;
             }
-            self.live.lock().expect("sessions lock").remove(&handle);
-            return Err(e);
-        }
+            Ok(newest)
+        });
+        let newest = match opened {
+            Ok(newest) => newest,
+            Err(e) => {
+                if let Some((_, p)) = live.prepared.lock().expect("session lock").take() {
+                    p.cancel();
+                }
+                self.live.lock().expect("sessions lock").remove(&handle);
+                return Err(e);
+            }
+        };
         let prepared = live.prepared.lock().expect("session lock").take();
         Ok(Turn {
             handle,
+            revision: revision.unwrap_or(newest),
+            next: newest + 1,
+            forked_from,
             store,
-            engine_dir: self.engine_dir.clone(),
             live,
             guard,
             prepared,
@@ -158,19 +193,27 @@ impl Sessions {
 /// One call's hold on its session.
 pub struct Turn {
     pub handle: String,
+    /// The revision the call starts from (0: the session has none yet).
+    pub revision: u64,
+    /// The number its snapshot gets when saved.
+    pub next: u64,
+    /// `HANDLE@N`, when this session was made for this call as a fork of it.
+    pub forked_from: Option<String>,
     store: Arc<SessionStore>,
-    engine_dir: Option<PathBuf>,
     live: Arc<Live>,
     guard: OwnedMutexGuard<()>,
-    prepared: Option<Prepared>,
+    prepared: Option<(u64, Prepared)>,
 }
 
 impl Turn {
     /// What the job carries, and the signal of its snapshot (if one is taken). A container
-    /// prepared with another package set than the call's is not used.
+    /// prepared with another revision or package set than the call's is not used.
     pub fn carry(&mut self, package_set: Option<&str>) -> (Carry, Saved) {
-        if (self.prepared.as_ref()).is_some_and(|p| p.package_set.as_deref() != package_set)
-            && let Some(p) = self.prepared.take()
+        let fits = |(revision, p): &(u64, Prepared)| {
+            *revision == self.revision && p.package_set.as_deref() == package_set
+        };
+        if !self.prepared.as_ref().is_none_or(fits)
+            && let Some((_, p)) = self.prepared.take()
         {
             p.cancel();
         }
@@ -178,13 +221,13 @@ impl Turn {
         let store = Arc::new(TurnStore {
             store: self.store.clone(),
             handle: self.handle.clone(),
-            engine_dir: self.engine_dir.clone(),
+            revision: self.revision,
             saved: Mutex::new(Some(tx)),
         });
         let carry = Carry {
             store: store.clone(),
             max_bytes: self.store.limits().max_bytes,
-            prepared: self.prepared.clone(),
+            prepared: self.prepared.as_ref().map(|(_, p)| p.clone()),
         };
         (carry, Saved { store, rx })
     }
@@ -192,7 +235,7 @@ impl Turn {
     /// Ends a turn whose call did not run: its prepared container is removed, and the next
     /// call of the session may start.
     pub fn abandon(self) {
-        if let Some(prepared) = self.prepared {
+        if let Some((_, prepared)) = self.prepared {
             prepared.cancel();
         }
     }
@@ -211,10 +254,10 @@ impl Turn {
             live,
             guard,
             prepared,
-            engine_dir,
+            ..
         } = self;
         // Taken by the call, or left unused (the call ran elsewhere): either way it is done.
-        if let Some(prepared) = prepared {
+        if let Some((_, prepared)) = prepared {
             prepared.cancel();
         }
         let taken = saved.store.taken();
@@ -224,15 +267,15 @@ impl Turn {
                 return;
             }
             match saved.rx.await {
-                Ok(Ok(_bytes)) => {
+                Ok(Ok(revision)) => {
                     let reader = Arc::new(TurnStore {
                         store,
                         handle,
-                        engine_dir,
+                        revision,
                         saved: Mutex::new(None),
                     });
                     let next = sandbox.prepare(reader, package_set);
-                    *live.prepared.lock().expect("session lock") = next;
+                    *live.prepared.lock().expect("session lock") = next.map(|p| (revision, p));
                 }
                 Ok(Err(reason)) => {
                     tracing::warn!("a session's snapshot was not saved: {reason}");
@@ -245,7 +288,7 @@ impl Turn {
     }
 }
 
-/// The signal that a call's snapshot was saved (or not).
+/// The signal that a call's snapshot was saved (its revision) or not (why).
 pub struct Saved {
     store: Arc<TurnStore>,
     rx: oneshot::Receiver<Result<u64, String>>,
@@ -263,12 +306,12 @@ pub fn unsaved(status: &str) -> StateReport {
     }
 }
 
-/// A turn's view of the store, as the sandbox sees it.
+/// A turn's view of the store, as the sandbox sees it: the revision to load, and the next.
 struct TurnStore {
     store: Arc<SessionStore>,
     handle: String,
-    /// The sessions directory as the engine sees it.
-    engine_dir: Option<PathBuf>,
+    /// The revision loaded (0: none).
+    revision: u64,
     /// Taken by the first [`SnapshotStore::next`].
     saved: Mutex<Option<oneshot::Sender<Result<u64, String>>>>,
 }
@@ -278,22 +321,34 @@ impl TurnStore {
     fn taken(&self) -> bool {
         self.saved.lock().expect("turn lock").is_none()
     }
+
+    fn loaded(&self) -> std::io::Result<Option<crate::sessions::revisions::Manifest>> {
+        if self.revision == 0 {
+            return Ok(None);
+        }
+        (self.store)
+            .manifest(&self.handle, Some(self.revision))
+            .map_err(std::io::Error::other)
+    }
 }
 
 impl SnapshotStore for TurnStore {
-    fn current(&self) -> std::io::Result<Option<Box<dyn Read + Send>>> {
-        let file = self
-            .store
-            .current(&self.handle)
-            .map_err(std::io::Error::other)?;
-        Ok(file.map(|f| Box::new(std::io::BufReader::new(f)) as _))
-    }
-
-    fn mountable(&self) -> Option<PathBuf> {
-        let dir = self.engine_dir.as_ref()?;
-        let len = self.store.state_len(&self.handle)?;
-        (len >= crate::sandbox::run::carry::MOUNT_FROM_BYTES)
-            .then(|| dir.join(&self.handle).join(crate::sessions::STATE))
+    fn restore(&self) -> std::io::Result<Option<Restore>> {
+        let Some(manifest) = self.loaded()? else {
+            return Ok(None);
+        };
+        let vars = (manifest.vars.iter()).map(|v| StateVar {
+            name: v.name.clone(),
+            blob: v.blob.clone(),
+            sizes: v.sizes.clone(),
+        });
+        let files = (manifest.vars.iter())
+            .filter_map(|v| Some((v.blob.clone(), self.store.blob_path(&v.blob)?)));
+        Ok(Some(Restore {
+            modules: manifest.modules,
+            vars: vars.collect(),
+            files: files.collect(),
+        }))
     }
 
     fn next(&self) -> std::io::Result<Box<dyn SnapshotWriter>> {
@@ -303,29 +358,32 @@ impl SnapshotStore for TurnStore {
             .expect("turn lock")
             .take()
             .ok_or_else(|| std::io::Error::other("this call's snapshot is already on its way"))?;
-        let writer = self
-            .store
-            .writer(&self.handle)
+        let writer = (self.store)
+            .writer(&self.handle, self.loaded()?)
             .map_err(std::io::Error::other)?;
         Ok(Box::new(TurnWriter { writer, tx }))
     }
 }
 
 struct TurnWriter {
-    writer: StateWriter,
+    writer: RevisionWriter,
     tx: oneshot::Sender<Result<u64, String>>,
 }
 
 impl SnapshotWriter for TurnWriter {
+    fn blob(&mut self, bytes: u64) -> std::io::Result<()> {
+        self.writer.blob(bytes)
+    }
+
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.writer.write(bytes)
     }
 
-    fn commit(self: Box<Self>, bytes: u64) -> std::io::Result<()> {
+    fn commit(self: Box<Self>, manifest: serde_json::Value) -> std::io::Result<()> {
         let TurnWriter { writer, tx } = *self;
-        match writer.commit(bytes) {
-            Ok(bytes) => {
-                let _ = tx.send(Ok(bytes));
+        match writer.commit(manifest) {
+            Ok(saved) => {
+                let _ = tx.send(Ok(saved.revision));
                 Ok(())
             }
             Err(e) => {

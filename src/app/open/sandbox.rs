@@ -18,6 +18,8 @@ pub(crate) struct Mounts<'a> {
     pub skills: &'a Path,
     pub gateway: Option<&'a GatewayView>,
     pub user: SandboxUser,
+    /// Where each container's state directory is made (none: a session's state goes inline).
+    pub state_dirs: Option<crate::sandbox::StateDirs>,
 }
 
 /// Starts the sandbox of one tenant (`tenant`: an HTTP tenant, limited to its share of the
@@ -95,6 +97,7 @@ pub(crate) fn start(
         seccomp,
         oom_reported: shared.engine_info.reports_oom_kills(),
         image_tree: shared.image_tree.clone(),
+        state_dirs: mounts.state_dirs,
         span,
     };
     let sandbox = Arc::new(Sandbox::new(

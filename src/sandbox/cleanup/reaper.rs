@@ -92,3 +92,44 @@ mod tests {
         assert!(!owner_is_dead(""));
     }
 }
+
+/// Removes the state directories (`container::state_dir`) of server instances under `root`
+/// whose owner process on this host is gone.
+pub fn reap_state_dirs(root: &std::path::Path) {
+    use crate::sandbox::container::state_dir::{OWNER, remove};
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let owner = std::fs::read_to_string(dir.join(OWNER)).unwrap_or_default();
+        if owner_is_dead(owner.trim()) {
+            remove(&dir);
+        }
+    }
+}
+
+#[cfg(test)]
+mod state_dir_tests {
+    use super::*;
+    use crate::sandbox::container::state_dir::{StateDirs, remove};
+    use std::path::Path;
+
+    #[test]
+    fn a_gone_servers_state_directories_are_removed_and_a_live_ones_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let live = current_owner();
+        let gone = format!("{}:4194303:1", hostname());
+        for (instance, owner) in [("a", &live), ("b", &gone)] {
+            let dirs = StateDirs::open(root.path(), Path::new("/e"), instance, owner, None);
+            let dir = dirs.unwrap().for_container("cem-1");
+            dir.create().unwrap();
+            assert_eq!(dir.engine, Path::new("/e").join(instance).join("cem-1"));
+        }
+        reap_state_dirs(root.path());
+        assert!(root.path().join("a/cem-1").is_dir());
+        assert!(!root.path().join("b").exists());
+        remove(&root.path().join("a/cem-1"));
+        assert!(!root.path().join("a/cem-1").exists());
+    }
+}

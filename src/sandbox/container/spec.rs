@@ -61,8 +61,9 @@ pub const SERVERS_MOUNT: &str = "/mnt/servers";
 /// The harness puts the set its job names on `sys.path`.
 pub const PACKAGES_MOUNT: &str = "/mnt/packages";
 
-/// Where a session's snapshot appears (read-only, a file) in a container made for the session
-/// (see `sandbox::carry`): the harness maps it instead of receiving it through the channel.
+/// Where each container's own state directory appears (read-only, `container::state_dir`): a
+/// session's blobs, linked there when the container is given its state, are mapped by the
+/// harness instead of received through the channel (see `sandbox::carry`).
 pub const STATE_MOUNT: &str = "/mnt/state";
 
 /// Directories an engine may cover with a writable tmpfs of its own when the root is read-only
@@ -152,8 +153,9 @@ pub struct SandboxSpec {
     /// The installed package set put on `sys.path` before the preload and the state load (a
     /// container prepared for a session that has one).
     pub package_set: Option<String>,
-    /// A session's snapshot file (as the engine sees it), mounted read-only at [`STATE_MOUNT`].
-    pub state: Option<PathBuf>,
+    /// The container's own state directory, mounted read-only at [`STATE_MOUNT`]: a session's
+    /// blobs are linked into it when the container is given the session's state.
+    pub state: Option<crate::sandbox::container::state_dir::StateDir>,
     pub seccomp: Seccomp,
     /// A copy of the image's tree on the host (`image_tree`): the directories it names are
     /// mounted read-only over the image's own under `/usr`.
@@ -249,7 +251,11 @@ fn mounts(spec: &SandboxSpec) -> Vec<Mount> {
                 .iter()
                 .map(|dir| bind(dir, PACKAGES_MOUNT, true)),
         )
-        .chain(spec.state.iter().map(|file| bind(file, STATE_MOUNT, true)))
+        .chain(
+            spec.state
+                .iter()
+                .map(|dir| bind(&dir.engine, STATE_MOUNT, true)),
+        )
         .chain(spec.image_tree.iter().flat_map(|tree| {
             let served = tree.root.join(SERVED);
             (tree.dirs.iter()).map(move |dir| {

@@ -52,9 +52,16 @@ pub enum ToHarness<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         session: Option<SessionLimits>,
     },
-    /// A piece of a session's snapshot (base64), sent before the job.
+    /// A session's snapshot to load before the job: its blobs are files in `dir` (the
+    /// container's state directory), or, with `dir` null, their bytes follow as `state` frames.
+    Restore {
+        modules: &'a std::collections::BTreeMap<String, String>,
+        vars: &'a [StateVar],
+        dir: Option<&'a str>,
+    },
+    /// A piece of the blobs of a `restore` frame without a directory (base64).
     State { data: String },
-    /// The end of a session's snapshot: how many bytes it had.
+    /// The end of those blobs: how many bytes they had.
     #[serde(rename = "state_end")]
     StateEnd { bytes: u64 },
     Reply {
@@ -121,15 +128,27 @@ pub enum FromHarness {
     Ready,
     /// A session's state has been loaded.
     Loaded,
-    /// A piece of a session's new snapshot (base64), after `done`.
-    State {
-        data: String,
+    /// A blob of a session's new snapshot, after `done`: `bytes` raw bytes follow the line.
+    Blob {
+        bytes: u64,
     },
-    /// The end of the new snapshot: its length in bytes (negative: none follows).
+    /// The end of the new snapshot: the blob bytes sent (negative: no snapshot follows), and
+    /// the manifest naming its modules and variables.
     #[serde(rename = "state_end")]
     StateEnd {
         bytes: i64,
+        #[serde(default)]
+        manifest: Option<Value>,
     },
+}
+
+/// One variable of a snapshot to restore: its name, its blob (sha256, 64 hex digits) and the
+/// sizes of the pieces (its pickle, then its out-of-band buffers) the blob holds end to end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateVar {
+    pub name: String,
+    pub blob: String,
+    pub sizes: Vec<u64>,
 }
 
 /// What the harness reports of a session's state after the code ran.
@@ -150,6 +169,13 @@ pub struct StateReport {
     /// Why it does not, when it does not.
     #[serde(default)]
     pub reason: Option<String>,
+    /// The revision the saved state is (`session="HANDLE@N"` returns to it). Set by the
+    /// server, never by the harness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u64>,
+    /// The session and revision a fork was made from (`HANDLE@N`). Set by the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
 }
 
 /// A name a session could not carry, and why.
@@ -242,6 +268,30 @@ impl LineSplitter {
             chunk = rest;
         }
         lines
+    }
+
+    /// Like [`LineSplitter::push`], but stops after a line `last` accepts: the bytes of the
+    /// chunk after it come back as they are (a session's snapshot, which holds raw bytes,
+    /// follows `done`).
+    pub fn push_until(
+        &mut self,
+        chunk: &[u8],
+        last: impl Fn(&[u8]) -> bool,
+    ) -> (Vec<Line>, Option<Vec<u8>>) {
+        let mut lines = Vec::new();
+        let mut at = 0;
+        while let Some(i) = chunk[at..].iter().position(|&b| b == b'\n') {
+            let end = at + i + 1;
+            let found = self.push(&chunk[at..end]);
+            at = end;
+            let stop = matches!(found.last(), Some(Line::Complete(line)) if last(line));
+            lines.extend(found);
+            if stop {
+                return (lines, Some(chunk[at..].to_vec()));
+            }
+        }
+        lines.extend(self.push(&chunk[at..]));
+        (lines, None)
     }
 
     /// The unfinished last line at end of stream, if any.

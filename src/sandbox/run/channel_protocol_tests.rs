@@ -74,6 +74,7 @@ macro_rules! fields {
 fn to_harness() -> Frames {
     let mut frames = fields! { ToHarness:
         "job" => Job { code, context_vars, limits, edge_bytes, servers, packages, session },
+        "restore" => Restore { modules, vars, dir },
         "state" => State { data },
         "state_end" => StateEnd { bytes },
         "reply" => Reply { id, result, error }
@@ -101,8 +102,8 @@ fn from_harness() -> Frames {
         }),
         "ready" => Ready,
         "loaded" => Loaded,
-        "state" => State { data },
-        "state_end" => StateEnd { bytes }
+        "blob" => Blob { bytes },
+        "state_end" => StateEnd { bytes, manifest }
     };
     nest(&mut frames, "done", "state", StateReport::default());
     let unknown = serde_json::from_str::<FromHarness>(r#"{"type":"?"}"#).unwrap_err();

@@ -66,17 +66,14 @@ pub(super) struct Collector {
     received: u64,
     pub(super) done: Option<DoneFrame>,
     pub(super) returned: Returned,
-    /// Lines that arrived after `done` in the same chunk (a session's snapshot begins there).
-    pub(super) after_done: Vec<Line>,
+    /// The bytes that arrived after `done` in the same chunk (a session's snapshot begins
+    /// there), as they are.
+    pub(super) after_done: Vec<u8>,
 }
 
 impl Collector {
-    fn new(limits: HarnessLimits, carries_state: bool) -> Self {
-        let limit = if carries_state {
-            frame_limit(limits).max(crate::sandbox::run::carry::splitter_limit())
-        } else {
-            frame_limit(limits)
-        };
+    fn new(limits: HarnessLimits) -> Self {
+        let limit = frame_limit(limits);
         Self {
             stdout: BoundedText::new(limits.max_output_bytes),
             stderr: BoundedText::new(limits.max_output_bytes),
@@ -125,7 +122,7 @@ pub(super) async fn serve(
     deadline: TokioInstant,
     job_written: std::time::Instant,
 ) -> Result<(Stop, Collector), EngineError> {
-    let mut c = Collector::new(runner.limits, job.carry.is_some());
+    let mut c = Collector::new(runner.limits);
     let mut first = true;
     let cap = hard_cap(runner.limits);
     let mut pending: FuturesUnordered<PendingCall<'_>> = FuturesUnordered::new();
@@ -183,8 +180,9 @@ async fn handle_lines<'a>(
     input: &mut InputSink,
     deadline: TokioInstant,
 ) -> Option<Stop> {
-    let mut lines = c.splitter.push(chunk).into_iter();
-    while let Some(line) = lines.next() {
+    let (lines, rest) = c.splitter.push_until(chunk, is_done);
+    c.after_done = rest.unwrap_or_default();
+    for line in lines {
         let line = match line {
             Line::Complete(line) => line,
             Line::Oversized(_) => return Some(Stop::Flood),
@@ -225,7 +223,6 @@ async fn handle_lines<'a>(
             Some(FromHarness::Link { path, description }) => c.returned.link(path, description),
             Some(FromHarness::Done(done)) => {
                 c.done = Some(done);
-                c.after_done = lines.collect();
                 return Some(Stop::Done);
             }
             // Readiness, for the pool and a prepared container; and a snapshot's frames,
@@ -233,7 +230,7 @@ async fn handle_lines<'a>(
             Some(
                 FromHarness::Ready
                 | FromHarness::Loaded
-                | FromHarness::State { .. }
+                | FromHarness::Blob { .. }
                 | FromHarness::StateEnd { .. },
             ) => {}
             None => {
@@ -244,6 +241,12 @@ async fn handle_lines<'a>(
         }
     }
     None
+}
+
+/// Whether a line is the `done` frame (the harness writes `type` first): what follows it is
+/// read as it is.
+fn is_done(line: &[u8]) -> bool {
+    line.starts_with(br#"{"type":"done""#)
 }
 
 /// Writes the reply to one call (an error if the answer is too large for the channel).

@@ -141,6 +141,7 @@ pub(crate) async fn execute(
         mut input,
         guard,
         loaded: _,
+        state_dir: _,
     } = ready;
     let job_sent = started.elapsed();
     // The code's time starts now: starting its container is the engine's time.
@@ -204,8 +205,8 @@ pub(crate) async fn execute(
 struct Incoming {
     writer: Box<dyn carry::SnapshotWriter>,
     max_bytes: u64,
-    pending: Vec<channel::Line>,
-    splitter: channel::LineSplitter,
+    /// What arrived after `done` in its chunk.
+    rest: Vec<u8>,
 }
 
 /// A session's snapshot follows `done`: its writer is taken now, so the caller knows a
@@ -226,8 +227,7 @@ fn incoming_snapshot(
         Ok(writer) => Some(Incoming {
             writer,
             max_bytes: carry.max_bytes,
-            pending: std::mem::take(&mut collected.after_done),
-            splitter: std::mem::replace(&mut collected.splitter, channel::LineSplitter::new(0)),
+            rest: std::mem::take(&mut collected.after_done),
         }),
         Err(e) => {
             tracing::warn!("a session's snapshot has nowhere to go: {e}");
@@ -248,7 +248,7 @@ fn drain(
     let (ended_tx, ended) = tokio::sync::oneshot::channel::<()>();
     let drained = async move {
         if let Some(s) = snapshot {
-            carry::receive(s.writer, s.max_bytes, s.pending, s.splitter, &mut output).await;
+            carry::receive(s.writer, s.max_bytes, s.rest, &mut output).await;
         }
         let drain = async { while output.next().await.is_some() {} };
         if tokio::time::timeout(DRAIN_LIMIT, drain).await.is_ok() {

@@ -42,6 +42,8 @@ pub(crate) struct ContainerGuard {
     created: bool,
     /// The container's output ended after its execution: nothing in it runs any more.
     ended: bool,
+    /// The container's state directory on the host, removed with it.
+    state_dir: Option<std::path::PathBuf>,
 }
 
 impl ContainerGuard {
@@ -52,6 +54,7 @@ impl ContainerGuard {
             cleanup,
             created: false,
             ended: false,
+            state_dir: None,
         }
     }
 
@@ -64,6 +67,9 @@ impl ContainerGuard {
 
 impl Drop for ContainerGuard {
     fn drop(&mut self) {
+        if let Some(dir) = self.state_dir.take() {
+            crate::sandbox::container::state_dir::remove(&dir);
+        }
         let id = std::mem::take(&mut self.id);
         let cleanup = &self.cleanup;
         if self.created && self.ended && cleanup.removals.defers() {
@@ -100,6 +106,8 @@ pub(crate) struct Started {
     pub(super) guard: ContainerGuard,
     /// A session's state is loaded in it already (a prepared container).
     pub(crate) loaded: bool,
+    /// Its state directory on the host, where a session's blobs are linked.
+    pub(crate) state_dir: Option<std::path::PathBuf>,
 }
 
 /// The frames a container announces itself with before its job.
@@ -170,6 +178,13 @@ pub(crate) async fn start(
 ) -> Result<Started, EngineError> {
     let stats = &cleanup.stats;
     let mut guard = ContainerGuard::new(backend.clone(), name.to_string(), cleanup.clone());
+    if let Some(dir) = &spec.state {
+        crate::host::blocking_here(|| dir.create()).map_err(|e| EngineError::Api {
+            action: "make the container's state directory",
+            message: format!("{}: {e}", dir.host.display()),
+        })?;
+        guard.state_dir = Some(dir.host.clone());
+    }
     let t = Instant::now();
     let created = backend.create(name, spec).await;
     guard.created = true;
@@ -192,6 +207,7 @@ pub(crate) async fn start(
         input: attached.input,
         guard,
         loaded: false,
+        state_dir: spec.state.as_ref().map(|dir| dir.host.clone()),
     })
 }
 
@@ -237,23 +253,23 @@ pub(super) async fn ready_for_job(
     let setup = async {
         let mut ready = match source {
             Source::Warm(ready) => ready,
-            Source::Cold(spec, name) => {
-                let mut started = start(runner.backend, spec, name, runner.cleanup).await?;
-                // The harness maps a mounted snapshot before it reads anything.
-                started.loaded = spec.state.is_some();
-                started
-            }
+            Source::Cold(spec, name) => start(runner.backend, spec, name, runner.cleanup).await?,
         };
         if let Some(carry) = &job.carry
             && !ready.loaded
         {
             let t = Instant::now();
-            crate::sandbox::run::carry::send(carry.store.as_ref(), &mut ready.input)
-                .await
-                .map_err(|e| EngineError::Api {
-                    action: "deliver the session's state to the sandbox",
-                    message: e.to_string(),
-                })?;
+            let dir = ready.state_dir.clone();
+            crate::sandbox::run::carry::deliver(
+                carry.store.as_ref(),
+                &mut ready.input,
+                dir.as_deref(),
+            )
+            .await
+            .map_err(|e| EngineError::Api {
+                action: "deliver the session's state to the sandbox",
+                message: e.to_string(),
+            })?;
             runner.cleanup.stats.phase(Phase::StateSent, t.elapsed());
         }
         let job_line = ToHarness::Job {

@@ -228,7 +228,7 @@ async fn harness(
             let _ = out.unbounded_send(Ok(Output::Stdout(Bytes::from("{\"type\":\"loaded\"}\n"))));
             continue;
         }
-        if line.contains("\"type\":\"state\"") {
+        if line.contains("\"type\":\"state\"") || line.contains("\"type\":\"restore\"") {
             continue;
         }
         break line;

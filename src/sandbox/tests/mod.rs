@@ -60,6 +60,7 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         seccomp: Default::default(),
         oom_reported: true,
         image_tree: None,
+        state_dirs: None,
         span: tracing::Span::none(),
     }
 }

@@ -100,7 +100,7 @@ async fn started(rig: &Rig, name: &str) -> crate::sandbox::run::Started {
     let sandbox = &rig.sandbox;
     crate::sandbox::run::start(
         &sandbox.backend,
-        &sandbox.spec(256 * MB),
+        &sandbox.spec(256 * MB, name),
         name,
         &sandbox.cleanup,
     )

@@ -1,28 +1,32 @@
 //! A session's next container, prepared ahead: used by the next call, removed when its owner
 //! cancels it (the session expired or ended) or the pool comes under pressure.
 
-use std::io::Read;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use crate::sandbox::run::carry::{Carry, SnapshotStore, SnapshotWriter};
+use crate::sandbox::run::carry::{Carry, Restore, SnapshotStore, SnapshotWriter, StateVar};
 use crate::sandbox::tests::fake::ok;
 use crate::sandbox::tests::*;
 use serde_json::json;
 
-/// A session store in memory.
-#[derive(Default)]
+/// A session store of one blob in a temp file.
 struct Memory {
-    state: Mutex<Option<Vec<u8>>>,
+    dir: tempfile::TempDir,
 }
 
 impl SnapshotStore for Memory {
-    fn current(&self) -> std::io::Result<Option<Box<dyn Read + Send>>> {
-        Ok(self
-            .state
-            .lock()
-            .unwrap()
-            .clone()
-            .map(|s| Box::new(std::io::Cursor::new(s)) as _))
+    fn restore(&self) -> std::io::Result<Option<Restore>> {
+        let blob = "a".repeat(64);
+        let file = self.dir.path().join(&blob);
+        std::fs::write(&file, b"snapshot")?;
+        Ok(Some(Restore {
+            modules: Default::default(),
+            vars: vec![StateVar {
+                name: "x".into(),
+                blob: blob.clone(),
+                sizes: vec![8],
+            }],
+            files: [(blob, file)].into(),
+        }))
     }
 
     fn next(&self) -> std::io::Result<Box<dyn SnapshotWriter>> {
@@ -32,7 +36,7 @@ impl SnapshotStore for Memory {
 
 fn store() -> Arc<Memory> {
     Arc::new(Memory {
-        state: Mutex::new(Some(b"snapshot".to_vec())),
+        dir: tempfile::tempdir().unwrap(),
     })
 }
 
