@@ -130,7 +130,8 @@ impl App {
             close_to_group(&dirs, gateway.as_deref(), user)?;
         }
         let stats = Arc::new(Stats::new());
-        let (sessions, state_dirs) = open_sessions(&shared, &dirs, own_user);
+        let events = events::Events::open(gateway.as_ref());
+        let (sessions, state_dirs) = open_sessions(&shared, &dirs, own_user, &events);
         let sandbox = open::sandbox::start(
             &shared,
             open::sandbox::Mounts {
@@ -166,7 +167,7 @@ impl App {
             pii,
             sandbox,
             stats,
-            events: events::Events::open(gateway.as_ref()),
+            events,
             gateway,
             sessions,
             paused,
@@ -226,6 +227,27 @@ impl App {
     /// This tenant's sessions: how many, their size, the bounds.
     pub fn session_counts(&self) -> crate::sessions::SessionCounts {
         self.sessions.counts()
+    }
+
+    /// What session `handle` of this tenant holds (no container is started to tell).
+    pub async fn session_view(
+        &self,
+        handle: String,
+    ) -> Result<crate::sessions::view::SessionView, crate::sessions::SessionError> {
+        let sessions = self.sessions.clone();
+        crate::host::blocking_here(move || sessions.view(&handle))
+    }
+
+    /// Removes the sessions idle past `--session-idle-secs` now (the server does so every
+    /// minute), their blobs once nothing names them, and their prepared containers.
+    pub async fn sweep_sessions(&self) {
+        let sessions = self.sessions.clone();
+        crate::host::blocking_here(move || sessions.sweep());
+    }
+
+    /// The handles of this tenant's sessions.
+    pub fn session_handles(&self) -> Vec<String> {
+        crate::host::blocking_here(|| self.sessions.handles())
     }
 
     /// The configuration this server runs with.
@@ -414,6 +436,7 @@ fn open_sessions(
     shared: &Shared,
     dirs: &TenantDirs,
     own_user: Option<SandboxUser>,
+    events: &Arc<events::Events>,
 ) -> (
     Arc<execution::sessions::Sessions>,
     Option<crate::sandbox::StateDirs>,
@@ -436,7 +459,7 @@ fn open_sessions(
             None
         }
     };
-    let sessions = Arc::new(execution::sessions::Sessions::new(store));
+    let sessions = Arc::new(execution::sessions::Sessions::new(store, events.clone()));
     (sessions, state_dirs)
 }
 

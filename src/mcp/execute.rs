@@ -399,7 +399,17 @@ impl CodeExecutionServer {
             state: ran.state,
             packages: ran.packages,
         };
-        let attachments = self.attachments(produced.images, &produced.links);
+        let mut attachments = self.attachments(produced.images, &produced.links);
+        // The session's manifest, to read what it holds without running code.
+        if let Some(handle) = &response.session {
+            attachments.push(Attachment::Link(Link {
+                uri: crate::sessions::view::uri(handle),
+                name: format!("session {handle}"),
+                mime_type: "application/json".into(),
+                size: response.state.as_ref().map_or(0, |s| s.bytes),
+                description: Some("What the session holds: variables, revisions, packages".into()),
+            }));
+        }
         (response, attachments)
     }
 

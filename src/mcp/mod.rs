@@ -15,6 +15,7 @@ mod listen;
 mod pii_tools;
 mod resources;
 mod rounds;
+mod session_resources;
 mod skill_resources;
 mod skills_tools;
 mod stats_tool;

@@ -1,4 +1,5 @@
-//! The workspace as MCP resources: `resources/list` (paged), `resources/templates/list`,
+//! The workspace as MCP resources (and, first in the listing, the sessions:
+//! [`super::session_resources`]): `resources/list` (paged), `resources/templates/list`,
 //! `resources/read`, and subscriptions. URI mapping and paging are [`crate::workspace::uri`]; file
 //! access is [`crate::workspace`], the same calls the workspace tools make, with the same PII
 //! rule (paths and text reach the client tokenized; tokens in a URI are turned back).
@@ -87,15 +88,20 @@ pub async fn list(app: &App, cursor: Option<String>) -> Result<ListResourcesResu
         .map_err(|e| app.privacy().refusal(ErrorCode::INTERNAL_ERROR, e))?;
     let (files, next) =
         uri::page(&listing, cursor.as_deref()).map_err(|e| invalid(app.privacy(), e))?;
-    let resources = files
-        .iter()
-        .map(|path| {
+    // The sessions first, on the first page: a tenant holds few (--session-max-count).
+    let sessions = match cursor {
+        None => super::session_resources::list(app),
+        Some(_) => Vec::new(),
+    };
+    let resources = sessions
+        .into_iter()
+        .chain(files.iter().map(|path| {
             let shown = app.privacy().text(path.clone());
             let uri_shown = shown.clone().framed(uri::uri_for);
             let mut resource = privacy::resource(uri_shown, shown);
             resource.mime_type = Some(uri::mime_for(path));
             resource
-        })
+        }))
         .collect();
     let mut result = ListResourcesResult::with_all_items(resources);
     result.next_cursor = next;
@@ -113,6 +119,9 @@ pub fn templates() -> ListResourceTemplatesResult {
 pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, ErrorData> {
     if super::skill_resources::is_skill_uri(&uri) {
         return super::skill_resources::read(app, uri).await;
+    }
+    if uri.starts_with(crate::sessions::view::SCHEME) {
+        return super::session_resources::read(app, uri).await;
     }
     let path = path_from_client(app, &uri)?;
     let mime = uri::mime_for(&path);

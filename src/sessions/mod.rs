@@ -20,6 +20,7 @@ pub mod blobs;
 pub mod revisions;
 #[cfg(test)]
 mod tests;
+pub mod view;
 mod writer;
 
 use std::collections::HashSet;
@@ -219,21 +220,38 @@ impl SessionStore {
         Ok(handle)
     }
 
+    /// A session's meta, without marking it used: it must exist here and not have expired.
+    pub fn peek(&self, handle: &str) -> Result<Meta, SessionError> {
+        let meta = self.existing(handle)?;
+        if self.is_expired(&meta) {
+            return Err(SessionError::Expired {
+                handle: handle.to_string(),
+                idle_secs: self.limits.idle.as_secs(),
+            });
+        }
+        Ok(meta)
+    }
+
+    /// A session's meta; `Unknown` when it is not here.
+    fn existing(&self, handle: &str) -> Result<Meta, SessionError> {
+        let dir = self.session_dir(handle)?;
+        match self.read_meta(&dir) {
+            Err(SessionError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Err(SessionError::Unknown {
+                    handle: handle.to_string(),
+                })
+            }
+            read => read,
+        }
+    }
+
     /// Opens a session for a call: it must exist here and not have expired (an expired one is
     /// removed and named as such). Marks it used.
     pub fn open(&self, handle: &str) -> Result<Meta, SessionError> {
         let dir = self.session_dir(handle)?;
-        let mut meta = match self.read_meta(&dir) {
-            Ok(meta) => meta,
-            Err(SessionError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
-                return Err(SessionError::Unknown {
-                    handle: handle.to_string(),
-                });
-            }
-            Err(e) => return Err(e),
-        };
+        let mut meta = self.existing(handle)?;
         if self.is_expired(&meta) {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(SessionError::Expired {

@@ -18,10 +18,12 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedMutexGuard, oneshot};
 use tracing::Instrument;
 
+use crate::app::events::Events;
 use crate::sandbox::Prepared;
 use crate::sandbox::run::carry::{
     Carry, Restore, SnapshotStore, SnapshotWriter, StateReport, StateVar,
 };
+use crate::sessions::view::{SessionView, uri};
 use crate::sessions::{RevisionWriter, SessionCounts, SessionError, SessionStore};
 
 /// What `execute_code`'s `session` argument asks for.
@@ -72,14 +74,27 @@ struct Live {
 pub struct Sessions {
     store: Arc<SessionStore>,
     live: Mutex<HashMap<String, Arc<Live>>>,
+    /// Where a new revision, a new session and expired ones are announced (`session://`).
+    events: Arc<Events>,
 }
 
 impl Sessions {
-    pub fn new(store: SessionStore) -> Self {
+    pub fn new(store: SessionStore, events: Arc<Events>) -> Self {
         Self {
             store: Arc::new(store),
             live: Mutex::default(),
+            events,
         }
+    }
+
+    /// What a session holds, from its files.
+    pub fn view(&self, handle: &str) -> Result<SessionView, SessionError> {
+        self.store.view(handle)
+    }
+
+    /// The handles of the sessions held.
+    pub fn handles(&self) -> Vec<String> {
+        self.store.handles()
     }
 
     pub fn counts(&self) -> SessionCounts {
@@ -114,7 +129,9 @@ impl Sessions {
 
     /// Removes expired sessions, and ends the preparations of sessions that are gone.
     pub fn sweep(&self) {
-        self.store.expire_idle();
+        if self.store.expire_idle() > 0 {
+            self.events.resources_changed(Vec::new(), true, false);
+        }
         let on_disk: std::collections::HashSet<String> = self.store.handles().into_iter().collect();
         self.live
             .lock()
@@ -133,7 +150,7 @@ impl Sessions {
     /// until [`Turn::finish`].
     pub async fn begin(&self, arg: SessionArg, fork: bool) -> Result<Turn, SessionError> {
         let store = self.store.clone();
-        let mut forked_from = None;
+        let (mut forked_from, mut created) = (None, false);
         let (handle, revision) = match (arg, fork) {
             (SessionArg::New, true) => return Err(SessionError::ForkOfNew),
             (SessionArg::New, false) => {
@@ -142,9 +159,13 @@ impl Sessions {
                     store.expire_idle();
                     store.create()
                 })?;
+                created = true;
                 (handle, None)
             }
             (SessionArg::Continue { handle, revision }, true) => {
+                // After the source's call under way, its snapshot included.
+                let source = self.live(&handle);
+                let _source_turn = source.turn.clone().lock_owned().await;
                 let store = store.clone();
                 let (forked, from) = crate::host::blocking_here(move || {
                     store.expire_idle();
@@ -155,6 +176,11 @@ impl Sessions {
             }
             (SessionArg::Continue { handle, revision }, false) => (handle, revision),
         };
+        if forked_from.is_some() || created {
+            // A session that was not there before this call: the listing changed.
+            self.events
+                .resources_changed(vec![uri(&handle)], true, false);
+        }
         let live = self.live(&handle);
         let guard = live.turn.clone().lock_owned().await;
         // Checked once the turn is ours: the call before may have been the last of it.
@@ -182,6 +208,7 @@ impl Sessions {
             revision: revision.unwrap_or(newest),
             next: newest + 1,
             forked_from,
+            events: self.events.clone(),
             store,
             live,
             guard,
@@ -199,6 +226,7 @@ pub struct Turn {
     pub next: u64,
     /// `HANDLE@N`, when this session was made for this call as a fork of it.
     pub forked_from: Option<String>,
+    events: Arc<Events>,
     store: Arc<SessionStore>,
     live: Arc<Live>,
     guard: OwnedMutexGuard<()>,
@@ -223,6 +251,7 @@ impl Turn {
             handle: self.handle.clone(),
             revision: self.revision,
             saved: Mutex::new(Some(tx)),
+            events: Some(self.events.clone()),
         });
         let carry = Carry {
             store: store.clone(),
@@ -266,22 +295,26 @@ impl Turn {
                 drop(guard);
                 return;
             }
-            match saved.rx.await {
-                Ok(Ok(revision)) => {
-                    let reader = Arc::new(TurnStore {
-                        store,
-                        handle,
-                        revision,
-                        saved: Mutex::new(None),
-                    });
-                    let next = sandbox.prepare(reader, package_set);
-                    *live.prepared.lock().expect("session lock") = next.map(|p| (revision, p));
-                }
+            let revision = match saved.rx.await {
+                Ok(Ok(revision)) => revision,
                 Ok(Err(reason)) => {
                     tracing::warn!("a session's snapshot was not saved: {reason}");
+                    return drop(guard);
                 }
-                Err(_) => tracing::warn!("a session's snapshot was abandoned"),
-            }
+                Err(_) => {
+                    tracing::warn!("a session's snapshot was abandoned");
+                    return drop(guard);
+                }
+            };
+            let reader = Arc::new(TurnStore {
+                store,
+                handle,
+                revision,
+                saved: Mutex::new(None),
+                events: None,
+            });
+            let next = sandbox.prepare(reader, package_set);
+            *live.prepared.lock().expect("session lock") = next.map(|p| (revision, p));
             drop(guard);
         };
         tokio::spawn(ending.in_current_span());
@@ -314,6 +347,8 @@ struct TurnStore {
     revision: u64,
     /// Taken by the first [`SnapshotStore::next`].
     saved: Mutex<Option<oneshot::Sender<Result<u64, String>>>>,
+    /// Where the new revision is announced.
+    events: Option<Arc<Events>>,
 }
 
 impl TurnStore {
@@ -361,13 +396,20 @@ impl SnapshotStore for TurnStore {
         let writer = (self.store)
             .writer(&self.handle, self.loaded()?)
             .map_err(std::io::Error::other)?;
-        Ok(Box::new(TurnWriter { writer, tx }))
+        let announce = (self.events.clone()).map(|events| (events, uri(&self.handle)));
+        Ok(Box::new(TurnWriter {
+            writer,
+            tx,
+            announce,
+        }))
     }
 }
 
 struct TurnWriter {
     writer: RevisionWriter,
     tx: oneshot::Sender<Result<u64, String>>,
+    /// The bus and the session's URI, told of the new revision.
+    announce: Option<(Arc<Events>, String)>,
 }
 
 impl SnapshotWriter for TurnWriter {
@@ -380,9 +422,16 @@ impl SnapshotWriter for TurnWriter {
     }
 
     fn commit(self: Box<Self>, manifest: serde_json::Value) -> std::io::Result<()> {
-        let TurnWriter { writer, tx } = *self;
+        let TurnWriter {
+            writer,
+            tx,
+            announce,
+        } = *self;
         match writer.commit(manifest) {
             Ok(saved) => {
+                if let Some((events, uri)) = announce {
+                    events.resources_changed(vec![uri], false, false);
+                }
                 let _ = tx.send(Ok(saved.revision));
                 Ok(())
             }
