@@ -444,15 +444,15 @@ impl Sandbox {
     }
 
     /// Prepares a container for a session's next call, in the background: one from the pool
-    /// (or started now), sent the snapshot `store` holds, its state loaded. `None` when the
-    /// server is shutting down or the pool is under pressure: the next call then loads the
-    /// state itself. See [`prepared`].
+    /// (or started now), given the snapshot `store` holds, its state loaded. `None` when the
+    /// server is shutting down or while the pool is under pressure ([`Sandbox::calm`] says when
+    /// that is over): the next call then loads the state itself. See [`prepared`].
     pub fn prepare(
         &self,
         store: Arc<dyn carry::SnapshotStore>,
         package_set: Option<String>,
     ) -> Option<Prepared> {
-        if self.shutdown.is_cancelled() || self.pool.under_pressure() {
+        if self.shutdown.is_cancelled() || self.pool.pressing() {
             return None;
         }
         let (prepared, mut slot) = Prepared::new(package_set.clone());
@@ -520,6 +520,19 @@ impl Sandbox {
             .tracker
             .spawn(readying.instrument(self.settings.span.clone()));
         Some(prepared)
+    }
+
+    /// Waits, up to `limit`, until the pool is no longer under pressure; whether it is calm
+    /// (and the server not shutting down).
+    pub async fn calm(&self, limit: std::time::Duration) -> bool {
+        let until = tokio::time::Instant::now() + limit;
+        while self.pool.pressing() && tokio::time::Instant::now() < until {
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return false,
+                _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+            }
+        }
+        !self.pool.pressing() && !self.shutdown.is_cancelled()
     }
 
     fn labels(&self) -> HashMap<String, String> {

@@ -313,11 +313,41 @@ impl Turn {
                 saved: Mutex::new(None),
                 events: None,
             });
-            let next = sandbox.prepare(reader, package_set);
+            let next = sandbox.prepare(reader.clone(), package_set.clone());
+            let paused = next.is_none();
             *live.prepared.lock().expect("session lock") = next.map(|p| (revision, p));
             drop(guard);
+            if paused {
+                prepare_when_calm(sandbox, live, reader, package_set).await;
+            }
         };
         tokio::spawn(ending.in_current_span());
+    }
+}
+
+/// Longest a preparation paused by pressure on the pool waits for it to end.
+const CALM_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Prepares the session's next container once the pool is calm again, unless a call of the
+/// session came first (it loads the state itself) or the state moved on meanwhile.
+async fn prepare_when_calm(
+    sandbox: Arc<crate::sandbox::Sandbox>,
+    live: Arc<Live>,
+    reader: Arc<TurnStore>,
+    package_set: Option<String>,
+) {
+    if !sandbox.calm(CALM_WAIT).await {
+        return;
+    }
+    let Ok(_turn) = live.turn.clone().try_lock_owned() else {
+        return;
+    };
+    let newest = crate::host::blocking_here(|| reader.store.newest(&reader.handle))
+        .is_ok_and(|n| n == reader.revision);
+    let mut prepared = live.prepared.lock().expect("session lock");
+    if newest && prepared.is_none() {
+        let revision = reader.revision;
+        *prepared = sandbox.prepare(reader, package_set).map(|p| (revision, p));
     }
 }
 

@@ -294,6 +294,12 @@ impl Pool {
             .is_some_and(|t| t.elapsed() < PRESSURE_WINDOW)
     }
 
+    /// Whether the pressure lasts: a miss lately, and the pool not yet back to its target.
+    /// Containers prepared for sessions wait this out, and no longer.
+    pub(crate) fn pressing(&self) -> bool {
+        self.under_pressure() && self.ready() < self.target()
+    }
+
     /// After `idle` without an execution, lowers the target to the idle floor and drops the
     /// containers above it. Returns how many it dropped.
     pub(crate) fn shrink_if_idle(&self, idle: Duration) -> usize {
