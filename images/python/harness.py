@@ -96,7 +96,7 @@ SERVERS_LINK = "/tmp/.servers"  # the image's /servers points here; linked to th
 PACKAGES = "/opt/sandbox/packages"  # the user's packages (image build --requirements)
 MPL_CACHE = "/opt/sandbox/matplotlib"  # matplotlib's font cache, built with the image
 STATE_MOUNT = "/mnt/state"  # this container's own read-only directory of a session's blobs
-MAX_IMPORTS = 32  # top-level modules the done frame lists
+MAX_IMPORTS = 32  # modules (dotted names) the done frame lists
 
 
 class Channel:
@@ -646,9 +646,10 @@ def _preload(chan):
 
 
 class ImportLog:
-    """The top-level modules the job's code imports (its own import statements, in order): what
-    the pool should preload for this tenant. A module a preload imported already still counts,
-    as the code asked for it."""
+    """The modules the job's code imports (its own import statements, in order, by their dotted
+    names, with the submodules a `from` import brought): what the pool should preload for this
+    tenant. `import matplotlib.pyplot` is learned as such, so a preload pays for pyplot too. A
+    module a preload imported already still counts, as the code asked for it."""
 
     OURS = {"cem_helpers", "cem_state", "cem_matplotlib", "cem_runtime", "skills", "servers"}
 
@@ -662,11 +663,15 @@ class ImportLog:
         real, names, ours = self.real, self.names, self.OURS
 
         def recording_import(name, globals=None, locals=None, fromlist=(), level=0):
-            if level == 0 and globals is scope and len(names) < MAX_IMPORTS:
-                top = name.partition(".")[0]
-                if top not in names and top not in ours and not top.startswith("_"):
-                    names.append(top)
-            return real(name, globals, locals, fromlist, level)
+            module = real(name, globals, locals, fromlist, level)
+            top = name.partition(".")[0]
+            if level == 0 and globals is scope and top not in ours and not top.startswith("_"):
+                # `from matplotlib import pyplot` imported the submodule matplotlib.pyplot.
+                subs = [f"{name}.{item}" for item in (fromlist or ()) if isinstance(item, str)]
+                for found in [name] + [s for s in subs if s in sys.modules]:
+                    if found not in names and len(names) < MAX_IMPORTS:
+                        names.append(found)
+            return module
 
         builtins.__import__ = recording_import
 

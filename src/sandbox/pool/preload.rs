@@ -33,7 +33,7 @@ pub struct Learned {
 }
 
 impl Learned {
-    /// Notes what one execution's code imported (top-level module names).
+    /// Notes what one execution's code imported (dotted module names).
     pub fn record(&self, imports: &[String]) {
         let mut recent = self.recent.lock().expect("preload lock");
         if recent.len() == WINDOW {

@@ -144,14 +144,14 @@ const MAX_STATE_NAMES: usize = 500;
 /// The imports a done frame claims, kept only where they look like module names: the frame
 /// may be forged by sandbox code, and these names become the pool's preload.
 fn bound_imports(imports: Vec<String>) -> Vec<String> {
+    let identifier = |part: &str| {
+        !part.is_empty()
+            && !part.starts_with(|c: char| c.is_ascii_digit())
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
     imports
         .into_iter()
-        .filter(|m| {
-            !m.is_empty()
-                && m.len() <= 64
-                && !m.starts_with(|c: char| c.is_ascii_digit())
-                && m.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        })
+        .filter(|m| m.len() <= 128 && m.split('.').count() <= 6 && m.split('.').all(identifier))
         .take(MAX_IMPORTS)
         .collect()
 }
@@ -451,4 +451,27 @@ async fn ended_by_itself(
             exit_code.map_or_else(|| "unknown".into(), |c| c.to_string())
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bound_imports;
+
+    #[test]
+    fn imports_keep_dotted_module_names_and_drop_anything_else() {
+        let given = [
+            "pandas",
+            "matplotlib.pyplot",
+            "a..b",
+            "os; rm",
+            "9x",
+            ".x",
+            "sklearn.linear_model",
+        ];
+        let kept = bound_imports(given.iter().map(|s| s.to_string()).collect());
+        assert_eq!(
+            kept,
+            ["pandas", "matplotlib.pyplot", "sklearn.linear_model"]
+        );
+    }
 }
