@@ -532,3 +532,135 @@ async fn an_unchanged_variable_is_not_sent_again() {
     );
     t.finish().await;
 }
+
+#[test]
+fn the_python_sdk_reads_rewinds_and_forks_sessions_on_both_eras() {
+    let run = common::run_python_client_with("sessions_client.py", &[]);
+    for era in ["stdio legacy: sessions ok", "stdio auto: sessions ok"] {
+        assert!(run.stdout.contains(era), "{}", run.stdout);
+    }
+}
+
+#[tokio::test]
+async fn a_call_that_does_not_finish_keeps_the_previous_state_and_says_why() {
+    let t = TestApp::start().await;
+    let s = ok(&t, "new", "x = 'kept'").await.session.unwrap();
+    let run = |code: &str, timeout: Option<f64>, memory: Option<f64>| {
+        let request = ExecuteRequest {
+            code: code.into(),
+            session: Some(s.clone()),
+            timeout_seconds: timeout,
+            memory_mb: memory,
+            ..Default::default()
+        };
+        t.app.execute(request, Default::default())
+    };
+    let e = run("x = 'lost'\nwhile True: pass", Some(2.0), None)
+        .await
+        .unwrap();
+    assert_eq!(e.outcome.status, Status::Timeout);
+    let state = e.state.unwrap();
+    assert!(!state.saved && state.reason.unwrap().contains("keeps the state"));
+    let e = run("x = 'lost'\nb = bytearray(400 << 20)", None, Some(128.0))
+        .await
+        .unwrap();
+    assert_ne!(e.outcome.status, Status::Ok);
+    assert!(!e.state.unwrap().saved);
+    // Cancelled by the client while it runs.
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let request = ExecuteRequest {
+        code: "import time\nx = 'lost'\ntime.sleep(60)".into(),
+        session: Some(s.clone()),
+        ..Default::default()
+    };
+    let (e, ()) = tokio::join!(t.app.execute(request, cancel.clone()), async {
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        cancel.cancel();
+    });
+    let e = e.unwrap();
+    assert_eq!(e.outcome.status, Status::Cancelled);
+    assert!(!e.state.unwrap().saved);
+    assert_eq!(ok(&t, &s, "result = x").await.outcome.result, "kept");
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn a_context_var_wins_over_a_carried_one() {
+    let t = TestApp::start().await;
+    let s = ok(&t, "new", "y = 'carried'\nz = 'carried'")
+        .await
+        .session
+        .unwrap();
+    let request = ExecuteRequest {
+        code: "result = [y, z]".into(),
+        session: Some(s.clone()),
+        context_vars: Some(json!({"y": "given"})),
+        ..Default::default()
+    };
+    let e = t.app.execute(request, Default::default()).await.unwrap();
+    assert_eq!(e.outcome.result, json!(["given", "carried"]));
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn the_state_directory_is_read_only_and_holds_only_the_states_blobs() {
+    let t = TestApp::start().await;
+    let s = ok(
+        &t,
+        "new",
+        "import os\na = os.urandom(5_000_000)\nb = [1, 2]",
+    )
+    .await
+    .session
+    .unwrap();
+    let look = r#"
+import errno, os
+try:
+    open('/mnt/state/x', 'w')
+    write = "allowed"
+except OSError as e:
+    write = errno.errorcode.get(e.errno, str(e.errno))
+result = {"files": sorted(os.listdir('/mnt/state')), "write": write}
+"#;
+    let e = ok(&t, &s, look).await;
+    let files = e.outcome.result["files"].as_array().unwrap().clone();
+    assert_eq!(files.len(), 2, "a's blob and b's: {files:?}");
+    assert_ne!(e.outcome.result["write"], "allowed");
+    // A call of no session has the directory, empty.
+    let e = t.run(look).await;
+    assert_eq!(e.result["files"], json!([]));
+    assert_ne!(e.result["write"], "allowed");
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn the_idle_sweep_removes_expired_sessions_and_they_stop_counting() {
+    let t = TestApp::start_with(|c| c.sessions.session_max_count = 1).await;
+    let s = ok(&t, "new", "v = 1").await.session.unwrap();
+    settled(&t, &s).await;
+    let dir = t.dir.path().join("data/sessions");
+    let meta = dir.join(&s).join("meta.json");
+    std::fs::write(
+        &meta,
+        r#"{"created_unix":1,"used_unix":1,"bytes":1,"revision":1}"#,
+    )
+    .unwrap();
+    // No call names it: the sweep alone removes it, and its blobs once nothing names them.
+    t.app.sweep_sessions().await;
+    assert!(!dir.join(&s).exists());
+    assert_eq!(t.app.session_counts().sessions, 0);
+    ok(&t, "new", "pass").await;
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn a_server_stopped_while_a_large_state_is_prepared_leaves_no_container() {
+    let t = TestApp::start().await;
+    let s = ok(&t, "new", "import os\nbig = os.urandom(50_000_000)")
+        .await
+        .session
+        .unwrap();
+    ok(&t, &s, "big = big[::-1]").await;
+    // Its snapshot is on its way and then its next container is prepared: stop now.
+    t.finish().await;
+}

@@ -255,6 +255,80 @@ async fn a_tenants_files_stay_closed_to_another_tenants_sandbox_even_through_a_s
     server.finish([alice, bob]).await;
 }
 
+/// As root, a tenant's session state is its own: its blobs are root's and its group's only
+/// (0640, in a directory only root enters), a large state loads in a sandbox running as the
+/// tenant's uid through the container's own read-only state directory, which holds the blobs
+/// of that state alone, and another tenant cannot name the session.
+#[tokio::test]
+#[ignore = "needs root: tenants' own uids"]
+async fn a_tenants_session_state_is_its_own_and_loads_as_its_uid() {
+    use std::os::unix::fs::MetadataExt;
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "tenants' own uids need a server running as root: run with `-- --include-ignored` as root"
+    );
+    let server = TenantServer::start(|_| {}).await;
+    let alice_uid = code_execution_mcp::tenancy::uid::DEFAULT_RANGE.uid_of("alice");
+    let alice = server.client(ALICE).await;
+    let bob = server.client(BOB).await;
+    let code = "import os\nbig = os.urandom(6_000_000)\nn = 1";
+    let v = call_ok(
+        &alice,
+        "execute_code",
+        json!({"code": code, "session": "new"}),
+    )
+    .await;
+    let handle = v["session"].as_str().unwrap().to_string();
+    let v = call_ok(
+        &alice,
+        "execute_code",
+        json!({"code": STATE_SEEN, "session": handle}),
+    )
+    .await;
+    let seen = &v["result"];
+    assert_eq!(seen["uid"], alice_uid, "{v}");
+    assert_eq!(seen["big"], 6_000_000, "{v}");
+    assert_ne!(
+        seen["write"], "allowed",
+        "the state directory is read-only: {v}"
+    );
+    let files = seen["files"].as_array().unwrap();
+    assert!(
+        files.len() == 2 && files.iter().all(|f| f.as_str().unwrap().len() == 64),
+        "the blobs of big and n alone: {v}"
+    );
+    let sessions = server.tenant_dir("alice").join("sessions");
+    for dir in [sessions.clone(), sessions.join(".blobs")] {
+        let m = std::fs::metadata(&dir).unwrap();
+        assert_eq!(m.mode() & 0o777, 0o700, "{}", dir.display());
+    }
+    for blob in std::fs::read_dir(sessions.join(".blobs")).unwrap() {
+        let m = blob.unwrap().metadata().unwrap();
+        assert_eq!((m.uid(), m.gid(), m.mode() & 0o777), (0, alice_uid, 0o640));
+    }
+    let err = call_err(
+        &bob,
+        "execute_code",
+        json!({"code": "pass", "session": handle}),
+    )
+    .await;
+    assert!(err.contains(&handle) && err.contains("no session"), "{err}");
+    server.finish([alice, bob]).await;
+}
+
+/// What a session's call sees of its state: its uid, the state, the state directory's files,
+/// and whether it can write there.
+const STATE_SEEN: &str = r#"
+import errno, os
+try:
+    open('/mnt/state/x', 'w')
+    write = "allowed"
+except OSError as e:
+    write = errno.errorcode.get(e.errno, str(e.errno))
+result = {"uid": os.getuid(), "big": len(big), "files": sorted(os.listdir('/mnt/state')),
+          "write": write}
+"#;
+
 /// Who the code runs as, and what it reads from `/workspace/secret.txt`.
 const WHO_AND_READ: &str = r#"
 import os
