@@ -644,7 +644,8 @@ result = {"files": sorted(os.listdir('/mnt/state')), "write": write}
 async fn the_idle_sweep_removes_expired_sessions_and_they_stop_counting() {
     let t = TestApp::start_with(|c| c.sessions.session_max_count = 1).await;
     let s = ok(&t, "new", "v = 1").await.session.unwrap();
-    settled(&t, &s).await;
+    // Its snapshot saved (its next container is prepared after): nothing writes its meta now.
+    prepared(&t, 1).await;
     let dir = t.dir.path().join("data/sessions");
     let meta = dir.join(&s).join("meta.json");
     std::fs::write(
@@ -670,4 +671,49 @@ async fn a_server_stopped_while_a_large_state_is_prepared_leaves_no_container() 
     ok(&t, &s, "big = big[::-1]").await;
     // Its snapshot is on its way and then its next container is prepared: stop now.
     t.finish().await;
+}
+
+#[tokio::test]
+async fn listeners_hear_of_a_new_session_and_of_each_new_revision() {
+    use code_execution_mcp::app::events::{Interest, Notice};
+    let t = TestApp::start().await;
+    let mut list = (t.app.events())
+        .listen(Interest {
+            resources_list: true,
+            ..Default::default()
+        })
+        .unwrap();
+    let s = ok(&t, "new", "v = 1").await.session.unwrap();
+    assert_eq!(heard(&mut list).await, Notice::ResourcesListChanged);
+    let uri = format!("session://{s}");
+    let mut one = (t.app.events())
+        .listen(Interest {
+            uris: [uri.clone()].into(),
+            ..Default::default()
+        })
+        .unwrap();
+    ok(&t, &s, "v = 2").await;
+    // Revision 1's notice may come first: it was saved after its call answered.
+    let mut view = None;
+    for _ in 0..2 {
+        assert_eq!(heard(&mut one).await, Notice::ResourceUpdated(uri.clone()));
+        view = Some(t.app.session_view(s.clone()).await.unwrap());
+        if view.as_ref().is_some_and(|v| v.revision == 2) {
+            break;
+        }
+    }
+    let view = view.unwrap();
+    assert_eq!(view.revision, 2, "{view:?}");
+    assert_eq!(view.variables[0].preview, "2");
+    t.finish().await;
+}
+
+/// The next notice a listener hears, within 30 s.
+async fn heard(
+    listener: &mut code_execution_mcp::app::events::Listener,
+) -> code_execution_mcp::app::events::Notice {
+    let next = tokio::time::timeout(std::time::Duration::from_secs(30), listener.next());
+    next.await
+        .expect("a notice within 30 s")
+        .expect("the tenant is open")
 }
