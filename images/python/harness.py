@@ -745,7 +745,8 @@ def main():
     if corrupt is not None:
         chan.send(_done(False, error_type="SessionStateError", error=(
             f"the session's saved state could not be read ({corrupt}); the code did not run. "
-            'Start a new session with session="new"')), final=True)
+            'Run it on an earlier revision (session="HANDLE@N", see the resource session://HANDLE) '
+            'or start a new session with session="new"')), final=True)
         os._exit(0)
     imports = ImportLog()
     imports.watch(g)

@@ -2,22 +2,28 @@
 //! sha256 the server computes (never the one the harness claims), shared by every revision and
 //! fork that holds them.
 //!
-//! A blob is written to a temp file and renamed to its name when whole, so a name always means
-//! those bytes; a blob that exists already is kept and its time refreshed. Blobs no revision
-//! names are removed by [`Blobs::sweep`], except those younger than a grace period: a snapshot
-//! being received has written its blobs but not yet its manifest. Blobs are read-only to the
-//! tenant's group (or everyone, without one): they are hard-linked into containers' state
-//! directories, whose mount is read-only.
+//! A blob is written to a temp file and stays there, staged, until its snapshot commits: then it
+//! is renamed to its name (or dropped, when a blob of those bytes exists already), so a name
+//! always means those bytes and a snapshot that is refused or never arrives whole leaves
+//! nothing behind. Placing a snapshot's blobs and writing its manifest happen under the
+//! tenant's lock ([`Blobs::lock`]), which [`Blobs::sweep`] holds too: a sweep never removes a
+//! blob a manifest is about to name. The sweep removes the blobs no revision names, a little
+//! after their last write (a restore may be linking them), and temp files a crashed server
+//! left. Blobs are read-only to the tenant's group (or everyone, without one): they are
+//! hard-linked into containers' state directories, whose mount is read-only.
 
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use sha2::Digest;
 
 /// Blobs no revision names are kept this long after their last write.
 pub const SWEEP_GRACE: Duration = Duration::from_secs(120);
+/// A temp file this old is a crashed server's (a snapshot takes at most minutes to arrive).
+const TEMP_GRACE: Duration = Duration::from_secs(3600);
 
 /// Whether `name` has the shape of a blob's name (64 lowercase hex digits).
 pub fn valid_blob(name: &str) -> bool {
@@ -27,16 +33,29 @@ pub fn valid_blob(name: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// The blobs directory of one tenant.
+/// The blobs directory of one tenant. Clones share its lock.
 #[derive(Debug, Clone)]
 pub struct Blobs {
     dir: PathBuf,
     reader_gid: Option<u32>,
+    lock: Arc<Mutex<()>>,
 }
 
 impl Blobs {
     pub fn new(dir: PathBuf, reader_gid: Option<u32>) -> Self {
-        Self { dir, reader_gid }
+        Self {
+            dir,
+            reader_gid,
+            lock: Arc::default(),
+        }
+    }
+
+    /// Held while a snapshot's blobs are placed and its manifest written, and while a sweep
+    /// runs.
+    pub fn lock(&self) -> MutexGuard<'_, ()> {
+        self.lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The file of blob `name` (checked to be a blob's name first).
@@ -69,10 +88,12 @@ impl Blobs {
             dir: self.dir.clone(),
             hash: sha2::Sha256::new(),
             left: bytes,
+            bytes,
         })
     }
 
-    /// Removes the blobs not in `kept` and older than `grace`; returns how many.
+    /// Removes the blobs not in `kept` and older than `grace`, and old temp files; returns
+    /// how many. The caller holds [`Blobs::lock`].
     pub fn sweep(&self, kept: &HashSet<String>, grace: Duration) -> usize {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return 0;
@@ -81,17 +102,51 @@ impl Blobs {
         let mut removed = 0;
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let old = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| now.duration_since(t).unwrap_or_default() >= grace);
-            // Temp files of a writer that died are swept the same way.
-            let named = valid_blob(&name) || name.starts_with(".blob-");
-            if named && old && !kept.contains(&name) && std::fs::remove_file(entry.path()).is_ok() {
+            let age = (entry.metadata().and_then(|m| m.modified()))
+                .map(|t| now.duration_since(t).unwrap_or_default());
+            let gone = if valid_blob(&name) {
+                !kept.contains(&name) && age.is_ok_and(|a| a >= grace)
+            } else {
+                name.starts_with(".blob-") && age.is_ok_and(|a| a >= TEMP_GRACE)
+            };
+            if gone && std::fs::remove_file(entry.path()).is_ok() {
                 removed += 1;
             }
         }
         removed
+    }
+}
+
+/// A whole blob, staged in its temp file until its snapshot commits ([`Staged::place`]);
+/// dropped unplaced, it is removed.
+#[derive(Debug)]
+pub struct Staged {
+    pub name: String,
+    pub bytes: u64,
+    tmp: Option<PathBuf>,
+    dir: PathBuf,
+}
+
+impl Staged {
+    /// Gives the blob its name (kept as it is, its time refreshed, when one of those bytes is
+    /// there already). The caller holds [`Blobs::lock`].
+    pub fn place(mut self) -> std::io::Result<()> {
+        let tmp = self.tmp.take().expect("staged until placed");
+        let target = self.dir.join(&self.name);
+        if target.exists() {
+            let _ = std::fs::remove_file(&tmp);
+            touch(&target)
+        } else {
+            std::fs::rename(&tmp, &target)
+        }
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if let Some(tmp) = self.tmp.take() {
+            let _ = std::fs::remove_file(tmp);
+        }
     }
 }
 
@@ -102,8 +157,9 @@ pub struct BlobWriter {
     tmp: PathBuf,
     dir: PathBuf,
     hash: sha2::Sha256,
-    /// Bytes still expected.
+    /// Bytes still expected, of `bytes`.
     left: u64,
+    bytes: u64,
 }
 
 impl BlobWriter {
@@ -116,8 +172,8 @@ impl BlobWriter {
         self.file.as_mut().expect("open").write_all(bytes)
     }
 
-    /// Stores the blob under its name once all its bytes arrived; returns the name.
-    pub fn finish(mut self) -> std::io::Result<String> {
+    /// The blob, staged, once all its bytes arrived.
+    pub fn finish(mut self) -> std::io::Result<Staged> {
         if self.left != 0 {
             return Err(std::io::Error::other(format!(
                 "a blob ended {} bytes short",
@@ -129,15 +185,12 @@ impl BlobWriter {
         let file = file.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         drop(file);
-        let target = self.dir.join(&name);
-        if target.exists() {
-            // The same bytes are there: keep them, and keep them from a sweep for a while.
-            let _ = std::fs::remove_file(&self.tmp);
-            touch(&target)?;
-        } else {
-            std::fs::rename(&self.tmp, &target)?;
-        }
-        Ok(name)
+        Ok(Staged {
+            name,
+            bytes: self.bytes,
+            tmp: Some(std::mem::take(&mut self.tmp)),
+            dir: self.dir.clone(),
+        })
     }
 }
 
@@ -164,7 +217,10 @@ mod tests {
     fn write(blobs: &Blobs, bytes: &[u8]) -> String {
         let mut w = blobs.writer(bytes.len() as u64).unwrap();
         w.write(bytes).unwrap();
-        w.finish().unwrap()
+        let staged = w.finish().unwrap();
+        let name = staged.name.clone();
+        staged.place().unwrap();
+        name
     }
 
     #[test]
@@ -201,6 +257,10 @@ mod tests {
         let mut w = blobs.writer(3).unwrap();
         w.write(b"a").unwrap();
         drop(w);
+        // Whole but never placed (its snapshot was refused): nothing is left either.
+        let mut w = blobs.writer(1).unwrap();
+        w.write(b"a").unwrap();
+        drop(w.finish().unwrap());
         assert_eq!(
             std::fs::read_dir(dir.path().join("blobs")).unwrap().count(),
             0

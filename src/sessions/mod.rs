@@ -108,7 +108,7 @@ pub enum SessionError {
 }
 
 /// What `meta.json` holds.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Meta {
     pub created_unix: u64,
     pub used_unix: u64,
@@ -117,6 +117,13 @@ pub struct Meta {
     /// The newest revision (0: none yet).
     #[serde(default)]
     pub revision: u64,
+    /// The highest revision number given out: numbers are never given twice, so a call whose
+    /// snapshot was not saved leaves its number unused.
+    #[serde(default)]
+    pub last: u64,
+    /// Why the last call's snapshot was not saved, until one is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsaved: Option<String>,
 }
 
 /// Whether `handle` has the shape of a handle this module makes.
@@ -142,6 +149,8 @@ pub struct SessionStore {
     /// The group that alone may read snapshots besides the server (a tenant's own, whose
     /// sandboxes mount large ones read-only): snapshots are then 0640 to it.
     reader_gid: Option<u32>,
+    /// The tenant's blobs; one value, so that its lock is one.
+    blobs: Blobs,
 }
 
 /// Counts for `get_execution_stats`.
@@ -163,6 +172,7 @@ impl SessionStore {
     /// The store in `dir` (created on first use, mode 0700).
     pub fn new(dir: PathBuf, limits: SessionLimits) -> Self {
         Self {
+            blobs: Blobs::new(dir.join(BLOBS), None),
             dir,
             limits,
             reader_gid: None,
@@ -173,6 +183,7 @@ impl SessionStore {
     /// readable by every user.
     pub fn with_reader_group(mut self, gid: Option<u32>) -> Self {
         self.reader_gid = gid;
+        self.blobs = Blobs::new(self.dir.join(BLOBS), gid);
         self
     }
 
@@ -215,6 +226,8 @@ impl SessionStore {
                 used_unix: now,
                 bytes: 0,
                 revision: 0,
+                last: 0,
+                unsaved: None,
             },
         )?;
         Ok(handle)
@@ -260,7 +273,7 @@ impl SessionStore {
             });
         }
         meta.used_unix = now_unix();
-        self.write_meta(&dir, meta)?;
+        self.write_meta(&dir, meta.clone())?;
         Ok(meta)
     }
 
@@ -326,7 +339,7 @@ impl SessionStore {
 
     /// The file of blob `name` (`None` for a name that is not a blob's).
     pub fn blob_path(&self, name: &str) -> Option<PathBuf> {
-        self.blobs().path(name)
+        self.blobs.path(name)
     }
 
     /// The newest revision's number (0: none yet).
@@ -335,8 +348,13 @@ impl SessionStore {
         Ok(self.read_meta(&dir)?.revision)
     }
 
-    fn blobs(&self) -> Blobs {
-        Blobs::new(self.dir.join(BLOBS), self.reader_gid)
+    /// Gives out the number of the session's next revision (its call's snapshot becomes it).
+    pub fn reserve(&self, handle: &str) -> Result<u64, SessionError> {
+        let dir = self.session_dir(handle)?;
+        let meta = self.read_meta(&dir)?;
+        let last = meta.last.max(meta.revision) + 1;
+        self.write_meta(&dir, Meta { last, ..meta })?;
+        Ok(last)
     }
 
     /// A writer for the session's next revision, made from `parent` (whose blobs the container
@@ -345,9 +363,11 @@ impl SessionStore {
         &self,
         handle: &str,
         parent: Option<Manifest>,
+        number: u64,
     ) -> Result<RevisionWriter, SessionError> {
         let dir = self.session_dir(handle)?;
-        Ok(RevisionWriter::new(dir, self.blobs(), self.limits, parent))
+        let blobs = self.blobs.clone();
+        Ok(RevisionWriter::new(dir, blobs, self.limits, parent, number))
     }
 
     /// Starts a session whose first revision is `source`'s revision `n` (its newest for
@@ -379,6 +399,7 @@ impl SessionStore {
                 &dir,
                 Meta {
                     revision: 1,
+                    last: 1,
                     bytes: manifest.bytes(),
                     ..meta
                 },
@@ -399,7 +420,7 @@ impl SessionStore {
 
     /// Removes the blobs no revision of any session names any more.
     pub fn sweep_blobs(&self) -> usize {
-        sweep(&self.dir, &self.blobs(), blobs::SWEEP_GRACE)
+        sweep(&self.dir, &self.blobs, blobs::SWEEP_GRACE)
     }
 
     /// Removes the sessions idle past the limit; returns how many.
@@ -510,6 +531,8 @@ fn there(numbers: &[u64]) -> String {
 
 /// Removes the blobs under `sessions` that no revision of any session there names.
 fn sweep(sessions: &Path, blobs: &Blobs, grace: Duration) -> usize {
+    // No snapshot places blobs or names them meanwhile.
+    let _lock = blobs.lock();
     let Ok(entries) = std::fs::read_dir(sessions) else {
         return 0;
     };

@@ -16,6 +16,10 @@ use crate::sessions::blobs::valid_blob;
 
 /// Variables one manifest may name.
 pub const MAX_VARS: usize = 4096;
+/// Pieces of one variable (its pickle, then its out-of-band buffers).
+const MAX_PIECES: usize = 4096;
+/// Characters of a variable's or a module's name.
+const MAX_NAME_CHARS: usize = 200;
 /// Characters kept of a variable's type and preview.
 const MAX_TYPE_CHARS: usize = 120;
 const MAX_PREVIEW_CHARS: usize = 160;
@@ -47,7 +51,7 @@ pub struct Variable {
 
 impl Variable {
     pub fn bytes(&self) -> u64 {
-        self.sizes.iter().sum()
+        self.sizes.iter().fold(0, |sum, &n| sum.saturating_add(n))
     }
 }
 
@@ -65,7 +69,7 @@ pub struct Manifest {
 impl Manifest {
     /// The state's size: its variables' bytes.
     pub fn bytes(&self) -> u64 {
-        self.vars.iter().map(Variable::bytes).sum()
+        (self.vars.iter()).fold(0, |sum, v| sum.saturating_add(v.bytes()))
     }
 
     /// Checks the manifest a harness sent. `sent` are the blobs of this snapshot in the order
@@ -99,9 +103,24 @@ impl Manifest {
         if manifest.vars.len() + manifest.modules.len() > MAX_VARS {
             return Err(format!("it names more than {MAX_VARS} variables"));
         }
+        let long = |name: &str| name.chars().count() > MAX_NAME_CHARS;
+        if let Some((name, module)) = (manifest.modules.iter()).find(|(n, m)| long(n) || long(m)) {
+            return Err(format!(
+                "the module {name:?} ({module:?}) has too long a name"
+            ));
+        }
         let mut vars = Vec::with_capacity(manifest.vars.len());
         for v in manifest.vars {
-            let total: u64 = v.sizes.iter().sum();
+            let total = (v.sizes.len() <= MAX_PIECES && !long(&v.name))
+                .then(|| v.sizes.iter().try_fold(0u64, |sum, &n| sum.checked_add(n)))
+                .flatten()
+                .filter(|&total| total > 0)
+                .ok_or_else(|| {
+                    format!(
+                        "variable {:?} has no sound pieces",
+                        crate::text::cut(&v.name, 80)
+                    )
+                })?;
             let blob = match (v.blob, v.sent) {
                 (Some(blob), None) if loaded.get(&blob) == Some(&v.sizes) => blob,
                 (None, Some(i)) if sent.get(i).is_some_and(|(_, size)| *size == total) => {
@@ -110,7 +129,7 @@ impl Manifest {
                 _ => return Err(format!("variable {:?} names no blob it has", v.name)),
             };
             vars.push(Variable {
-                name: crate::text::cut(&v.name, 200),
+                name: v.name,
                 blob,
                 sizes: v.sizes,
                 kind: crate::text::cut(&v.kind, MAX_TYPE_CHARS),
@@ -234,6 +253,9 @@ mod tests {
             json!({"modules": {}, "vars": [{"name": "a", "sizes": [7], "sent": 1}]}),
             json!({"modules": {}, "vars": [{"name": "a", "sizes": [5], "blob": "f".repeat(64)}]}),
             json!({"vars": []}),
+            json!({"modules": {}, "vars": [{"name": "a", "sizes": [u64::MAX, 8], "sent": 0}]}),
+            json!({"modules": {}, "vars": [{"name": "a", "sizes": [], "sent": 0}]}),
+            json!({"modules": {"m": "x".repeat(201)}, "vars": []}),
         ] {
             assert!(
                 Manifest::from_harness(bad.clone(), &sent, &loaded).is_err(),

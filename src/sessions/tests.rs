@@ -30,7 +30,7 @@ fn var(name: &str, bytes: &[u8]) -> (String, Vec<u8>) {
 /// Saves one variable `x` holding `bytes`, sent as a new blob, over `parent`.
 fn save(store: &SessionStore, h: &str, bytes: &[u8]) -> std::io::Result<Manifest> {
     let parent = store.manifest(h, None).unwrap();
-    let mut w = store.writer(h, parent).unwrap();
+    let mut w = store.writer(h, parent, store.reserve(h).unwrap()).unwrap();
     w.blob(bytes.len() as u64)?;
     w.write(bytes)?;
     let sizes = [bytes.len()];
@@ -89,26 +89,34 @@ fn a_snapshot_becomes_a_revision_only_when_committed_whole() {
     assert_eq!(save(&store, &h, b"first").unwrap().revision, 1);
     assert_eq!(state(&store, &h), Some(vec![var("x", b"first")]));
     // Dropped half-way (a crash mid-snapshot): the state stays, no temp file left.
-    let mut w = store.writer(&h, None).unwrap();
+    let mut w = store.writer(&h, None, store.reserve(&h).unwrap()).unwrap();
     w.blob(3).unwrap();
     w.write(b"sec").unwrap();
     drop(w);
     // A blob shorter than announced, a manifest naming a blob it never had: refused.
-    let mut w = store.writer(&h, None).unwrap();
+    let mut w = store.writer(&h, None, store.reserve(&h).unwrap()).unwrap();
     w.blob(6).unwrap();
     w.write(b"sec").unwrap();
     assert!(w.commit(json!({"modules": {}, "vars": []})).is_err());
-    let w = store.writer(&h, None).unwrap();
+    let w = store.writer(&h, None, store.reserve(&h).unwrap()).unwrap();
     let foreign =
         json!({"modules": {}, "vars": [{"name": "x", "sizes": [5], "blob": "a".repeat(64)}]});
     assert!(w.commit(foreign).is_err());
     // Over the bound: refused while writing.
-    let mut w = store.writer(&h, None).unwrap();
-    assert!(w.blob(1025).is_err());
-    drop(w);
+    let mut w = store.writer(&h, None, store.reserve(&h).unwrap()).unwrap();
+    let err = w.blob(1025).unwrap_err();
+    w.abort(err.to_string());
     assert_eq!(state(&store, &h), Some(vec![var("x", b"first")]));
     assert_eq!(store.newest(&h).unwrap(), 1);
+    // What the refused snapshots sent is gone, and why the last was refused is kept.
     assert_eq!(store.counts().state_bytes, 5);
+    let blobs = std::fs::read_dir(dir.path().join("sessions/.blobs")).unwrap();
+    assert_eq!(blobs.count(), 1);
+    let unsaved = store.view(&h).unwrap().unsaved.unwrap();
+    assert!(unsaved.contains("over the session's bound"), "{unsaved}");
+    // Numbers are never given twice: the refused calls' are unused.
+    assert_eq!(save(&store, &h, b"again").unwrap().revision, 6);
+    assert_eq!(store.view(&h).unwrap().unsaved, None);
 }
 
 #[test]
@@ -118,7 +126,9 @@ fn an_unchanged_variable_is_named_not_sent_and_revisions_share_its_blob() {
     let h = store.create().unwrap();
     let first = save(&store, &h, b"shared").unwrap();
     let blob = first.vars[0].blob.clone();
-    let w = store.writer(&h, Some(first)).unwrap();
+    let w = store
+        .writer(&h, Some(first), store.reserve(&h).unwrap())
+        .unwrap();
     let named =
         json!({"modules": {"np": "numpy"}, "vars": [{"name": "y", "sizes": [6], "blob": blob}]});
     let second = w.commit(named).unwrap();
@@ -192,6 +202,8 @@ fn an_idle_session_expires_and_says_so() {
             used_unix: 1,
             bytes: 0,
             revision: 0,
+            last: 0,
+            unsaved: None,
         },
     )
     .unwrap();

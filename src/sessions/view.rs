@@ -28,6 +28,9 @@ pub struct SessionView {
     /// Where revision 1 came from, for a fork (`HANDLE@N`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<String>,
+    /// Why the last call's state was not saved, until a call's is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsaved: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -96,6 +99,7 @@ impl SessionStore {
                 .collect(),
             packages: self.packages(handle),
             forked_from,
+            unsaved: meta.unsaved,
         })
     }
 }

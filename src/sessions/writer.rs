@@ -1,14 +1,16 @@
-//! A session's next revision as it arrives: blobs first (each stored under the hash the server
+//! A session's next revision as it arrives: blobs first (each staged under the hash the server
 //! computes), then the manifest, checked against what arrived and what the container was
-//! given. Only a whole, checked snapshot becomes a revision; then the history bounds apply and
-//! the blobs nothing names any more are swept.
+//! given. Only a whole, checked snapshot becomes a revision: its blobs are placed and its
+//! manifest written under the tenant's blob lock, then the history bounds apply and, when they
+//! removed revisions, the blobs nothing names any more are swept. A snapshot that fails leaves
+//! nothing but its reason, which the session's view shows.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::sessions::blobs::{BlobWriter, Blobs};
+use crate::sessions::blobs::{BlobWriter, Blobs, Staged};
 use crate::sessions::revisions::{self, Manifest, Parent};
 use crate::sessions::{Meta, SessionLimits, now_unix, write_meta};
 
@@ -20,9 +22,11 @@ pub struct RevisionWriter {
     limits: SessionLimits,
     /// The revision the container loaded (its blobs may be named without being sent).
     parent: Option<Manifest>,
+    /// The number reserved for it when its call began.
+    number: u64,
     current: Option<BlobWriter>,
-    /// The blobs of this snapshot so far: name and size.
-    sent: Vec<(String, u64)>,
+    /// The blobs of this snapshot so far, staged until it commits.
+    staged: Vec<Staged>,
     bytes: u64,
 }
 
@@ -32,14 +36,16 @@ impl RevisionWriter {
         blobs: Blobs,
         limits: SessionLimits,
         parent: Option<Manifest>,
+        number: u64,
     ) -> Self {
         Self {
             dir,
             blobs,
             limits,
             parent,
+            number,
             current: None,
-            sent: Vec::new(),
+            staged: Vec::new(),
             bytes: 0,
         }
     }
@@ -47,15 +53,15 @@ impl RevisionWriter {
     /// Begins a blob of `bytes` bytes (the one before it must be whole).
     pub fn blob(&mut self, bytes: u64) -> std::io::Result<()> {
         self.finish_blob()?;
-        self.bytes += bytes;
-        if self.bytes > self.limits.max_bytes {
-            return Err(std::io::Error::other(format!(
-                "the snapshot is over the session's bound of {} MB",
-                self.limits.max_bytes >> 20
-            )));
-        }
+        self.bytes = (self.bytes.checked_add(bytes))
+            .filter(|&total| total <= self.limits.max_bytes)
+            .ok_or_else(|| {
+                std::io::Error::other(format!(
+                    "the snapshot is over the session's bound of {} MB",
+                    self.limits.max_bytes >> 20
+                ))
+            })?;
         self.current = Some(self.blobs.writer(bytes)?);
-        self.sent.push((String::new(), bytes));
         Ok(())
     }
 
@@ -68,24 +74,46 @@ impl RevisionWriter {
 
     fn finish_blob(&mut self) -> std::io::Result<()> {
         if let Some(blob) = self.current.take() {
-            let name = blob.finish()?;
-            self.sent.last_mut().expect("a blob begun").0 = name;
+            self.staged.push(blob.finish()?);
         }
         Ok(())
     }
 
     /// Makes the snapshot the session's newest revision, if its manifest holds; returns it.
+    /// A snapshot refused is noted in the session's meta, with why.
     pub fn commit(mut self, manifest: Value) -> std::io::Result<Manifest> {
+        let committed = self.try_commit(manifest);
+        if let Err(e) = &committed {
+            self.note_unsaved(e.to_string());
+        }
+        committed
+    }
+
+    /// Notes in the session's meta that the snapshot of its last call was not saved, and why.
+    pub fn abort(self, reason: String) {
+        self.note_unsaved(reason);
+    }
+
+    fn note_unsaved(&self, reason: String) {
+        if let Ok(meta) = read_meta(&self.dir) {
+            let unsaved = Some(crate::text::cut(&reason, 500));
+            let _ = write_meta(&self.dir, Meta { unsaved, ..meta });
+        }
+    }
+
+    fn try_commit(&mut self, manifest: Value) -> std::io::Result<Manifest> {
         self.finish_blob()?;
         let loaded: HashMap<String, Vec<u64>> = (self.parent.iter())
             .flat_map(|p| &p.vars)
             .map(|v| (v.blob.clone(), v.sizes.clone()))
             .collect();
-        let (modules, vars) = Manifest::from_harness(manifest, &self.sent, &loaded)
+        let sent: Vec<(String, u64)> = (self.staged.iter())
+            .map(|b| (b.name.clone(), b.bytes))
+            .collect();
+        let (modules, vars) = Manifest::from_harness(manifest, &sent, &loaded)
             .map_err(|e| std::io::Error::other(format!("the snapshot was refused: {e}")))?;
-        let meta = read_meta(&self.dir)?;
         let manifest = Manifest {
-            revision: meta.revision + 1,
+            revision: self.number,
             created_unix: now_unix(),
             parent: (self.parent.as_ref()).map(|p| Parent {
                 session: None,
@@ -100,16 +128,24 @@ impl RevisionWriter {
                 self.limits.max_bytes >> 20
             )));
         }
-        revisions::write(&self.dir, &manifest)?;
-        write_meta(
-            &self.dir,
-            Meta {
-                used_unix: now_unix(),
-                bytes: manifest.bytes(),
-                revision: manifest.revision,
-                ..meta
-            },
-        )?;
+        {
+            let _lock = self.blobs.lock();
+            for staged in self.staged.drain(..) {
+                staged.place()?;
+            }
+            revisions::write(&self.dir, &manifest)?;
+            let meta = read_meta(&self.dir)?;
+            write_meta(
+                &self.dir,
+                Meta {
+                    used_unix: now_unix(),
+                    bytes: manifest.bytes(),
+                    revision: manifest.revision.max(meta.revision),
+                    unsaved: None,
+                    ..meta
+                },
+            )?;
+        }
         self.apply_bounds();
         Ok(manifest)
     }
@@ -123,7 +159,9 @@ impl RevisionWriter {
         for n in &over {
             let _ = std::fs::remove_file(revisions::path(&self.dir, *n));
         }
-        if let Some(sessions) = self.dir.parent() {
+        if !over.is_empty()
+            && let Some(sessions) = self.dir.parent()
+        {
             super::sweep(sessions, &self.blobs, super::blobs::SWEEP_GRACE);
         }
     }

@@ -190,23 +190,26 @@ impl Sessions {
             if let Some(n) = revision {
                 self.store.manifest(&handle, Some(n))?;
             }
-            Ok(newest)
+            Ok((newest, self.store.reserve(&handle)?))
         });
-        let newest = match opened {
-            Ok(newest) => newest,
-            Err(e) => {
+        let (newest, next) = match opened {
+            Ok(numbers) => numbers,
+            // The session is gone: so are its container and its place here. (Calls waiting
+            // for this turn find it gone too.)
+            Err(e @ (SessionError::Unknown { .. } | SessionError::Expired { .. })) => {
                 if let Some((_, p)) = live.prepared.lock().expect("session lock").take() {
                     p.cancel();
                 }
                 self.live.lock().expect("sessions lock").remove(&handle);
                 return Err(e);
             }
+            Err(e) => return Err(e),
         };
         let prepared = live.prepared.lock().expect("session lock").take();
         Ok(Turn {
             handle,
             revision: revision.unwrap_or(newest),
-            next: newest + 1,
+            next,
             forked_from,
             events: self.events.clone(),
             store,
@@ -250,6 +253,7 @@ impl Turn {
             store: self.store.clone(),
             handle: self.handle.clone(),
             revision: self.revision,
+            next: self.next,
             saved: Mutex::new(Some(tx)),
             events: Some(self.events.clone()),
         });
@@ -310,6 +314,7 @@ impl Turn {
                 store,
                 handle,
                 revision,
+                next: 0,
                 saved: Mutex::new(None),
                 events: None,
             });
@@ -375,6 +380,8 @@ struct TurnStore {
     handle: String,
     /// The revision loaded (0: none).
     revision: u64,
+    /// The number the snapshot gets (a turn's: 0 for a preparation, which saves none).
+    next: u64,
     /// Taken by the first [`SnapshotStore::next`].
     saved: Mutex<Option<oneshot::Sender<Result<u64, String>>>>,
     /// Where the new revision is announced.
@@ -424,7 +431,7 @@ impl SnapshotStore for TurnStore {
             .take()
             .ok_or_else(|| std::io::Error::other("this call's snapshot is already on its way"))?;
         let writer = (self.store)
-            .writer(&self.handle, self.loaded()?)
+            .writer(&self.handle, self.loaded()?, self.next)
             .map_err(std::io::Error::other)?;
         let announce = (self.events.clone()).map(|events| (events, uri(&self.handle)));
         Ok(Box::new(TurnWriter {
@@ -473,6 +480,8 @@ impl SnapshotWriter for TurnWriter {
     }
 
     fn abort(self: Box<Self>, reason: String) {
-        let _ = self.tx.send(Err(reason));
+        let TurnWriter { writer, tx, .. } = *self;
+        crate::host::blocking_here(|| writer.abort(reason.clone()));
+        let _ = tx.send(Err(reason));
     }
 }

@@ -147,7 +147,7 @@ async fn send_inline(restore: &Restore, input: &mut InputSink) -> std::io::Resul
             .ok_or_else(|| std::io::Error::other(format!("no file for blob {}", var.blob)))?;
         let mut file = crate::host::blocking_here(|| std::fs::File::open(path)).map_err(|e| {
             std::io::Error::other(format!(
-                "the session's saved state is incomplete (blob {}: {e}); start a new session with session=\"new\"",
+                "the session's saved state could not be read (blob {}: {e}): run on an earlier revision (session=\"HANDLE@N\") or start a new session with session=\"new\"",
                 var.blob
             ))
         })?;
@@ -299,7 +299,7 @@ impl Receiving {
     ) -> Option<Result<Value, String>> {
         match parse_frame(line) {
             Some(FromHarness::Blob { bytes }) => {
-                self.bytes += bytes;
+                self.bytes = self.bytes.saturating_add(bytes);
                 if self.bytes > self.max_bytes {
                     return Some(Err(format!(
                         "the snapshot grew past the session's bound of {} MB",
@@ -393,6 +393,13 @@ mod tests {
                 .unwrap_err()
                 .contains("announced 2 bytes, 1 arrived")
         );
+        // Sizes that would wrap around the count are past the bound all the same.
+        let wrap = format!(
+            "{{\"type\":\"blob\",\"bytes\":1}}\nx{{\"type\":\"blob\",\"bytes\":{}}}\n",
+            u64::MAX
+        );
+        let end = Receiving::new(100).feed(&mut writer, wrap.as_bytes());
+        assert!(end.unwrap().unwrap_err().contains("bound"));
         let none = b"{\"type\":\"state_end\",\"bytes\":-1}\n";
         let end = Receiving::new(100).feed(&mut writer, none);
         assert!(end.unwrap().unwrap_err().contains("no snapshot"));

@@ -243,10 +243,11 @@ async fn handle_lines<'a>(
     None
 }
 
-/// Whether a line is the `done` frame (the harness writes `type` first): what follows it is
-/// read as it is.
+/// Whether a line is the `done` frame (the harness writes `type` first; a line that only
+/// starts like one is not): what follows it is read as it is.
 fn is_done(line: &[u8]) -> bool {
     line.starts_with(br#"{"type":"done""#)
+        && matches!(parse_frame(line), Some(FromHarness::Done(_)))
 }
 
 /// Writes the reply to one call (an error if the answer is too large for the channel).
@@ -276,4 +277,14 @@ async fn reply(
     }
     // A harness that stopped reading gets no reply; the deadline still holds.
     let _ = tokio::time::timeout_at(deadline, input.write_all(&line)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_done_frame_ends_the_lines() {
+        assert!(super::is_done(br#"{"type":"done","success":true}"#));
+        assert!(!super::is_done(br#"{"type":"done"x"#));
+        assert!(!super::is_done(br#"{"type":"output","stream":"stdout"}"#));
+    }
 }

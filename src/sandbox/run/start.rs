@@ -178,13 +178,25 @@ pub(crate) async fn start(
 ) -> Result<Started, EngineError> {
     let stats = &cleanup.stats;
     let mut guard = ContainerGuard::new(backend.clone(), name.to_string(), cleanup.clone());
-    if let Some(dir) = &spec.state {
-        crate::host::blocking_here(|| dir.create()).map_err(|e| EngineError::Api {
-            action: "make the container's state directory",
-            message: format!("{}: {e}", dir.host.display()),
-        })?;
-        guard.state_dir = Some(dir.host.clone());
-    }
+    let without_state;
+    let spec = match &spec.state {
+        Some(dir) => match crate::host::blocking_here(|| dir.create()) {
+            Ok(()) => {
+                guard.state_dir = Some(dir.host.clone());
+                spec
+            }
+            // A session's state then goes through the channel; the execution runs all the same.
+            Err(e) => {
+                tracing::warn!("no state directory for {name}: {}: {e}", dir.host.display());
+                without_state = SandboxSpec {
+                    state: None,
+                    ..spec.clone()
+                };
+                &without_state
+            }
+        },
+        None => spec,
+    };
     let t = Instant::now();
     let created = backend.create(name, spec).await;
     guard.created = true;
