@@ -9,8 +9,8 @@
 //! 2. follow-ups to a session holding `pd.DataFrame(rng.random((2_000_000, 6)))` (96 MB) that
 //!    read it (`result = abs(float(df.a.sum()) - expected) < 1e-6`), on a quiet machine and with
 //!    one core kept busy by a spinning thread of this process;
-//! 3. a rewind: the same read on revision 1 of that session (`HANDLE@1`), after the session
-//!    moved on (each rewind's state becomes the newest revision, so each is a rewind again);
+//! 3. a rewind: the same read on the revision three before the newest (`HANDLE@N`; each
+//!    rewind's state becomes the newest revision, so the next goes three back from there);
 //! 4. a fork of it: the time to the new handle (`fork=true`, code `pass`), then the fork's first
 //!    call (the read);
 //! 5. a second matplotlib chart in one session (`plt.show()`, one PNG back), after its first.
@@ -88,6 +88,12 @@ async fn exec(server: &Server, args: Value) -> (Value, f64) {
     (v, took)
 }
 
+fn revision(server: &Server, v: &Value) -> u64 {
+    v["state"]["revision"]
+        .as_u64()
+        .unwrap_or_else(|| server.fail(format!("no revision in {v}")))
+}
+
 fn handle(server: &Server, v: &Value) -> String {
     match v["session"].as_str() {
         Some(s) if v["state"]["saved"] == json!(true) => s.to_string(),
@@ -121,7 +127,7 @@ impl Drop for Busy {
 async fn run() {
     let n = env_usize("BENCH_N", 20);
     let pool = Config::defaults().pool.pool_size;
-    let max_count = (n + 4).to_string();
+    let max_count = (2 * n + 16).to_string();
     let server = Server::start(Storage::DataDir, &["--session-max-count", &max_count]).await;
     server.settle(pool).await;
     exec(&server, json!({"code": "print(1)"})).await;
@@ -153,11 +159,16 @@ async fn run() {
             busy.samples.push(exec(&server, follow(READ, &big)).await.1);
         }
     }
-    let mut rewind = Row::new("rewind to revision 1 of it, then its read", (100.0, None));
+    let mut rewind = Row::new(
+        "rewind to an earlier revision of it, then its read",
+        (100.0, None),
+    );
+    let mut newest = revision(&server, &exec(&server, follow(READ, &big)).await.0);
     for _ in 0..n {
-        rewind
-            .samples
-            .push(exec(&server, follow(READ, &format!("{big}@1"))).await.1);
+        // Three revisions back: within the history (8), and not the state the session holds.
+        let (v, took) = exec(&server, follow(READ, &format!("{big}@{}", newest - 3))).await;
+        rewind.samples.push(took);
+        newest = revision(&server, &v);
     }
     let mut forked = Row::new("fork of it, to the new handle", (50.0, None));
     let mut first = Row::new("the fork's first call", (100.0, None));

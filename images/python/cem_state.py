@@ -295,6 +295,22 @@ def load(modules, variables, namespace):
     return failed, later
 
 
+def needs(modules, namespace):
+    """The top-level packages a loaded state needs: those of its modules and of its values'
+    types (pandas for a DataFrame), in a stable order."""
+    found = [m.partition(".")[0] for m in modules.values()]
+    for value in list(namespace.values()):
+        module = getattr(type(value), "__module__", None)
+        if isinstance(module, str):
+            found.append(module.partition(".")[0])
+    skip = {"builtins", "__main__", "cem_state", "cem_helpers"}
+    seen = []
+    for name in found:
+        if name not in seen and name not in skip and not name.startswith("_"):
+            seen.append(name)
+    return seen
+
+
 def split(data, sizes):
     """The pieces of a variable whose bytes are `data` (bytes-like), `sizes` long each."""
     view, pieces, at = memoryview(data).cast("B"), [], 0

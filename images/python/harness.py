@@ -720,7 +720,7 @@ def main():
     _preload(chan)
     _warm_up()
     pumps = start_capture(chan)
-    g, lost, later, corrupt, loaded = new_main(), [], [], None, {}
+    g, lost, later, corrupt, loaded, state_imports = new_main(), [], [], None, {}, []
     chan.send({"type": "ready"})
     try:
         frame = first_frame(chan)
@@ -729,6 +729,7 @@ def main():
                 try:
                     modules, variables, loaded = read_restore(chan, frame)
                     lost, later = cem_state.load(modules, variables, g)
+                    state_imports = cem_state.needs(modules, g)
                 except cem_state.CorruptState as e:
                     corrupt = str(e)
             chan.send({"type": "loaded"})
@@ -749,6 +750,9 @@ def main():
             'or start a new session with session="new"')), final=True)
         os._exit(0)
     imports = ImportLog()
+    # What the session's state needed (pandas for a DataFrame) counts as imported: a pool that
+    # preloads it is one that loads the state at once.
+    imports.names.extend(state_imports[:MAX_IMPORTS])
     imports.watch(g)
     try:
         for pump in pumps:
