@@ -717,3 +717,29 @@ async fn heard(
         .expect("a notice within 30 s")
         .expect("the tenant is open")
 }
+
+#[tokio::test]
+async fn the_preload_learns_dotted_names_and_what_a_sessions_state_needs() {
+    let t = TestApp::start().await;
+    let o = t
+        .run("import matplotlib.pyplot as plt\nfrom os import path")
+        .await;
+    assert_ok(&o);
+    for name in ["matplotlib.pyplot", "os", "os.path"] {
+        assert!(
+            o.imports.contains(&name.to_string()),
+            "{name}: {:?}",
+            o.imports
+        );
+    }
+    let code = "import pandas\ndf = pandas.DataFrame({'a': [1]})";
+    let s = ok(&t, "new", code).await.session.unwrap();
+    // A call that imports nothing itself still needs pandas, for the state it loaded.
+    let e = ok(&t, &s, "result = int(df.a.sum())").await;
+    assert!(
+        e.outcome.imports.contains(&"pandas".to_string()),
+        "{:?}",
+        e.outcome.imports
+    );
+    t.finish().await;
+}
