@@ -318,8 +318,8 @@ async fn malformed_json_rpc_over_http_gets_errors_and_never_breaks_the_session()
     t.finish().await;
 }
 
-/// Unknown tool arguments are refused, never dropped: `execute_code` with a `fork` it does not
-/// have, or `sesion` for `session`, gets -32602 naming the field and the accepted ones, runs
+/// Unknown tool arguments are refused, never dropped: `execute_code` with a `branch` it does
+/// not have, or `sesion` for `session`, gets -32602 naming the field and the accepted ones, runs
 /// nothing and leaves the session as it was; a tool without arguments refuses one too; and
 /// every listed schema says so (`additionalProperties: false`).
 #[tokio::test]
@@ -340,8 +340,8 @@ async fn unknown_tool_arguments_are_refused_naming_them() {
     let ran = "open('/workspace/ran.txt', 'w').write('ran'); x = 2";
     for (args, unknown) in [
         (
-            json!({"code": ran, "session": session, "fork": true}),
-            "fork",
+            json!({"code": ran, "session": session, "branch": true}),
+            "branch",
         ),
         (json!({"code": ran, "sesion": session}), "sesion"),
     ] {
