@@ -260,9 +260,9 @@ impl SessionStore {
         }
     }
 
-    /// Opens a session for a call: it must exist here and not have expired (an expired one is
-    /// removed and named as such). Marks it used.
-    pub fn open(&self, handle: &str) -> Result<Meta, SessionError> {
+    /// Checks a session for a call: it must exist here and not have expired (an expired one is
+    /// removed and named as such). Returns its meta marked used, for the caller to write.
+    fn open(&self, handle: &str) -> Result<Meta, SessionError> {
         let dir = self.session_dir(handle)?;
         let mut meta = self.existing(handle)?;
         if self.is_expired(&meta) {
@@ -273,8 +273,22 @@ impl SessionStore {
             });
         }
         meta.used_unix = now_unix();
-        self.write_meta(&dir, meta.clone())?;
         Ok(meta)
+    }
+
+    /// Begins a call of a session in one read and one write of its meta: [`SessionStore::open`]'s
+    /// checks, revision `n` (when asked for) checked to be there, and the number of the call's
+    /// revision reserved. Returns the newest revision and that number.
+    pub fn open_turn(&self, handle: &str, n: Option<u64>) -> Result<(u64, u64), SessionError> {
+        let meta = self.open(handle)?;
+        if let Some(n) = n {
+            self.manifest(handle, Some(n))?;
+        }
+        let last = meta.last.max(meta.revision) + 1;
+        let dir = self.session_dir(handle)?;
+        let newest = meta.revision;
+        self.write_meta(&dir, Meta { last, ..meta })?;
+        Ok((newest, last))
     }
 
     fn is_expired(&self, meta: &Meta) -> bool {
@@ -349,6 +363,7 @@ impl SessionStore {
     }
 
     /// Gives out the number of the session's next revision (its call's snapshot becomes it).
+    #[cfg(test)]
     pub fn reserve(&self, handle: &str) -> Result<u64, SessionError> {
         let dir = self.session_dir(handle)?;
         let meta = self.read_meta(&dir)?;
@@ -374,7 +389,8 @@ impl SessionStore {
     /// `None`), sharing its blobs and keeping its packages. The source is unchanged. Returns
     /// the new handle and `SOURCE@N`.
     pub fn fork(&self, source: &str, n: Option<u64>) -> Result<(String, String), SessionError> {
-        self.open(source)?;
+        let opened = self.open(source)?;
+        self.write_meta(&self.dir.join(source), opened)?;
         let Some(mut manifest) = self.manifest(source, n)? else {
             return Err(SessionError::NothingToFork {
                 handle: source.to_string(),
@@ -473,12 +489,7 @@ impl SessionStore {
     }
 
     fn read_meta(&self, dir: &Path) -> Result<Meta, SessionError> {
-        let path = dir.join(META);
-        let data = std::fs::read(&path).map_err(self.io(&path))?;
-        serde_json::from_slice(&data).map_err(|e| SessionError::Io {
-            path,
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        })
+        read_meta(dir).map_err(self.io(&dir.join(META)))
     }
 
     fn write_meta(&self, dir: &Path, meta: Meta) -> Result<(), SessionError> {
@@ -486,13 +497,22 @@ impl SessionStore {
     }
 }
 
-fn write_meta(dir: &Path, meta: Meta) -> std::io::Result<()> {
-    let data = serde_json::to_vec(&meta).expect("meta serializes");
-    write_atomic(dir, META, &data)
+/// A session's meta, read from its directory.
+fn read_meta(dir: &Path) -> std::io::Result<Meta> {
+    let data = std::fs::read(dir.join(META))?;
+    serde_json::from_slice(&data)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
-/// Writes `name` in `dir` atomically: a temp file, `fsync`, `rename`.
-pub(crate) fn write_atomic(dir: &Path, name: &str, data: &[u8]) -> std::io::Result<()> {
+/// Replaces a session's meta (times and counts, rewritten on every call: renamed into place,
+/// not synced).
+fn write_meta(dir: &Path, meta: Meta) -> std::io::Result<()> {
+    let data = serde_json::to_vec(&meta).expect("meta serializes");
+    write_atomic(dir, META, &data, false)
+}
+
+/// Writes `name` in `dir` atomically: a temp file, `fsync` when `sync`, `rename`.
+pub(crate) fn write_atomic(dir: &Path, name: &str, data: &[u8], sync: bool) -> std::io::Result<()> {
     let tmp = dir.join(crate::host::safe_fs::temp_name(".tmp-"));
     let written = (|| {
         let mut file = std::fs::OpenOptions::new()
@@ -500,7 +520,9 @@ pub(crate) fn write_atomic(dir: &Path, name: &str, data: &[u8]) -> std::io::Resu
             .create_new(true)
             .open(&tmp)?;
         file.write_all(data)?;
-        file.sync_all()?;
+        if sync {
+            file.sync_all()?;
+        }
         std::fs::rename(&tmp, dir.join(name))
     })();
     if written.is_err() {

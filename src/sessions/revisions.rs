@@ -177,7 +177,7 @@ pub fn read(dir: &Path, n: u64) -> Option<Manifest> {
 pub fn write(dir: &Path, manifest: &Manifest) -> std::io::Result<()> {
     let data = serde_json::to_vec(manifest).expect("a manifest serializes");
     let name = format!("rev-{}.json", manifest.revision);
-    crate::sessions::write_atomic(dir, &name, &data)
+    crate::sessions::write_atomic(dir, &name, &data, true)
 }
 
 /// The revisions to remove so that at most `history` remain and their blobs (each counted

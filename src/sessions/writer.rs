@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::sessions::blobs::{BlobWriter, Blobs, Staged};
 use crate::sessions::revisions::{self, Manifest, Parent};
-use crate::sessions::{Meta, SessionLimits, now_unix, write_meta};
+use crate::sessions::{Meta, SessionLimits, now_unix, read_meta, write_meta};
 
 /// The next revision of one session, being written.
 #[derive(Debug)]
@@ -165,10 +165,4 @@ impl RevisionWriter {
             super::sweep(sessions, &self.blobs, super::blobs::SWEEP_GRACE);
         }
     }
-}
-
-fn read_meta(dir: &std::path::Path) -> std::io::Result<Meta> {
-    let data = std::fs::read(dir.join(super::META))?;
-    serde_json::from_slice(&data)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }

@@ -184,14 +184,7 @@ impl Sessions {
         let live = self.live(&handle);
         let guard = live.turn.clone().lock_owned().await;
         // Checked once the turn is ours: the call before may have been the last of it.
-        let opened = crate::host::blocking_here(|| {
-            self.store.open(&handle)?;
-            let newest = self.store.newest(&handle)?;
-            if let Some(n) = revision {
-                self.store.manifest(&handle, Some(n))?;
-            }
-            Ok((newest, self.store.reserve(&handle)?))
-        });
+        let opened = crate::host::blocking_here(|| self.store.open_turn(&handle, revision));
         let (newest, next) = match opened {
             Ok(numbers) => numbers,
             // The session is gone: so are its container and its place here. (Calls waiting
