@@ -669,7 +669,14 @@ async fn a_server_stopped_while_a_large_state_is_prepared_leaves_no_container() 
         .session
         .unwrap();
     ok(&t, &s, "big = big[::-1]").await;
-    // Its snapshot is on its way and then its next container is prepared: stop now.
+    // The moment its snapshot is saved, its next container is being prepared: stop then.
+    for _ in 0..2000 {
+        if t.app.session_view(s.clone()).await.unwrap().revision == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(t.app.session_view(s.clone()).await.unwrap().revision, 2);
     t.finish().await;
 }
 
