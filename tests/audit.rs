@@ -543,6 +543,7 @@ async fn a_file_ending_in_a_cut_line_at_start_is_logged_and_never_continued() {
         files_changed: vec![],
         files_truncated: false,
         packages: None,
+        plan: None,
     };
     let file = trail.join("n1.jsonl");
     let whole = serde_json::to_string(&earlier).unwrap();

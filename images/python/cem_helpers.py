@@ -274,11 +274,102 @@ def _wrap_contents(value):
 def call_tool(server, tool, arguments=None):
     """Calls tool `tool` of the upstream MCP server `server` (their original names) with a dict
     of arguments; returns its structured result, else its text parsed as JSON, else the text.
-    Raises ToolError when the tool fails or the call is refused."""
+    Raises ToolError when the tool fails or the call is refused. A tool whose policy is `plan`
+    is not called: the call joins the plan and a Planned value comes back at once."""
     if arguments is not None and not isinstance(arguments, dict):
         raise TypeError("call_tool: arguments must be a dict")
+    if (server, tool) in _plan["tools"]:
+        return _plan_call(server, tool, arguments or {})
     params = {"server": server, "tool": tool, "arguments": arguments or {}}
     return _wrap_contents(_channel().call("call_tool", params, error=ToolError))
+
+
+# ---- plans: calls to tools whose policy is `plan` ----
+
+_plan = {"tools": frozenset(), "max_calls": 0, "max_bytes": 0, "calls": 0, "bytes": 0,
+         "refused": None}
+_plan_lock = threading.Lock()  # numbering, bounds and the frame go together
+
+
+def set_plan(tools, max_calls, max_bytes):
+    """The job's `plan` tools ((server, tool) pairs) and the plan's bounds."""
+    _plan.update(tools=frozenset(tools), max_calls=max_calls, max_bytes=max_bytes)
+
+
+class PlanError(RuntimeError):
+    """A planned call's value was used as its result, or the plan went past its bounds."""
+
+
+class Planned:
+    """What a call to a tool whose policy is `plan` returns: the call is recorded, not made.
+    When the code has finished, the user is asked once about every planned call; on accept the
+    server sends them, in order. There is no result while the code runs: using this value as
+    one raises PlanError, which says so."""
+
+    __slots__ = ("call", "server", "tool")
+    planned = True
+
+    def __init__(self, call, server, tool):
+        self.call, self.server, self.tool = call, server, tool
+
+    def __repr__(self):
+        return (f"<Planned call {self.call}: {self.server}/{self.tool}, sent only if the user "
+                "approves the plan when the code has finished>")
+
+    def _refuse(self, *_args, **_kwargs):
+        raise PlanError(
+            f"{self.server}/{self.tool} is planned, not called: its policy is `plan`, so the "
+            "call is sent only after the code has finished and the user has approved the whole "
+            "plan, and it has no result while the code runs. Do not use its value; with a "
+            "session, plan_results() in the next call gives each planned call's outcome")
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in Planned.__slots__:
+            raise AttributeError(name)
+        self._refuse()
+
+    __getitem__ = __iter__ = __len__ = __bool__ = __contains__ = _refuse
+    __int__ = __float__ = __index__ = _refuse
+
+
+def _plan_call(server, tool, arguments):
+    chan = _channel()
+    line = chan.encode({"type": "plan", "server": server, "tool": tool, "arguments": arguments})
+    # The arguments' bytes, as the server counts them: the line without its envelope.
+    size = len(line) - len(chan.encode({"type": "plan", "server": server, "tool": tool,
+                                        "arguments": None})) + len("null")
+    with _plan_lock:
+        if _plan["refused"] is None:
+            if _plan["calls"] >= _plan["max_calls"]:
+                _refuse_plan(f"the code planned more than {_plan['max_calls']} calls, the most "
+                             "one plan may hold (--plan-max-calls)")
+            elif _plan["bytes"] + size > _plan["max_bytes"]:
+                _refuse_plan(f"the planned calls' arguments came to more than {_plan['max_bytes']} "
+                             "bytes, the most one plan may hold (--plan-max-bytes)")
+        if _plan["refused"] is not None:
+            raise PlanError(_plan["refused"] + ": nothing of the plan will be sent")
+        chan.send_encoded(line)
+        _plan["calls"] += 1
+        _plan["bytes"] += size
+        return Planned(_plan["calls"], server, tool)
+
+
+def _refuse_plan(reason):
+    _plan["refused"] = reason
+    _channel().send({"type": "plan_refused", "reason": reason})
+
+
+def plan_options(stop_on_error=True):
+    """Whether the plan stops at its first failed call when it applies (the default), or sends
+    the calls after a failure all the same."""
+    _channel().send({"type": "plan_options", "stop_on_error": bool(stop_on_error)})
+
+
+def plan_results():
+    """With a session: the outcomes of the plan made by the call whose state this call runs on
+    ({"plan", "status", "calls": [{"call", "server", "tool", "outcome", "result"|"error"}]}),
+    or None when that call planned nothing."""
+    return _server_call("plan_results")
 
 
 def detokenize_pii(text, tokens=None):
@@ -306,6 +397,7 @@ GLOBALS = dict(
     show_image=show_image, resource_link=resource_link,
     _server_call=_server_call,
     call_tool=call_tool, ToolError=ToolError,
+    Planned=Planned, PlanError=PlanError, plan_options=plan_options, plan_results=plan_results,
     save_skill=save_skill, load_skill=load_skill, list_skills=list_skills,
     tokenize_pii=tokenize_pii, detokenize_pii=detokenize_pii,
 )

@@ -6,12 +6,14 @@ Frames are JSON objects, one per line, at most 8 MiB each:
        their bytes follow, in order, as {"type":"state","data"} frames (base64), then
        {"type":"state_end","bytes"}); then {"type":"job","code",
        "context_vars","limits":{"max_output_bytes","max_result_bytes"},"edge_bytes","servers"?,
-       "session"?:{"max_bytes"}}, then {"type":"reply","id","result"} or {"type":"reply","id",
+       "session"?:{"max_bytes"},"plan"?:{"tools","max_calls","max_bytes"}}, then {"type":"reply","id","result"} or {"type":"reply","id",
        "error"} answering our calls, in any order (threads may have several calls out at once).
   out: {"type":"ready"} once the interpreter and its preload are ready for work, {"type":"loaded"}
        once a session's state is loaded, {"type":"output","stream","data"}, per stream that passes its limit {"type":"output","stream",
        "truncated":true,"dropped_bytes"} when it first drops and once more at the end for the rest,
-       {"type":"call","id","method","params"}, {"type":"image","source","data"} (base64 of a PNG,
+       {"type":"call","id","method","params"}, for a tool whose policy is `plan`
+       {"type":"plan","server","tool","arguments"} (no reply), {"type":"plan_options",
+       "stop_on_error"}, {"type":"plan_refused","reason"}, {"type":"image","source","data"} (base64 of a PNG,
        JPEG, GIF or WebP; past limits.max_images {"type":"image","source","dropped":true}),
        {"type":"link","path","description"} (a workspace file to return as a resource link),
        and last {"type":"done","success","result","result_truncated","error","error_type",
@@ -117,9 +119,17 @@ class Channel:
         self.ids = itertools.count(1)
         self.closed = False
 
-    def send(self, frame, final=False):
+    @staticmethod
+    def encode(frame):
+        """The frame as one line of bytes."""
         line = json.dumps(frame, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        data = memoryview((line + "\n").encode("utf-8", "replace"))  # lone surrogates -> "?"
+        return (line + "\n").encode("utf-8", "replace")  # lone surrogates -> "?"
+
+    def send(self, frame, final=False):
+        self.send_encoded(self.encode(frame), final)
+
+    def send_encoded(self, line, final=False):
+        data = memoryview(line)
         with self.lock:
             if self.closed:  # nothing may follow done
                 return
@@ -527,11 +537,24 @@ def read_job(chan, job):
     packages = job.get("packages")
     if not isinstance(packages, (str, type(None))):
         raise ValueError('job frame: "packages" must be a string or absent')
+    _read_plan(job.get("plan"))
     session = job.get("session")
     if session is not None and not (isinstance(session, dict)
                                     and type(session.get("max_bytes")) is int):
         raise ValueError('job frame: "session" must be an object with an integer "max_bytes"')
     return job["code"], job.get("context_vars"), limits, servers, packages, session
+
+
+def _read_plan(plan):
+    """The job's `plan` tools and bounds, checked, for cem_helpers.call_tool."""
+    if plan is None:
+        return
+    tools = plan.get("tools") if isinstance(plan, dict) else None
+    bounds = [plan.get("max_calls"), plan.get("max_bytes")] if isinstance(plan, dict) else []
+    if (not isinstance(tools, list) or not all(isinstance(t, list) and len(t) == 2 for t in tools)
+            or not all(type(b) is int and b >= 0 for b in bounds) or len(bounds) != 2):
+        raise ValueError('job frame: "plan" must be {"tools": [[server, tool]], "max_calls", "max_bytes"}')
+    cem_helpers.set_plan([tuple(t) for t in tools], *bounds)
 
 
 def read_restore(chan, frame):

@@ -47,6 +47,37 @@ pub struct AuditRecord {
     /// The packages the call asked for (or its session kept), and what became of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packages: Option<AuditPackages>,
+    /// The plan the code made (calls to `plan` tools), the user's answer and each call's
+    /// outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<AuditPlan>,
+}
+
+/// An execution's plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditPlan {
+    /// `plan_` and 16 hex digits, as the execution's response names it.
+    pub id: String,
+    /// applied, stopped, applied_with_errors, declined, cancelled, expired, not_asked, refused.
+    pub status: String,
+    /// accept, decline or cancel; absent when no answer came (or the user was not asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    pub stop_on_error: bool,
+    /// Every planned call, in order.
+    pub calls: Vec<AuditPlanCall>,
+}
+
+/// One planned call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditPlanCall {
+    pub server: String,
+    pub tool: String,
+    /// SHA-256 (hex) of the arguments as the code passed them (as for [`AuditCall`]).
+    pub arguments_sha256: String,
+    /// ok, error, timeout, not_sent.
+    pub outcome: String,
+    pub duration_ms: f64,
 }
 
 /// An execution's packages: what was asked, what was resolved (every wheel with its sha256),
@@ -118,6 +149,7 @@ pub(crate) fn sample(tenant: Option<&str>, time: &str, execution_id: &str) -> Au
         files_changed: vec![],
         files_truncated: false,
         packages: None,
+        plan: None,
     }
 }
 

@@ -15,6 +15,8 @@ const MAX_TOOL_RESULT_MB: Range = Range::new("--max-tool-result-mb", 1, 6);
 const MAX_CONCURRENT_TOOL_CALLS: Range = Range::new("--max-concurrent-tool-calls", 1, 64);
 const UPSTREAM_CONNECT_TIMEOUT_SECS: Range = Range::new("--upstream-connect-timeout-secs", 1, 600);
 const CONFIRM_WAIT_SECS: Range = Range::new("--confirm-wait-secs", 1, 86_400);
+const PLAN_MAX_CALLS: Range = Range::new("--plan-max-calls", 1, 100_000);
+const PLAN_MAX_BYTES: Range = Range::new("--plan-max-bytes", 1024, 16 * 1024 * 1024);
 
 #[derive(Debug, Clone, Args)]
 pub struct GatewayConfig {
@@ -50,6 +52,16 @@ pub struct GatewayConfig {
     /// the answer; without one by then it is cancelled and its container removed.
     #[arg(long, env = "CEM_CONFIRM_WAIT_SECS", default_value_t = 300, value_parser = CONFIRM_WAIT_SECS.parser::<u64>())]
     pub confirm_wait_secs: u64,
+
+    /// Calls one plan may hold (calls to tools whose policy is `plan`, asked once when the
+    /// code has finished). Past it the execution ends with an error and nothing is sent.
+    #[arg(long, env = "CEM_PLAN_MAX_CALLS", default_value_t = 1000, value_parser = PLAN_MAX_CALLS.parser::<usize>())]
+    pub plan_max_calls: usize,
+
+    /// Bytes of arguments (compact JSON, all calls together) one plan may hold; the user's
+    /// question shows them all. Past it the execution ends with an error and nothing is sent.
+    #[arg(long, env = "CEM_PLAN_MAX_BYTES", default_value_t = 1024 * 1024, value_parser = PLAN_MAX_BYTES.parser::<usize>())]
+    pub plan_max_bytes: usize,
 }
 
 impl GatewayConfig {
@@ -61,6 +73,8 @@ impl GatewayConfig {
         MAX_CONCURRENT_TOOL_CALLS.check(self.max_concurrent_tool_calls)?;
         UPSTREAM_CONNECT_TIMEOUT_SECS.check(self.upstream_connect_timeout_secs)?;
         CONFIRM_WAIT_SECS.check(self.confirm_wait_secs)?;
+        PLAN_MAX_CALLS.check(self.plan_max_calls)?;
+        PLAN_MAX_BYTES.check(self.plan_max_bytes)?;
         Ok(())
     }
 
@@ -76,6 +90,10 @@ impl GatewayConfig {
             timeout: Duration::from_secs(self.tool_call_timeout_secs),
             max_result_bytes: (self.max_tool_result_mb * 1024 * 1024) as usize,
             max_concurrent: self.max_concurrent_tool_calls,
+            plan: crate::gateway::plan::PlanBounds {
+                max_calls: self.plan_max_calls,
+                max_bytes: self.plan_max_bytes,
+            },
         }
     }
 

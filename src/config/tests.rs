@@ -73,6 +73,8 @@ const FLAGS: &[(&str, &str)] = &[
         "CEM_UPSTREAM_CONNECT_TIMEOUT_SECS",
     ),
     ("confirm-wait-secs", "CEM_CONFIRM_WAIT_SECS"),
+    ("plan-max-calls", "CEM_PLAN_MAX_CALLS"),
+    ("plan-max-bytes", "CEM_PLAN_MAX_BYTES"),
     ("metrics-listen", "CEM_METRICS_LISTEN"),
     ("audit", "CEM_AUDIT"),
     ("audit-code", "CEM_AUDIT_CODE"),

@@ -68,15 +68,18 @@ pub enum PolicyDecision {
     ConfirmDeclined,
     /// The call needed confirmation and asking failed (no way to ask, dismissed, timed out).
     ConfirmFailed,
+    /// A call of a plan the user approved (policy `plan`), sent after the code finished.
+    PlanApproved,
 }
 
 impl PolicyDecision {
-    pub const ALL: [PolicyDecision; 5] = [
+    pub const ALL: [PolicyDecision; 6] = [
         PolicyDecision::Allow,
         PolicyDecision::Deny,
         PolicyDecision::ConfirmAccepted,
         PolicyDecision::ConfirmDeclined,
         PolicyDecision::ConfirmFailed,
+        PolicyDecision::PlanApproved,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -86,6 +89,7 @@ impl PolicyDecision {
             PolicyDecision::ConfirmAccepted => "confirm_accepted",
             PolicyDecision::ConfirmDeclined => "confirm_declined",
             PolicyDecision::ConfirmFailed => "confirm_failed",
+            PolicyDecision::PlanApproved => "plan_approved",
         }
     }
 }

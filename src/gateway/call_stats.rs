@@ -1,7 +1,7 @@
 //! Upstream tool calls of one tenant, for `get_execution_stats` and the metrics endpoint: per
 //! upstream, the calls made, how many failed, latency percentiles over the most recent ones (a
 //! bounded window, as the execution statistics keep) and every latency in a histogram; per
-//! tool and outcome, counts; per policy decision, counts.
+//! tool and outcome, counts; per policy decision, counts; plans by what became of them.
 //!
 //! Series stay bounded: servers are the upstreams file's, a tool is named only when its
 //! upstream lists it (code can call any name), and past [`MAX_TOOL_SERIES`] (server, tool)
@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::call_record::{CallAudit, CallOutcome, PolicyDecision};
+use super::plan::PlanStatus;
 use crate::sandbox::stats::histogram::{Histogram, HistogramSnapshot};
 use crate::sandbox::stats::{LATENCY_WINDOW, percentile};
 
@@ -28,6 +29,7 @@ pub struct CallStats {
     by_server: Mutex<BTreeMap<String, ServerCalls>>,
     by_tool: Mutex<BTreeMap<(String, String, CallOutcome), u64>>,
     decisions: Mutex<BTreeMap<(String, PolicyDecision), u64>>,
+    plans: Mutex<BTreeMap<PlanStatus, u64>>,
 }
 
 #[derive(Debug, Default)]
@@ -43,6 +45,8 @@ struct ServerCalls {
 pub struct CallCounts {
     pub by_tool: Vec<((String, String, CallOutcome), u64)>,
     pub decisions: Vec<((String, PolicyDecision), u64)>,
+    /// Plans by status.
+    pub plans: Vec<(PlanStatus, u64)>,
 }
 
 /// One upstream's calls, shaped for the stats tool.
@@ -97,7 +101,12 @@ impl CallStats {
         }
     }
 
-    /// The counts by tool and outcome and by policy decision.
+    /// Counts a plan by what became of it.
+    pub fn record_plan(&self, status: PlanStatus) {
+        *self.plans.lock().expect("stats lock").entry(status).or_default() += 1;
+    }
+
+    /// The counts by tool and outcome, by policy decision, and plans by status.
     pub fn counts(&self) -> CallCounts {
         CallCounts {
             by_tool: (self.by_tool.lock().expect("stats lock").iter())
@@ -105,6 +114,9 @@ impl CallStats {
                 .collect(),
             decisions: (self.decisions.lock().expect("stats lock").iter())
                 .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+            plans: (self.plans.lock().expect("stats lock").iter())
+                .map(|(k, v)| (*k, *v))
                 .collect(),
         }
     }

@@ -14,9 +14,12 @@
 //! tree.rs      its versions on disk, mounted read-only into sandboxes
 //! view.rs      one tenant's upstreams, package and discovery index
 //! listing.rs   what tools/list says of a tenant's upstreams, and when that changed
-//! session.rs   one execution's calls: checks, policy, limits, token restore, records
+//! upstream_calls.rs  one execution's calls: checks, policy, limits, token restore, records
 //! results.rs   a tool result as a Python value
-//! policy.rs    allow, deny, confirm
+//! policy.rs    allow, deny, confirm, plan
+//! confirm.rs   asking the user (a prompt, its answer), implemented by the tool layer
+//! plan.rs      a plan as data: the draft, its bounds, the question, the report
+//! planning.rs  one execution's plan: calls recorded, then asked once and applied in order
 //! redact.rs    an upstream's credentials kept out of all it sends back
 //! call_stats.rs  calls, failures and latency per upstream, for get_execution_stats
 //! ```
@@ -30,8 +33,11 @@ pub mod call_record;
 pub mod call_stats;
 mod child;
 mod client;
+pub mod confirm;
 pub mod listing;
 pub mod names;
+pub mod plan;
+mod planning;
 pub mod policy;
 pub mod redact;
 pub mod results;
@@ -55,7 +61,8 @@ use tokio_util::task::TaskTracker;
 
 pub use call_record::ToolCallRecord;
 pub use upstream::{Upstream, UpstreamLimits, UpstreamStatus};
-pub use upstream_calls::{CallLimits, Confirm, UpstreamCalls};
+pub use confirm::{Answer, AskError, Confirm, Prompt};
+pub use upstream_calls::{CallLimits, UpstreamCalls};
 pub use upstreams_file::{UpstreamConfig, UpstreamsError};
 pub use view::GatewayView;
 

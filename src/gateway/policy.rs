@@ -1,5 +1,6 @@
-//! Whether a call to an upstream tool may go out: `allow`, `deny`, or `confirm` (ask the user
-//! through MCP elicitation first).
+//! Whether a call to an upstream tool may go out: `allow`, `deny`, `confirm` (ask the user
+//! through MCP elicitation first), or `plan` (record it; when the code has finished, ask the
+//! user once about all the calls it planned, and send them on accept).
 //!
 //! The rule for one tool, first match wins: a `tools` entry naming it exactly; else the
 //! longest `tools` glob (`*` any run of characters, `?` one) that matches it; else the
@@ -17,6 +18,7 @@ pub enum Decision {
     Allow,
     Deny,
     Confirm,
+    Plan,
 }
 
 impl Decision {
@@ -25,6 +27,7 @@ impl Decision {
             Decision::Allow => "allow",
             Decision::Deny => "deny",
             Decision::Confirm => "confirm",
+            Decision::Plan => "plan",
         }
     }
 }

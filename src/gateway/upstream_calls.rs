@@ -14,6 +14,8 @@ use tokio::sync::Semaphore;
 use super::call_record::{
     CallAudit, CallOutcome, MAX_RECORD_ERROR_CHARS, PolicyDecision, ToolCallRecord,
 };
+use super::confirm::{Answer, AskError, Confirm, Prompt};
+use super::plan::{PlanBounds, PlanDraft};
 use super::policy::Decision;
 use super::results;
 use super::tree::TreeVersion;
@@ -22,13 +24,6 @@ use super::view::GatewayView;
 use crate::pii::PiiEngine;
 use crate::sandbox::run::output::EDGE_BYTES;
 
-/// Asks the user whether a call may go out (MCP elicitation in the tool layer).
-#[async_trait::async_trait]
-pub trait Confirm: Send + Sync {
-    /// `Ok(true)`: go ahead; `Ok(false)`: the user declined; `Err`: could not ask (why).
-    async fn confirm(&self, message: String) -> Result<bool, String>;
-}
-
 /// Per-execution limits on tool calls.
 #[derive(Debug, Clone, Copy)]
 pub struct CallLimits {
@@ -36,6 +31,8 @@ pub struct CallLimits {
     pub timeout: Duration,
     pub max_result_bytes: usize,
     pub max_concurrent: usize,
+    /// How large a plan (calls to `plan` tools) may grow.
+    pub plan: PlanBounds,
 }
 
 /// Longest rendering of a call's arguments in a confirmation request.
@@ -45,15 +42,17 @@ const MAX_SHOWN_ARGUMENTS: usize = 600;
 const MAX_RECORDS: usize = 1000;
 
 pub struct UpstreamCalls {
-    view: Arc<GatewayView>,
+    pub(super) view: Arc<GatewayView>,
     version: Option<Arc<TreeVersion>>,
-    limits: CallLimits,
-    confirm: Option<Arc<dyn Confirm>>,
+    pub(super) limits: CallLimits,
+    pub(super) confirm: Option<Arc<dyn Confirm>>,
     /// Restores tokens in arguments when output is tokenized.
-    pii: Option<Arc<PiiEngine>>,
+    pub(super) pii: Option<Arc<PiiEngine>>,
     made: AtomicU32,
     in_flight: Semaphore,
     records: Mutex<Vec<ToolCallRecord>>,
+    /// The calls to `plan` tools, recorded until the code has finished.
+    pub(super) plan: Mutex<PlanDraft>,
 }
 
 impl UpstreamCalls {
@@ -73,6 +72,7 @@ impl UpstreamCalls {
             made: AtomicU32::new(0),
             in_flight: Semaphore::new(limits.max_concurrent.max(1)),
             records: Mutex::new(Vec::new()),
+            plan: Mutex::new(PlanDraft::default()),
         })
     }
 
@@ -159,15 +159,35 @@ impl UpstreamCalls {
                 self.limits.max_concurrent
             )
         })?;
-        let arguments = match &self.pii {
+        let arguments = self.restored(arguments).await?;
+        self.send(upstream, server, tool, arguments, audit).await
+    }
+
+    /// `arguments` with this server's personal-data tokens replaced by their values.
+    pub(super) async fn restored(
+        &self,
+        arguments: Map<String, Value>,
+    ) -> Result<Map<String, Value>, String> {
+        match &self.pii {
             Some(pii) => {
                 let pii = pii.clone();
                 tokio::task::spawn_blocking(move || restore_tokens(&pii, arguments))
                     .await
-                    .map_err(|e| format!("internal error: {e}"))?
+                    .map_err(|e| format!("internal error: {e}"))
             }
-            None => arguments,
-        };
+            None => Ok(arguments),
+        }
+    }
+
+    /// Sends one call whose checks passed; its result as a value for sandbox code.
+    pub(super) async fn send(
+        &self,
+        upstream: &Upstream,
+        server: &str,
+        tool: &str,
+        arguments: Map<String, Value>,
+        audit: &mut CallAudit,
+    ) -> Result<Value, String> {
         audit.outcome = CallOutcome::Error;
         let wire = upstream
             .call(tool, arguments, self.limits.timeout)
@@ -221,6 +241,9 @@ impl UpstreamCalls {
                 }
                 answer
             }
+            Decision::Plan => Err(format!(
+                "`{server}/{tool}` has the policy `plan`, so it is not called while the code runs: call it through its function in the `servers` package (or call_tool), which adds it to the plan the user approves when the code has finished. If its policy just changed, run the code again"
+            )),
         }
     }
 
@@ -257,13 +280,19 @@ impl UpstreamCalls {
                 ""
             }
         );
-        match confirm.confirm(message).await {
-            Ok(true) => (PolicyDecision::ConfirmAccepted, Ok(())),
-            Ok(false) => (
+        match confirm.ask(Prompt::new(message)).await {
+            Ok(Answer::Accept) => (PolicyDecision::ConfirmAccepted, Ok(())),
+            Ok(Answer::Decline) => (
                 PolicyDecision::ConfirmDeclined,
                 Err(format!("the user declined the call to `{server}/{tool}`")),
             ),
-            Err(why) => (
+            Ok(Answer::Cancel) => (
+                PolicyDecision::ConfirmFailed,
+                Err(format!(
+                    "`{server}/{tool}` needs the user's confirmation and asking failed: the user dismissed the question"
+                )),
+            ),
+            Err(AskError::Expired(why) | AskError::Failed(why)) => (
                 PolicyDecision::ConfirmFailed,
                 Err(format!(
                     "`{server}/{tool}` needs the user's confirmation and asking failed: {why}"
@@ -275,7 +304,7 @@ impl UpstreamCalls {
 
 /// SHA-256 (hex) of `arguments` as JSON. serde_json's maps keep keys sorted, so equal
 /// arguments give equal digests whatever order the code wrote them in.
-fn arguments_digest(arguments: &Value) -> String {
+pub(super) fn arguments_digest(arguments: &Value) -> String {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
     // Writing JSON into a hasher cannot fail.
@@ -297,7 +326,7 @@ impl std::io::Write for HashWriter<'_> {
 }
 
 /// The length of `v` as JSON, counted without writing it out (a result may be tens of MiB).
-fn json_size(v: &Value) -> usize {
+pub(super) fn json_size(v: &Value) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -345,7 +374,7 @@ fn restore_tokens(pii: &PiiEngine, arguments: Map<String, Value>) -> Map<String,
 
 /// Whether `tool`, listed by `upstream`, is destructive; an error that says what the upstream
 /// lists instead when it does not list `tool`.
-fn listed_tool(upstream: &Upstream, server: &str, tool: &str) -> Result<bool, String> {
+pub(super) fn listed_tool(upstream: &Upstream, server: &str, tool: &str) -> Result<bool, String> {
     let tools = upstream.tools();
     let Some(found) = tools.iter().find(|t| t.name == tool) else {
         let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).take(30).collect();

@@ -15,7 +15,7 @@ use crate::app::execution::paused::Parked;
 use crate::app::execution::produced::ProducedFile;
 use crate::app::execution::progress::{self, LatestLine, Progress};
 use crate::app::execution::request::ExecuteRequest;
-use crate::gateway::{Confirm, ToolCallRecord};
+use crate::gateway::{Answer, AskError, Confirm, Prompt, ToolCallRecord};
 use crate::privacy::{Attachment, Link, Reply};
 use crate::sandbox::Status;
 use std::sync::Arc;
@@ -119,6 +119,10 @@ pub struct ExecuteCodeResponse {
     /// The installed packages the code ran with (with `packages`, or a session that has some).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub packages: Option<crate::app::execution::packages::PackagesReport>,
+    /// The calls the code planned (tools whose policy is `plan`): whether the user approved
+    /// them and how each went.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub plan: Option<crate::gateway::plan::PlanReport>,
 }
 
 /// One returned image.
@@ -157,25 +161,27 @@ struct ElicitConfirm {
 
 #[async_trait::async_trait]
 impl Confirm for ElicitConfirm {
-    async fn confirm(&self, message: String) -> Result<bool, String> {
+    async fn ask(&self, prompt: Prompt) -> Result<Answer, AskError> {
         use rmcp::model::{ElicitRequestParams, ElicitationAction};
         let schema =
             serde_json::from_value(serde_json::json!({"type": "object", "properties": {}}))
-                .map_err(|e| format!("internal error: {e}"))?;
+                .map_err(|e| AskError::Failed(format!("internal error: {e}")))?;
         let request = ElicitRequestParams::FormElicitationParams {
             meta: None,
-            message,
+            message: prompt.message,
             requested_schema: schema,
         };
         match tokio::time::timeout(self.limit, self.peer.create_elicitation(request)).await {
-            Err(_) => Err(format!("no answer within {} s", self.limit.as_secs())),
-            Ok(Err(e)) => Err(e.to_string()),
-            Ok(Ok(answer)) => match answer.action {
-                ElicitationAction::Accept => Ok(true),
-                ElicitationAction::Decline => Ok(false),
-                // The same words as on 2026-07-28 (`app::detached`).
-                _ => Err("the user dismissed the question".to_string()),
-            },
+            Err(_) => Err(AskError::Expired(format!(
+                "no answer within {} s (--confirm-wait-secs)",
+                self.limit.as_secs()
+            ))),
+            Ok(Err(e)) => Err(AskError::Failed(e.to_string())),
+            Ok(Ok(answer)) => Ok(match answer.action {
+                ElicitationAction::Accept => Answer::Accept,
+                ElicitationAction::Decline => Answer::Decline,
+                _ => Answer::Cancel,
+            }),
         }
     }
 }
@@ -224,7 +230,7 @@ impl CodeExecutionServer {
 #[tool_router(router = execute_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
-        description = "Run Python 3.13 in a fresh, isolated container (no network, memory and time limits) and return a small summary. Set `result` to return a value, or print. Globals available: json, re, math, statistics, collections, datetime, date, timedelta, workspace ('/workspace'), read_file(f), write_file(f, content), list_files(path='.'), delete_file(f), filter_by_field(data, field, value), summarize_list(data, limit=10), aggregate_stats(data, numeric_fields=None), format_output(data, max_chars=5000) (the data helpers also take pandas DataFrames), show_image(png_bytes_or_path_or_figure) and resource_link(f), plus context_vars. The full standard library is importable; with the data image also numpy, pandas, scipy, matplotlib (plt.show() and figures left open come back as images), openpyxl and more. Files in /workspace persist between calls; nothing else does. Files the code creates or changes are listed with resource URIs.",
+        description = "Run Python 3.13 in a fresh, isolated container (no network, memory and time limits) and return a small summary. Set `result` to return a value, or print. Globals available: json, re, math, statistics, collections, datetime, date, timedelta, workspace ('/workspace'), read_file(f), write_file(f, content), list_files(path='.'), delete_file(f), filter_by_field(data, field, value), summarize_list(data, limit=10), aggregate_stats(data, numeric_fields=None), format_output(data, max_chars=5000) (the data helpers also take pandas DataFrames), show_image(png_bytes_or_path_or_figure) and resource_link(f), plus context_vars. The full standard library is importable; with the data image also numpy, pandas, scipy, matplotlib (plt.show() and figures left open come back as images), openpyxl and more. Files in /workspace persist between calls; nothing else does. Files the code creates or changes are listed with resource URIs. Calls to upstream tools whose policy is `plan` return Planned values at once and are sent only after the code has finished and the user has approved them all in one question (`plan` in the response; plan_options(stop_on_error=False) to go on past a failed call; with a session, plan_results() in the next call).",
         output_schema = rmcp::handler::server::tool::schema_for_output::<ExecuteCodeResponse>(),
         annotations(
             title = "Execute Python code",
@@ -348,6 +354,7 @@ impl CodeExecutionServer {
     fn response(&self, ran: crate::app::Executed) -> (ExecuteCodeResponse, Vec<Attachment>) {
         let (outcome, limits, produced) = (ran.outcome, ran.limits, ran.produced);
         let tool_calls = self.shown_calls(ran.tool_calls);
+        let plan = ran.plan.map(|plan| self.shown_plan(plan));
         let response = ExecuteCodeResponse {
             success: outcome.success(),
             status: outcome.status.as_str().to_string(),
@@ -398,6 +405,7 @@ impl CodeExecutionServer {
             session: ran.session,
             state: ran.state,
             packages: ran.packages,
+            plan,
         };
         let mut attachments = self.attachments(produced.images, &produced.links);
         // The session's manifest, to read what it holds without running code.
@@ -429,6 +437,19 @@ impl CodeExecutionServer {
                 call
             })
             .collect()
+    }
+
+    /// The plan as the response reports it: its failures' messages cut as calls' are.
+    fn shown_plan(
+        &self,
+        mut plan: crate::gateway::plan::PlanReport,
+    ) -> crate::gateway::plan::PlanReport {
+        let max = crate::gateway::call_record::MAX_RECORD_ERROR_CHARS;
+        for failure in &mut plan.failures {
+            let error = std::mem::take(&mut failure.error);
+            failure.error = self.app.privacy().text_cut(error, max).into_string();
+        }
+        plan
     }
 
     /// Images and links follow the JSON, in the order `images` and `files` list them.
@@ -499,8 +520,13 @@ mod tests {
             peer: server.peer().clone(),
             limit,
         };
-        let answer = confirm.confirm("Allow this call?".into()).await;
-        assert_eq!(answer, Err("no answer within 300 s".to_string()));
+        let answer = confirm.ask(Prompt::new("Allow this call?")).await;
+        assert_eq!(
+            answer,
+            Err(AskError::Expired(
+                "no answer within 300 s (--confirm-wait-secs)".to_string()
+            ))
+        );
         assert!(started.elapsed() >= limit);
     }
 }

@@ -98,7 +98,8 @@ impl CodeExecutionServer {
         let mut asked = 0u32;
         let mut ask = |question: Question| {
             asked += 1;
-            let (key, task) = (format!("confirm-{asked}"), task.clone());
+            let key = (question.key.clone()).unwrap_or_else(|| format!("confirm-{asked}"));
+            let task = task.clone();
             let asking = async move {
                 let answer = match task
                     .request_input(key, elicitation(&question.message))

@@ -274,7 +274,7 @@ fn upstreams(e: &mut Exposition, shared: &Shared, tenants: &[(&str, &App)]) {
     e.family(
         "cem_policy_decisions_total",
         Kind::Counter,
-        "Policy decisions on upstream calls (allow, deny, confirm_accepted, confirm_declined, confirm_failed).",
+        "Policy decisions on upstream calls (allow, deny, confirm_accepted, confirm_declined, confirm_failed, plan_approved).",
     );
     for (tenant, c) in &counts {
         for ((server, decision), n) in &c.decisions {
@@ -285,6 +285,20 @@ fn upstreams(e: &mut Exposition, shared: &Shared, tenants: &[(&str, &App)]) {
                     ("server", server),
                     ("decision", decision.as_str()),
                 ],
+                *n as f64,
+            );
+        }
+    }
+    e.family(
+        "cem_plans_total",
+        Kind::Counter,
+        "Plans of calls to `plan` tools by status (applied, stopped, applied_with_errors, declined, cancelled, expired, not_asked, refused).",
+    );
+    for (tenant, c) in &counts {
+        for (status, n) in &c.plans {
+            e.sample(
+                "cem_plans_total",
+                &[("tenant", tenant), ("status", status.as_str())],
                 *n as f64,
             );
         }

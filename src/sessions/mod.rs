@@ -1,8 +1,8 @@
 //! Sessions on disk: one tenant's handles, their revisions and the blobs behind them.
 //!
 //! A session is a directory `<handle>/` under the tenant's sessions directory, holding its
-//! revisions (`rev-N.json`, [`revisions`]: the manifests of its saved states, numbered from 1)
-//! and `meta.json` (when it was created and last used, its newest revision and that state's
+//! revisions (`rev-N.json`, [`revisions`]: the manifests of its saved states, numbered from 1),
+//! the outcomes of the plans their calls made (`plan-N.json`, [`plan_results`]) and `meta.json` (when it was created and last used, its newest revision and that state's
 //! size). The variables' bytes are blobs ([`blobs`]), stored once per tenant in `.blobs/` under
 //! their sha256 and shared by revisions and forks; only a sandbox ever parses them. Files are
 //! replaced atomically (a temp file, `fsync`, `rename`), so a crash or a snapshot that never
@@ -17,6 +17,7 @@
 //! holds (forks included), and the idle time after which a session expires and is removed.
 
 pub mod blobs;
+pub mod plan_results;
 pub mod revisions;
 #[cfg(test)]
 mod tests;
@@ -409,7 +410,9 @@ impl SessionStore {
         if !packages.is_empty() {
             self.set_packages(&handle, &packages)?;
         }
-        let written = revisions::write(&dir, &manifest).and_then(|()| {
+        let parent = manifest.parent.as_ref().map_or(0, |p| p.revision);
+        let plan = plan_results::copy(&self.dir.join(source), parent, &dir, 1);
+        let written = plan.and_then(|()| revisions::write(&dir, &manifest)).and_then(|()| {
             let meta = self.read_meta(&dir).map_err(std::io::Error::other)?;
             write_meta(
                 &dir,

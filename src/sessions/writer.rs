@@ -158,6 +158,7 @@ impl RevisionWriter {
         let over = revisions::over_bounds(&held, self.limits.history, self.limits.max_bytes);
         for n in &over {
             let _ = std::fs::remove_file(revisions::path(&self.dir, *n));
+            let _ = std::fs::remove_file(super::plan_results::path(&self.dir, *n));
         }
         if !over.is_empty()
             && let Some(sessions) = self.dir.parent()

@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use crate::app::execution::request::ExecuteRequest;
 use crate::app::{App, ExecuteError, Executed, Shared};
-use crate::audit::{AuditCall, AuditLog, AuditRecord, SINGLE_TENANT_DIR, record};
+use crate::audit::{
+    AuditCall, AuditLog, AuditPlan, AuditPlanCall, AuditRecord, SINGLE_TENANT_DIR, record,
+};
+use crate::gateway::plan::{PlanReport, PlanStatus};
 use crate::sandbox::SandboxError;
 
 /// The tenant's trail on this node, when `--audit` keeps one.
@@ -81,6 +84,7 @@ impl App {
             files_changed: Vec::new(),
             files_truncated: false,
             packages: None,
+            plan: None,
         };
         match executed {
             Ok(e) => {
@@ -100,6 +104,7 @@ impl App {
                 record.files_changed = (e.produced.files.iter()).map(|f| f.path.clone()).collect();
                 record.files_truncated = e.produced.files_truncated;
                 record.packages = e.packages_audit.clone();
+                record.plan = e.plan.as_ref().map(plan_audit);
             }
             Err(ExecuteError::Packages {
                 error,
@@ -127,8 +132,37 @@ impl App {
                 tokens(&mut call.server);
                 tokens(&mut call.tool);
             }
+            for call in record.plan.iter_mut().flat_map(|p| &mut p.calls) {
+                tokens(&mut call.server);
+                tokens(&mut call.tool);
+            }
             log.append(&record)
         })
         .await;
+    }
+}
+
+/// What the trail keeps of a plan: its calls' digests, never their arguments.
+fn plan_audit(plan: &PlanReport) -> AuditPlan {
+    let answer = match plan.status {
+        s if s.accepted() => Some("accept"),
+        PlanStatus::Declined => Some("decline"),
+        PlanStatus::Cancelled => Some("cancel"),
+        _ => None,
+    };
+    AuditPlan {
+        id: plan.id.clone(),
+        status: plan.status.as_str().to_string(),
+        answer: answer.map(str::to_string),
+        stop_on_error: plan.stop_on_error,
+        calls: (plan.records.iter())
+            .map(|c| AuditPlanCall {
+                server: c.server.clone(),
+                tool: c.tool.clone(),
+                arguments_sha256: c.arguments_sha256.clone(),
+                outcome: c.outcome.as_str().to_string(),
+                duration_ms: c.duration_ms,
+            })
+            .collect(),
     }
 }

@@ -4,6 +4,8 @@
 //! of this tenant. Each call is validated exactly as the matching MCP tool validates it (the
 //! same library functions), so the channel gives code nothing it could not get through a
 //! tool; upstream calls go through the execution's [`UpstreamCalls`], which holds its limits.
+//! Calls to `plan` tools arrive as one-way `plan` frames and are recorded there too;
+//! `plan_results` gives a session's call the outcomes of the plan its state's call made.
 
 use std::sync::Arc;
 
@@ -15,6 +17,7 @@ use serde_json::{Value, json};
 use crate::gateway::UpstreamCalls;
 use crate::pii::PiiEngine;
 use crate::privacy::check_restore_budget;
+use crate::sandbox::run::channel::{FromHarness, MAX_PLAN_TOOLS, PlanSpec};
 use crate::sandbox::{BuiltinCalls, CallHandler};
 use crate::skills::SkillStore;
 
@@ -23,6 +26,11 @@ pub struct ServerCalls {
     skills: Arc<SkillStore>,
     pii: Arc<PiiEngine>,
     tools: Option<Arc<UpstreamCalls>>,
+    /// The `plan` tools, for the job frame (absent when there are none).
+    plan: Option<PlanSpec>,
+    /// What `plan_results()` answers: the outcomes of the plan made by the call whose state
+    /// this session's call runs on (null when that call planned nothing).
+    plan_results: Value,
 }
 
 impl ServerCalls {
@@ -31,12 +39,31 @@ impl ServerCalls {
             skills,
             pii,
             tools: None,
+            plan: None,
+            plan_results: Value::Null,
         }
     }
 
     /// The same calls, plus `call_tool` through one execution's session.
     pub fn with_tools(mut self, session: Arc<UpstreamCalls>) -> Self {
+        let tools = session.plan_tools();
+        if !tools.is_empty() {
+            let bounds = session.plan_bounds();
+            self.plan = Some(PlanSpec {
+                tools: (tools.into_iter().take(MAX_PLAN_TOOLS))
+                    .map(|(server, tool)| [server, tool])
+                    .collect(),
+                max_calls: bounds.max_calls,
+                max_bytes: bounds.max_bytes,
+            });
+        }
         self.tools = Some(session);
+        self
+    }
+
+    /// The outcomes `plan_results()` gives.
+    pub fn with_plan_results(mut self, results: Option<Value>) -> Self {
+        self.plan_results = results.unwrap_or(Value::Null);
         self
     }
 }
@@ -87,6 +114,28 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 }
 
 impl CallHandler for ServerCalls {
+    fn plan_spec(&self) -> Option<&PlanSpec> {
+        self.plan.as_ref()
+    }
+
+    fn plan_frame(&self, frame: FromHarness) {
+        let Some(tools) = &self.tools else {
+            return;
+        };
+        match frame {
+            FromHarness::Plan {
+                server,
+                tool,
+                arguments,
+            } => tools.plan_call(&server, &tool, arguments),
+            FromHarness::PlanOptions { stop_on_error } => tools.set_plan_stop_on_error(stop_on_error),
+            FromHarness::PlanRefused { reason } => {
+                tools.refuse_plan(crate::text::cut(&reason, 300));
+            }
+            _ => {}
+        }
+    }
+
     fn call<'a>(&'a self, method: &'a str, args: Value) -> BoxFuture<'a, Result<Value, String>> {
         Box::pin(async move {
             match method {
@@ -139,6 +188,7 @@ impl CallHandler for ServerCalls {
                     .await?;
                     Ok(json!(restored.text))
                 }
+                "plan_results" => Ok(self.plan_results.clone()),
                 "call_tool" => {
                     let p: CallTool =
                         params(method, args, "server (str), tool (str), arguments (dict)")?;

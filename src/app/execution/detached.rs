@@ -20,7 +20,7 @@ use tracing::Instrument;
 use crate::app::execution::progress::{self, LatestLine, Progress};
 use crate::app::execution::request::ExecuteRequest;
 use crate::app::{App, ExecuteError, Executed};
-use crate::gateway::Confirm;
+use crate::gateway::{AskError, Confirm, Prompt};
 
 /// Events one execution may have waiting before its driver reads them. Questions wait for
 /// room (the code's call waits anyway); progress lines are dropped when the channel is full.
@@ -36,31 +36,14 @@ pub enum Event {
     Done(Box<Result<Executed, ExecuteError>>),
 }
 
-/// The user's answer to a question.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
-    Accept,
-    Decline,
-    /// The user dismissed the question without choosing.
-    Cancel,
-}
+pub use crate::gateway::Answer;
 
-impl Answer {
-    /// The answer an elicitation result (`{"action": ...}`) gives, if it is one.
-    pub fn from_elicit_result(value: &serde_json::Value) -> Option<Self> {
-        match value.get("action")?.as_str()? {
-            "accept" => Some(Answer::Accept),
-            "decline" => Some(Answer::Decline),
-            "cancel" => Some(Answer::Cancel),
-            _ => None,
-        }
-    }
-}
-
-/// One question from the code's upstream call, waiting for its answer.
+/// One question from the code's upstream call (or its plan), waiting for its answer.
 pub struct Question {
-    /// What the user is asked (the server, the tool and the call's arguments).
+    /// What the user is asked (the server, the tool and the call's arguments; or the plan).
     pub message: String,
+    /// The key it travels under (a plan's `plan-<id>`); `None`: numbered by its driver.
+    pub key: Option<String>,
     answer: oneshot::Sender<Answer>,
 }
 
@@ -85,18 +68,24 @@ struct ChannelConfirm {
 
 #[async_trait::async_trait]
 impl Confirm for ChannelConfirm {
-    async fn confirm(&self, message: String) -> Result<bool, String> {
+    async fn ask(&self, prompt: Prompt) -> Result<Answer, AskError> {
         let (answer, answered) = oneshot::channel();
+        let question = Question {
+            message: prompt.message,
+            key: prompt.key,
+            answer,
+        };
         self.events
-            .send(Event::Question(Question { message, answer }))
+            .send(Event::Question(question))
             .await
-            .map_err(|_| "the request that ran the code is gone".to_string())?;
-        match answered.await {
-            Ok(Answer::Accept) => Ok(true),
-            Ok(Answer::Decline) => Ok(false),
-            Ok(Answer::Cancel) => Err("the user dismissed the question".to_string()),
-            Err(_) => Err("no answer came (the question was abandoned)".to_string()),
-        }
+            .map_err(|_| AskError::Failed("the request that ran the code is gone".into()))?;
+        // A pause nobody resumes within --confirm-wait-secs drops the question.
+        answered.await.map_err(|_| {
+            AskError::Expired(
+                "no answer came within the wait (--confirm-wait-secs): the question was abandoned"
+                    .into(),
+            )
+        })
     }
 }
 
@@ -135,45 +124,26 @@ impl App {
 mod tests {
     use super::*;
 
-    #[test]
-    fn elicit_results_give_answers() {
-        let answer = |v| Answer::from_elicit_result(&v);
-        assert_eq!(
-            answer(serde_json::json!({"action": "accept", "content": {}})),
-            Some(Answer::Accept)
-        );
-        assert_eq!(
-            answer(serde_json::json!({"action": "decline"})),
-            Some(Answer::Decline)
-        );
-        assert_eq!(
-            answer(serde_json::json!({"action": "cancel"})),
-            Some(Answer::Cancel)
-        );
-        assert_eq!(answer(serde_json::json!({"action": "maybe"})), None);
-        assert_eq!(answer(serde_json::json!({"role": "assistant"})), None);
-    }
-
     #[tokio::test]
     async fn a_question_waits_for_its_answer() {
         let (events, mut received) = mpsc::channel(EVENTS);
         let confirm = ChannelConfirm { events };
-        let asking = tokio::spawn(async move { confirm.confirm("May I?".into()).await });
+        let asking = tokio::spawn(async move { confirm.ask(Prompt::new("May I?")).await });
         let Some(Event::Question(q)) = received.recv().await else {
             panic!("a question arrives");
         };
         assert_eq!(q.message, "May I?");
         q.answer(Answer::Decline);
-        assert_eq!(asking.await.unwrap(), Ok(false));
+        assert_eq!(asking.await.unwrap(), Ok(Answer::Decline));
     }
 
     #[tokio::test]
     async fn an_abandoned_question_is_refused() {
         let (events, mut received) = mpsc::channel(EVENTS);
         let confirm = ChannelConfirm { events };
-        let asking = tokio::spawn(async move { confirm.confirm("May I?".into()).await });
+        let asking = tokio::spawn(async move { confirm.ask(Prompt::new("May I?")).await });
         drop(received.recv().await);
         let refused = asking.await.unwrap().unwrap_err();
-        assert!(refused.contains("no answer"), "{refused}");
+        assert!(matches!(&refused, AskError::Expired(why) if why.contains("no answer")), "{refused}");
     }
 }

@@ -13,6 +13,7 @@ pub mod detached;
 pub mod packages;
 pub mod paused;
 pub mod pictures;
+pub(crate) mod plan;
 pub mod produced;
 pub mod progress;
 pub mod request;
@@ -47,6 +48,8 @@ pub struct Executed {
     pub packages: Option<packages::PackagesReport>,
     /// The same for the audit trail, with every wheel's sha256.
     pub packages_audit: Option<crate::audit::record::AuditPackages>,
+    /// What became of the calls the code planned (policy `plan`), if it planned any.
+    pub plan: Option<crate::gateway::plan::PlanReport>,
 }
 
 impl App {
@@ -116,12 +119,12 @@ impl App {
             memory_bytes: limits.memory_bytes,
             tap,
             servers: (upstream.as_ref()).and_then(|s| s.tree_version().map(str::to_string)),
-            calls: upstream.as_ref().map(|s| self.calls_with_tools(s)),
+            calls: (upstream.as_ref()).map(|s| self.calls_with_tools(s, turn.as_ref())),
             packages: set.clone(),
             replaces_image: (packages.as_ref())
                 .is_some_and(|p| !p.installed.meta.replaces.is_empty()),
         };
-        let ran = self.sandbox.run(job, cancel).await;
+        let ran = self.sandbox.run(job, cancel.clone()).await;
         let handle = turn.as_ref().map(|t| t.handle.clone());
         let (next, forked_from) = (turn.as_ref())
             .map(|t| (t.next, t.forked_from.clone()))
@@ -129,8 +132,13 @@ impl App {
         if let (Some(turn), Some(saved)) = (turn, saved) {
             turn.finish(saved, self.sandbox.clone(), set);
         }
-        let tool_calls = self.end_upstream_calls(upstream);
-        let mut outcome = ran?;
+        let mut outcome = match ran {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                self.end_upstream_calls(upstream);
+                return Err(e.into());
+            }
+        };
         let state = handle.as_ref().map(|_| {
             let mut state = outcome.state.take().unwrap_or_else(|| {
                 crate::app::execution::sessions::unsaved(outcome.status.as_str())
@@ -139,6 +147,9 @@ impl App {
             state.forked_from = forked_from.flatten();
             state
         });
+        let keep_in = handle.clone().zip(state.as_ref().and_then(|s| s.revision));
+        let plan = (self.settle_plan(upstream.as_deref(), &mut outcome, keep_in, &cancel)).await;
+        let tool_calls = self.end_upstream_calls(upstream);
         self.explain_no_space(&mut outcome);
         let (outcome, produced) = self.redact_and_prepare(outcome, before).await;
         Ok(Executed {
@@ -152,6 +163,7 @@ impl App {
             packages_audit: packages.as_ref().map(|p| p.audit()),
             // The set's lease ends here: the run is over.
             packages: packages.map(|p| p.report()),
+            plan,
         })
     }
 
@@ -223,10 +235,18 @@ impl App {
         }
     }
 
-    /// What sandbox code may call on the server, with the upstream tools of `upstream`.
-    fn calls_with_tools(&self, upstream: &Arc<UpstreamCalls>) -> Arc<dyn CallHandler> {
+    /// What sandbox code may call on the server, with the upstream tools of `upstream` and,
+    /// in a session, the outcomes of the plan its state's call made.
+    fn calls_with_tools(
+        &self,
+        upstream: &Arc<UpstreamCalls>,
+        turn: Option<&sessions::Turn>,
+    ) -> Arc<dyn CallHandler> {
+        let results = turn.and_then(|t| self.sessions.plan_results(&t.handle, t.revision));
         Arc::new(
-            ServerCalls::new(self.skills.clone(), self.pii.clone()).with_tools(upstream.clone()),
+            ServerCalls::new(self.skills.clone(), self.pii.clone())
+                .with_tools(upstream.clone())
+                .with_plan_results(results),
         )
     }
 

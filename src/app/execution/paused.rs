@@ -103,11 +103,12 @@ impl Parked {
         }
     }
 
-    /// Adds a question; its key is unique over the execution's life.
+    /// Adds a question; its key is unique over the execution's life (a plan's names the
+    /// plan, whose id is random).
     pub fn ask(&mut self, question: Question) {
         self.asked += 1;
-        self.questions
-            .push((format!("confirm-{}", self.asked), question));
+        let key = (question.key.clone()).unwrap_or_else(|| format!("confirm-{}", self.asked));
+        self.questions.push((key, question));
     }
 }
 
@@ -234,7 +235,15 @@ impl PausedTable {
                 "a paused execution got no answer within {} s: cancelled",
                 self.wait.as_secs()
             );
-            parked.detached.cancel.cancel();
+            // Its questions go first, so an execution waiting on one sees it unanswered (a
+            // plan: expired) before it sees the cancellation.
+            let Parked {
+                detached,
+                questions,
+                ..
+            } = parked;
+            drop(questions);
+            detached.cancel.cancel();
         }
     }
 

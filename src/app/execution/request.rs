@@ -186,6 +186,7 @@ pub fn check_job_size(code: &str, context_vars: &serde_json::Value) -> Result<()
         session: Some(crate::sandbox::run::channel::SessionLimits {
             max_bytes: u64::MAX,
         }),
+        plan: None,
     }
     .to_line()
     .len();

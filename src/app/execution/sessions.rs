@@ -145,6 +145,21 @@ impl Sessions {
             });
     }
 
+    /// The outcomes of the plan made by the call that produced `handle`'s revision `n` (for
+    /// `plan_results()`), if it made one.
+    pub fn plan_results(&self, handle: &str, n: u64) -> Option<serde_json::Value> {
+        (n > 0).then(|| crate::host::blocking_here(|| self.store.plan_results(handle, n)))?
+    }
+
+    /// Keeps the outcomes of the plan made by the call that produced `handle`'s revision `n`.
+    pub async fn keep_plan_results(&self, handle: String, n: u64, value: serde_json::Value) {
+        let store = self.store.clone();
+        let kept = tokio::task::spawn_blocking(move || store.save_plan_results(&handle, n, &value));
+        if let Ok(Err(e)) = kept.await {
+            tracing::warn!("a plan's outcomes could not be kept for the session's next call: {e}");
+        }
+    }
+
     /// Begins a call of a session: a new one, the one `arg` names (waiting for a call of it
     /// already running), or, with `fork`, a new one made from it. The turn holds the session
     /// until [`Turn::finish`].

@@ -30,6 +30,20 @@ pub struct SessionLimits {
     pub max_bytes: u64,
 }
 
+/// The tools whose calls sandbox code plans instead of making (policy `plan`), and the plan's
+/// bounds, which the harness checks as each call is planned (the server checks them again).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PlanSpec {
+    /// `[server, tool]` pairs.
+    pub tools: Vec<[String; 2]>,
+    pub max_calls: usize,
+    pub max_bytes: usize,
+}
+
+/// Most `plan` tools a job frame names: past them, a call to one is refused by the server with
+/// a message that says so (only the harness's fast path is bounded, never the policy).
+pub const MAX_PLAN_TOOLS: usize = 4096;
+
 /// Frames the server sends to the harness.
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -51,6 +65,9 @@ pub enum ToHarness<'a> {
         /// Present for a session's job: the harness snapshots the globals after `done`.
         #[serde(skip_serializing_if = "Option::is_none")]
         session: Option<SessionLimits>,
+        /// Present when some tools' policy is `plan`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        plan: Option<&'a PlanSpec>,
     },
     /// A session's snapshot to load before the job: its blobs are files in `dir` (the
     /// container's state directory), or, with `dir` null, their bytes follow as `state` frames.
@@ -124,6 +141,19 @@ pub enum FromHarness {
         description: Option<String>,
     },
     Done(DoneFrame),
+    /// A call to a `plan` tool, recorded for the plan the user approves after the code.
+    Plan {
+        server: String,
+        tool: String,
+        #[serde(default)]
+        arguments: Value,
+    },
+    /// Whether the plan stops at its first failed call when it applies (the default).
+    #[serde(rename = "plan_options")]
+    PlanOptions { stop_on_error: bool },
+    /// The harness found the plan past its bounds: nothing of it may be sent.
+    #[serde(rename = "plan_refused")]
+    PlanRefused { reason: String },
     /// The interpreter and its preload are ready for a job (sent before the first frame in).
     Ready,
     /// A session's state has been loaded.
@@ -306,6 +336,15 @@ impl LineSplitter {
 /// code nothing it could not get through a tool.
 pub trait CallHandler: Send + Sync {
     fn call<'a>(&'a self, method: &'a str, params: Value) -> BoxFuture<'a, Result<Value, String>>;
+
+    /// The tools the job plans calls to, for its job frame (`None`: none).
+    fn plan_spec(&self) -> Option<&PlanSpec> {
+        None
+    }
+
+    /// A `plan`, `plan_options` or `plan_refused` frame (one-way: no reply). Without
+    /// upstreams there is no plan, and it is dropped.
+    fn plan_frame(&self, _frame: FromHarness) {}
 }
 
 /// The calls every server answers: `ping`, which echoes its parameters (a liveness check of
@@ -428,6 +467,7 @@ mod tests {
             servers: None,
             packages: None,
             session: None,
+            plan: None,
         }
         .to_line();
         assert_eq!(job.iter().filter(|&&b| b == b'\n').count(), 1);

@@ -73,7 +73,9 @@ macro_rules! fields {
 
 fn to_harness() -> Frames {
     let mut frames = fields! { ToHarness:
-        "job" => Job { code, context_vars, limits, edge_bytes, servers, packages, session },
+        "job" => Job {
+            code, context_vars, limits, edge_bytes, servers, packages, session, plan
+        },
         "restore" => Restore { modules, vars, dir },
         "state" => State { data },
         "state_end" => StateEnd { bytes },
@@ -87,6 +89,7 @@ fn to_harness() -> Frames {
     nest(&mut frames, "job", "limits", limits);
     let session = SessionLimits { max_bytes: 0 };
     nest(&mut frames, "job", "session", session);
+    nest(&mut frames, "job", "plan", PlanSpec::default());
     frames
 }
 
@@ -100,6 +103,9 @@ fn from_harness() -> Frames {
         "done" => Done(DoneFrame {
             success, result, result_truncated, error, error_type, traceback, imports, state
         }),
+        "plan" => Plan { server, tool, arguments },
+        "plan_options" => PlanOptions { stop_on_error },
+        "plan_refused" => PlanRefused { reason },
         "ready" => Ready,
         "loaded" => Loaded,
         "blob" => Blob { bytes },

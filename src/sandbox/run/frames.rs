@@ -221,6 +221,11 @@ async fn handle_lines<'a>(
                 .returned
                 .image(source, data.as_deref(), dropped, runner.limits.max_images),
             Some(FromHarness::Link { path, description }) => c.returned.link(path, description),
+            Some(
+                frame @ (FromHarness::Plan { .. }
+                | FromHarness::PlanOptions { .. }
+                | FromHarness::PlanRefused { .. }),
+            ) => job.calls.as_deref().unwrap_or(runner.calls).plan_frame(frame),
             Some(FromHarness::Done(done)) => {
                 c.done = Some(done);
                 return Some(Stop::Done);

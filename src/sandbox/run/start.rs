@@ -297,6 +297,7 @@ pub(super) async fn ready_for_job(
                 .map(|c| crate::sandbox::run::channel::SessionLimits {
                     max_bytes: c.max_bytes,
                 }),
+            plan: job.calls.as_ref().and_then(|c| c.plan_spec()),
         }
         .to_line();
         // The harness reads its job before it runs anything, so this completes promptly.
