@@ -103,7 +103,12 @@ impl CallStats {
 
     /// Counts a plan by what became of it.
     pub fn record_plan(&self, status: PlanStatus) {
-        *self.plans.lock().expect("stats lock").entry(status).or_default() += 1;
+        *self
+            .plans
+            .lock()
+            .expect("stats lock")
+            .entry(status)
+            .or_default() += 1;
     }
 
     /// The counts by tool and outcome, by policy decision, and plans by status.

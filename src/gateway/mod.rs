@@ -60,8 +60,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use call_record::ToolCallRecord;
-pub use upstream::{Upstream, UpstreamLimits, UpstreamStatus};
 pub use confirm::{Answer, AskError, Confirm, Prompt};
+pub use upstream::{Upstream, UpstreamLimits, UpstreamStatus};
 pub use upstream_calls::{CallLimits, UpstreamCalls};
 pub use upstreams_file::{UpstreamConfig, UpstreamsError};
 pub use view::GatewayView;

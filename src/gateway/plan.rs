@@ -56,7 +56,10 @@ impl Default for PlanDraft {
 #[derive(Debug)]
 pub enum Drafted {
     /// Nothing may be sent: why, and the calls planned before.
-    Refused { reason: String, plan: Plan },
+    Refused {
+        reason: String,
+        plan: Plan,
+    },
     Ready(Plan),
 }
 
@@ -172,8 +175,19 @@ impl Plan {
 }
 
 /// What became of a plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanStatus {
     /// Accepted; every call was sent and succeeded.
@@ -399,7 +413,11 @@ mod tests {
             assert!(draft.add(call("update", n), 10, BOUNDS).is_some());
         }
         assert_eq!(draft.add(call("update", 4), 10, BOUNDS), None);
-        assert_eq!(draft.add(call("update", 5), 1, BOUNDS), None, "stays refused");
+        assert_eq!(
+            draft.add(call("update", 5), 1, BOUNDS),
+            None,
+            "stays refused"
+        );
         let Some(Drafted::Refused { reason, plan }) = draft.take() else {
             panic!("refused");
         };
@@ -430,7 +448,10 @@ mod tests {
         assert!(q.contains("planned 3 calls"), "{q}");
         assert!(q.contains("are still sent"), "{q}");
         assert!(q.contains("crm/delete ×1; crm/update ×2\n"), "{q}");
-        let lines: Vec<&str> = q.lines().filter(|l| l.starts_with(char::is_numeric)).collect();
+        let lines: Vec<&str> = q
+            .lines()
+            .filter(|l| l.starts_with(char::is_numeric))
+            .collect();
         assert_eq!(
             lines,
             [

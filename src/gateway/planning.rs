@@ -113,9 +113,13 @@ impl UpstreamCalls {
     pub async fn settle_plan(&self, plan: Plan, cancel: &CancellationToken) -> PlanReport {
         let n = plan.calls.len();
         let Some(confirm) = &self.confirm else {
-            return PlanReport::unsent(&plan, PlanStatus::NotAsked, format!(
-                "None of the plan's {n} calls was sent: this client cannot answer questions (MCP elicitation), so the user could not approve the plan. Use a client that supports elicitation, or an administrator sets these tools' policy to `confirm` or `allow`"
-            ));
+            return PlanReport::unsent(
+                &plan,
+                PlanStatus::NotAsked,
+                format!(
+                    "None of the plan's {n} calls was sent: this client cannot answer questions (MCP elicitation), so the user could not approve the plan. Use a client that supports elicitation, or an administrator sets these tools' policy to `confirm` or `allow`"
+                ),
+            );
         };
         let mut shown = Vec::with_capacity(n);
         for call in &plan.calls {
@@ -271,8 +275,7 @@ fn applied_summary(report: &PlanReport) -> (PlanStatus, String) {
             PlanStatus::Stopped,
             format!(
                 "The user approved the plan: calls 1 to {} were sent, call {first} failed, and the {} calls after it were not sent (the plan stops at the first error). Fix the cause, then plan the calls that were not sent again",
-                first,
-                report.not_sent
+                first, report.not_sent
             ),
         );
     }

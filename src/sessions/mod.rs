@@ -412,18 +412,20 @@ impl SessionStore {
         }
         let parent = manifest.parent.as_ref().map_or(0, |p| p.revision);
         let plan = plan_results::copy(&self.dir.join(source), parent, &dir, 1);
-        let written = plan.and_then(|()| revisions::write(&dir, &manifest)).and_then(|()| {
-            let meta = self.read_meta(&dir).map_err(std::io::Error::other)?;
-            write_meta(
-                &dir,
-                Meta {
-                    revision: 1,
-                    last: 1,
-                    bytes: manifest.bytes(),
-                    ..meta
-                },
-            )
-        });
+        let written = plan
+            .and_then(|()| revisions::write(&dir, &manifest))
+            .and_then(|()| {
+                let meta = self.read_meta(&dir).map_err(std::io::Error::other)?;
+                write_meta(
+                    &dir,
+                    Meta {
+                        revision: 1,
+                        last: 1,
+                        bytes: manifest.bytes(),
+                        ..meta
+                    },
+                )
+            });
         if let Err(e) = written {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(self.io(&dir)(e));

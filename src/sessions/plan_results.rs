@@ -32,10 +32,14 @@ impl SessionStore {
     }
 
     /// Keeps the outcomes of the plan made by the call that produced revision `n`.
-    pub fn save_plan_results(&self, handle: &str, n: u64, value: &Value) -> Result<(), SessionError> {
+    pub fn save_plan_results(
+        &self,
+        handle: &str,
+        n: u64,
+        value: &Value,
+    ) -> Result<(), SessionError> {
         let dir = self.session_dir(handle)?;
         let data = serde_json::to_vec(value).expect("a JSON value serializes");
-        super::write_atomic(&dir, &format!("plan-{n}.json"), &data, false)
-            .map_err(self.io(&dir))
+        super::write_atomic(&dir, &format!("plan-{n}.json"), &data, false).map_err(self.io(&dir))
     }
 }

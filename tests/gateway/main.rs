@@ -10,6 +10,7 @@ mod common;
 mod credentials;
 mod edge_cases;
 mod over_mcp;
+mod plans;
 mod pypi;
 mod rounds;
 mod supervision;

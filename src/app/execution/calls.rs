@@ -128,7 +128,9 @@ impl CallHandler for ServerCalls {
                 tool,
                 arguments,
             } => tools.plan_call(&server, &tool, arguments),
-            FromHarness::PlanOptions { stop_on_error } => tools.set_plan_stop_on_error(stop_on_error),
+            FromHarness::PlanOptions { stop_on_error } => {
+                tools.set_plan_stop_on_error(stop_on_error)
+            }
             FromHarness::PlanRefused { reason } => {
                 tools.refuse_plan(crate::text::cut(&reason, 300));
             }

@@ -144,6 +144,9 @@ mod tests {
         let asking = tokio::spawn(async move { confirm.ask(Prompt::new("May I?")).await });
         drop(received.recv().await);
         let refused = asking.await.unwrap().unwrap_err();
-        assert!(matches!(&refused, AskError::Expired(why) if why.contains("no answer")), "{refused}");
+        assert!(
+            matches!(&refused, AskError::Expired(why) if why.contains("no answer")),
+            "{refused}"
+        );
     }
 }

@@ -58,7 +58,10 @@ impl App {
             "plan settled"
         );
         if let Some((handle, n)) = keep_in {
-            (self.sessions.keep_plan_results(handle, n, report.for_session())).await;
+            (self
+                .sessions
+                .keep_plan_results(handle, n, report.for_session()))
+            .await;
         }
         Some(report)
     }

@@ -150,10 +150,14 @@ pub enum FromHarness {
     },
     /// Whether the plan stops at its first failed call when it applies (the default).
     #[serde(rename = "plan_options")]
-    PlanOptions { stop_on_error: bool },
+    PlanOptions {
+        stop_on_error: bool,
+    },
     /// The harness found the plan past its bounds: nothing of it may be sent.
     #[serde(rename = "plan_refused")]
-    PlanRefused { reason: String },
+    PlanRefused {
+        reason: String,
+    },
     /// The interpreter and its preload are ready for a job (sent before the first frame in).
     Ready,
     /// A session's state has been loaded.

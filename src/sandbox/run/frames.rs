@@ -225,7 +225,11 @@ async fn handle_lines<'a>(
                 frame @ (FromHarness::Plan { .. }
                 | FromHarness::PlanOptions { .. }
                 | FromHarness::PlanRefused { .. }),
-            ) => job.calls.as_deref().unwrap_or(runner.calls).plan_frame(frame),
+            ) => job
+                .calls
+                .as_deref()
+                .unwrap_or(runner.calls)
+                .plan_frame(frame),
             Some(FromHarness::Done(done)) => {
                 c.done = Some(done);
                 return Some(Stop::Done);
