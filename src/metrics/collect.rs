@@ -15,6 +15,7 @@ use std::time::Duration;
 use super::exposition::{Exposition, Kind};
 use crate::app::{App, Shared};
 use crate::gateway::UpstreamStatus;
+use crate::gateway::call_stats::CallCounts;
 use crate::sandbox::stats::Phase;
 
 /// How long a scrape waits for the engine's ping.
@@ -271,12 +272,17 @@ fn upstreams(e: &mut Exposition, shared: &Shared, tenants: &[(&str, &App)]) {
             );
         }
     }
+    decisions_and_plans(e, &counts);
+}
+
+/// Policy decisions on upstream calls, and plans by status, per tenant.
+fn decisions_and_plans(e: &mut Exposition, counts: &[(&str, CallCounts)]) {
     e.family(
         "cem_policy_decisions_total",
         Kind::Counter,
         "Policy decisions on upstream calls (allow, deny, confirm_accepted, confirm_declined, confirm_failed, plan_approved).",
     );
-    for (tenant, c) in &counts {
+    for (tenant, c) in counts {
         for ((server, decision), n) in &c.decisions {
             e.sample(
                 "cem_policy_decisions_total",
@@ -294,7 +300,7 @@ fn upstreams(e: &mut Exposition, shared: &Shared, tenants: &[(&str, &App)]) {
         Kind::Counter,
         "Plans of calls to `plan` tools by status (applied, stopped, applied_with_errors, declined, cancelled, expired, not_asked, refused).",
     );
-    for (tenant, c) in &counts {
+    for (tenant, c) in counts {
         for (status, n) in &c.plans {
             e.sample(
                 "cem_plans_total",
