@@ -2,6 +2,8 @@
 //! (upstream visible to this tenant, tool known, call budget, policy, concurrency), with
 //! personal-data tokens restored in the arguments on the way out, bounded results on the way
 //! back, and a record of every call for the execution's response and the statistics.
+//! Calls to a tool whose policy is `plan` are not made here: they are recorded in the
+//! execution's plan (`planning.rs`), asked about once the code has finished.
 
 use std::sync::Arc;
 use std::sync::Mutex;

@@ -20,6 +20,7 @@ use tracing::Instrument;
 use crate::app::execution::progress::{self, LatestLine, Progress};
 use crate::app::execution::request::ExecuteRequest;
 use crate::app::{App, ExecuteError, Executed};
+pub use crate::gateway::Answer;
 use crate::gateway::{AskError, Confirm, Prompt};
 
 /// Events one execution may have waiting before its driver reads them. Questions wait for
@@ -35,8 +36,6 @@ pub enum Event {
     /// The execution ended.
     Done(Box<Result<Executed, ExecuteError>>),
 }
-
-pub use crate::gateway::Answer;
 
 /// One question from the code's upstream call (or its plan), waiting for its answer.
 pub struct Question {
