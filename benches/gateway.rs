@@ -21,34 +21,19 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use code_execution_mcp::app::App;
 use code_execution_mcp::app::execution::request::ExecuteRequest;
-use code_execution_mcp::config::Config;
 use code_execution_mcp::mcp::CodeExecutionServer;
 use code_execution_mcp::sandbox::stats::percentile;
 use common::knobs::env_usize;
+use common::upstreams::{app_with, fixture};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
-
-fn fixture() -> PathBuf {
-    let exe = std::env::current_exe().expect("bench path");
-    let profile = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps");
-    let bin = profile.join("examples/upstream-fixture");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build --release --example upstream-fixture` first",
-        bin.display()
-    );
-    bin
-}
 
 fn summary(label: &str, ms: &mut [f64]) -> (f64, f64) {
     ms.sort_by(f64::total_cmp);
@@ -82,35 +67,13 @@ async fn direct_calls(n: usize) -> Vec<f64> {
 }
 
 async fn app(dir: &Path) -> Arc<App> {
-    let upstreams = dir.join("upstreams.json");
     let fx = fixture();
-    std::fs::write(
-        &upstreams,
-        json!({"mcpServers": {
-            "fx": {"command": fx},
-            "sheet": {"command": fx, "args": ["--name", "sheet"]},
-            "crm": {"command": fx, "args": ["--name", "crm"], "env": {"FIXTURE_RECORD": dir.join("crm.jsonl")}},
-        }})
-        .to_string(),
-    )
-    .unwrap();
-    let mut c = Config::defaults();
-    c.storage.data_dir = Some(dir.join("data"));
-    c.storage.workspace_quota_mb = 0;
-    c.pool.pool_size = 1;
-    c.gateway.upstreams = Some(upstreams);
-    c.limits.max_result_bytes = 4 << 20;
-    let app = Arc::new(
-        App::start(c)
-            .await
-            .expect("server starts (is the image built?)"),
-    );
-    let gateway = app.shared().gateway().cloned().unwrap();
-    assert!(
-        gateway.settled(Duration::from_secs(60)).await,
-        "upstreams ready"
-    );
-    app
+    let servers = json!({
+        "fx": {"command": fx},
+        "sheet": {"command": fx, "args": ["--name", "sheet"]},
+        "crm": {"command": fx, "args": ["--name", "crm"], "env": {"FIXTURE_RECORD": dir.join("crm.jsonl")}},
+    });
+    app_with(dir, servers, |_| {}).await
 }
 
 async fn sandbox_calls(app: &App, n: usize) -> Vec<f64> {

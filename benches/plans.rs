@@ -17,32 +17,17 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use code_execution_mcp::app::App;
 use code_execution_mcp::app::execution::request::ExecuteRequest;
-use code_execution_mcp::config::Config;
 use code_execution_mcp::gateway::{Answer, AskError, Confirm, Prompt};
 use code_execution_mcp::sandbox::stats::percentile;
 use common::knobs::env_usize;
+use common::upstreams::{app_with, fixture};
 use serde_json::json;
-
-fn fixture() -> PathBuf {
-    let exe = std::env::current_exe().expect("bench path");
-    let profile = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps");
-    let bin = profile.join("examples/upstream-fixture");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build --release --example upstream-fixture` first",
-        bin.display()
-    );
-    bin
-}
 
 /// The user, answering at once; notes when.
 struct AcceptAtOnce(Mutex<Option<Instant>>);
@@ -56,35 +41,12 @@ impl Confirm for AcceptAtOnce {
 }
 
 async fn app(dir: &Path, calls: usize) -> Arc<App> {
-    let upstreams = dir.join("upstreams.json");
     let fx = fixture();
-    std::fs::write(
-        &upstreams,
-        json!({"mcpServers": {
-            "fx": {"command": fx},
-            "planned": {"command": fx, "args": ["--name", "planned"], "policy": {"default": "plan"}},
-        }})
-        .to_string(),
-    )
-    .unwrap();
-    let mut c = Config::defaults();
-    c.storage.data_dir = Some(dir.join("data"));
-    c.storage.workspace_quota_mb = 0;
-    c.pool.pool_size = 1;
-    c.gateway.upstreams = Some(upstreams);
-    c.gateway.plan_max_calls = calls.max(1000);
-    c.limits.max_result_bytes = 4 << 20;
-    let app = Arc::new(
-        App::start(c)
-            .await
-            .expect("server starts (is the image built?)"),
-    );
-    let gateway = app.shared().gateway().cloned().unwrap();
-    assert!(
-        gateway.settled(Duration::from_secs(60)).await,
-        "upstreams ready"
-    );
-    app
+    let servers = json!({
+        "fx": {"command": fx},
+        "planned": {"command": fx, "args": ["--name", "planned"], "policy": {"default": "plan"}},
+    });
+    app_with(dir, servers, |c| c.gateway.plan_max_calls = calls.max(1000)).await
 }
 
 fn request(code: String, confirm: Option<Arc<dyn Confirm>>) -> ExecuteRequest {

@@ -1,6 +1,6 @@
 //! What the benches share, each bench including it as `mod common`: its knobs, a checked and
 //! timed execution in this process, the server binary over stdio and the `docker run` baseline
-//! of the stdio benches; and the test support they need from tests/common (configurations in a
+//! of the stdio benches, the gateway benches' fixture upstream and server; and the test support they need from tests/common (configurations in a
 //! temporary directory, the docker CLI, the private engine, the images deployments build on),
 //! included from there so that tests and benches run the same code.
 #![allow(dead_code)]
@@ -10,6 +10,7 @@ pub mod in_process;
 pub mod knobs;
 pub mod server;
 pub mod stdio;
+pub mod upstreams;
 
 #[path = "../../tests/common/config.rs"]
 pub mod config;

@@ -25,6 +25,24 @@ use code_execution_mcp::sandbox::Status;
 use common::TestApp;
 use serde_json::Value;
 
+/// Runs `tests/python/SCRIPT BINARY ARGS…` with the official MCP Python SDK's interpreter
+/// (and the test harness's settings for the servers it starts); fails unless it passed.
+pub fn python_client(script: &str, args: &[&Path]) {
+    let python = common::upstreams::sdk_python();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(script);
+    let status = std::process::Command::new(&python)
+        .args(["-W", "ignore::DeprecationWarning"])
+        .arg(script)
+        .arg(common::BIN)
+        .args(args)
+        .envs(common::python_client_env())
+        .status()
+        .expect("run the Python client (CEM_TEST_PYTHON: an interpreter with the main pins of tests/upstream-pins.txt)");
+    assert!(status.success(), "the Python client failed: {status}");
+}
+
 /// A server whose upstreams are `servers`, once each of them is connected (a failure panics
 /// with their statuses).
 pub async fn app_with(servers: Value, adjust: impl FnOnce(&mut Config)) -> TestApp {

@@ -2,19 +2,17 @@
 //! Python SDK, a second code-execution-mcp as a streamable HTTP upstream, and tenants that see
 //! and call only their own upstreams (in-process, and end to end over HTTP with tokens).
 
-use std::process::Command;
 use std::sync::Arc;
 
 use code_execution_mcp::app::App;
 use serde_json::json;
 
-use super::{app_with, run_ok};
+use super::{app_with, python_client, run_ok};
 use crate::common::upstreams::{fixture_bin, upstreams_file};
 use crate::common::{self, HttpServer, TestApp, call_tool, mcp_client};
 
 #[test]
 fn the_article_workflow_keeps_personal_data_out_of_the_model() {
-    let python = common::upstreams::sdk_python();
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("crm-received.jsonl");
     let calls = dir.path().join("crm-calls.jsonl");
@@ -28,20 +26,8 @@ fn the_article_workflow_keeps_personal_data_out_of_the_model() {
                     "policy": {"tools": {"echo": "confirm"}}},
         }),
     );
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/gateway_article.py"
-    );
-    let status = Command::new(&python)
-        .arg(script)
-        .arg(common::BIN)
-        .arg(dir.path().join("data"))
-        .arg(&upstreams)
-        .arg(&record)
-        .arg(&calls)
-        .status()
-        .expect("run the Python client (CEM_TEST_PYTHON: an interpreter with the main pins of tests/upstream-pins.txt)");
-    assert!(status.success(), "the Python client failed: {status}");
+    let data = dir.path().join("data");
+    python_client("gateway_article.py", &[&data, &upstreams, &record, &calls]);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -7,15 +7,13 @@
 //! server's words); stop on error; personal data restored for the user and the upstream only;
 //! the outcomes in a session's next call and the plan in the audit trail.
 
-use std::process::Command;
-
 use serde_json::json;
 
-use crate::common::{self, upstreams};
+use super::python_client;
+use crate::common::upstreams;
 
 #[test]
 fn plans_are_asked_once_and_applied_exactly_as_approved() {
-    let python = upstreams::sdk_python();
     let sqlite = upstreams::sqlite_python();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("crm.db");
@@ -32,17 +30,6 @@ fn plans_are_asked_once_and_applied_exactly_as_approved() {
             "fixture": fixture,
         }),
     );
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/plan_rounds.py");
-    let status = Command::new(&python)
-        .args(["-W", "ignore::DeprecationWarning"])
-        .arg(script)
-        .arg(common::BIN)
-        .arg(dir.path().join("data"))
-        .arg(&file)
-        .arg(&db)
-        .arg(&record)
-        .envs(common::python_client_env())
-        .status()
-        .expect("run the Python client (CEM_TEST_PYTHON: an interpreter with the main pins of tests/upstream-pins.txt)");
-    assert!(status.success(), "the Python client failed: {status}");
+    let data = dir.path().join("data");
+    python_client("plan_rounds.py", &[&data, &file, &db, &record]);
 }

@@ -6,11 +6,9 @@
 //! upstream's own log of the calls it received); a paused execution nobody answers and a
 //! cancelled task leave no container.
 
-use std::process::Command;
-
 use serde_json::json;
 
-use crate::common::{self, upstreams};
+use crate::common::upstreams;
 
 #[test]
 fn confirmations_pause_and_resume_the_execution_that_asked() {
@@ -29,18 +27,6 @@ fn confirmations_pause_and_resume_the_execution_that_asked() {
                      "policy": {"default": "confirm"}},
         }),
     );
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/confirm_rounds.py"
-    );
-    let status = Command::new(&python)
-        .args(["-W", "ignore::DeprecationWarning"])
-        .arg(script)
-        .arg(common::BIN)
-        .arg(dir.path().join("data"))
-        .arg(&file)
-        .envs(common::python_client_env())
-        .status()
-        .expect("run the Python client (CEM_TEST_PYTHON: an interpreter with the main pins of tests/upstream-pins.txt)");
-    assert!(status.success(), "the Python client failed: {status}");
+    let data = dir.path().join("data");
+    super::python_client("confirm_rounds.py", &[&data, &file]);
 }
