@@ -53,6 +53,12 @@ impl Requirement {
         if trimmed.starts_with('-') || trimmed.contains(char::is_control) {
             return Err(malformed("pip options are not accepted".into()));
         }
+        if let Some(word) = dangling_separator(trimmed) {
+            return Err(malformed(format!(
+                "`{word}` ends in `{}`: a name ends with a letter or digit",
+                word.chars().last().unwrap_or('.')
+            )));
+        }
         let parsed = Pep508::<pep508_rs::VerbatimUrl>::from_str(trimmed)
             .map_err(|e| malformed(first_line(&e.to_string())))?;
         if matches!(parsed.version_or_url, Some(VersionOrUrl::Url(_))) {
@@ -117,6 +123,18 @@ pub fn normalize_name(name: &str) -> String {
     out
 }
 
+/// A package or extra name, in the part before any version, marker or URL, that ends in `.`,
+/// `-` or `_`. PEP 508 refuses them, and `pep508_rs` 0.9 panics on one followed by more text
+/// (`orjson3.==*`, `x[a.]`) instead of returning its error, so they are refused here first.
+fn dangling_separator(text: &str) -> Option<&str> {
+    let names = text
+        .split(['<', '>', '=', '!', '~', ';', '@', '('])
+        .next()?;
+    names
+        .split(|c: char| !(c.is_ascii_alphanumeric() || "._-".contains(c)))
+        .find(|word| word.ends_with(['.', '-', '_']))
+}
+
 fn first_line(text: &str) -> String {
     crate::text::prefix_chars(text.lines().next().unwrap_or(""), 160).to_owned()
 }
@@ -154,6 +172,11 @@ mod tests {
             "pkg>=>1",
             "",
             "pk g",
+            // pep508_rs panics on these rather than refusing them.
+            "orjson3.==*",
+            "x[a.]",
+            "x[a-,b]>1",
+            "x_ >=1",
         ] {
             assert!(
                 matches!(
