@@ -12,7 +12,8 @@ use crate::app::StartError;
 use crate::app::open::engine_limits::EngineLimits;
 use crate::config::Config;
 use crate::discovery::Discovery;
-use crate::gateway::Gateway;
+use crate::gateway::flow::RuleSource;
+use crate::gateway::{Gateway, UpstreamsError};
 use crate::pii::PiiKey;
 use crate::sandbox::cleanup::reaper;
 use crate::sandbox::container::runtime::RuntimeKind;
@@ -321,6 +322,12 @@ fn start_gateway(config: &Config) -> Result<Option<Arc<Gateway>>, StartError> {
         return Ok(None);
     };
     let upstreams = crate::gateway::upstreams_file::read(path)?;
+    let ruled = upstreams
+        .iter()
+        .any(|u| u.pii.source != RuleSource::BuiltIn);
+    if ruled && !config.pii.tokenizes() {
+        return Err(UpstreamsError::RulesNeedTokens.into());
+    }
     tracing::info!(
         upstreams = upstreams.len(),
         file = %path.display(),

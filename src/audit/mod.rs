@@ -18,7 +18,7 @@ pub mod read;
 pub mod record;
 
 pub use log::{AuditHealth, AuditLog, AuditSettings};
-pub use record::{AuditCall, AuditPlan, AuditPlanCall, AuditRecord};
+pub use record::{AuditCall, AuditPlan, AuditPlanCall, AuditRecord, AuditTokens, TokenCount};
 
 /// The directory of the trail under the data directory.
 pub const DIR_NAME: &str = "audit";

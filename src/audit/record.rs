@@ -117,6 +117,44 @@ pub struct AuditCall {
     /// data as tokens). Equal arguments give equal digests; the values are not kept.
     pub arguments_sha256: String,
     pub duration_ms: f64,
+    /// The personal-data tokens in the arguments and what the upstream's flow rule did with
+    /// them; absent when there were none.
+    #[serde(default, skip_serializing_if = "AuditTokens::is_empty")]
+    pub tokens: AuditTokens,
+}
+
+/// The tokens of one call's arguments, counted by type and origin: never a value, nor a token.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditTokens {
+    /// Replaced by their values before the call was sent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restored: Vec<TokenCount>,
+    /// Of an origin the rule does not allow: sent as token text, or the call refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<TokenCount>,
+    /// Shaped like tokens but never issued by this server's vault (forged, another server's,
+    /// forgotten): never restored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<TokenCount>,
+}
+
+impl AuditTokens {
+    pub fn is_empty(&self) -> bool {
+        self.restored.is_empty() && self.withheld.is_empty() && self.unknown.is_empty()
+    }
+}
+
+/// How many tokens of one type and origin.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TokenCount {
+    /// EMAIL, PHONE, SSN, CREDIT_CARD, IP_ADDRESS, API_KEY, IBAN.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Where the value entered: `user`, `workspace`, `sandbox`, `SERVER/TOOL`, several joined
+    /// by `, `, or `unknown origin`; absent for unknown tokens.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub origin: String,
+    pub count: u64,
 }
 
 /// The current time as the trail writes it.

@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+use crate::audit::AuditTokens;
+
 /// One call as the execution's response lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ToolCallRecord {
@@ -35,16 +37,20 @@ pub enum CallOutcome {
     /// asking the user failed.
     #[default]
     Refused,
+    /// Not sent: its arguments held personal data the upstream's flow rule does not allow, and
+    /// the rule says `refuse`.
+    Withheld,
 }
 
 impl CallOutcome {
-    pub const ALL: [CallOutcome; 6] = [
+    pub const ALL: [CallOutcome; 7] = [
         CallOutcome::Ok,
         CallOutcome::Error,
         CallOutcome::Denied,
         CallOutcome::Declined,
         CallOutcome::Timeout,
         CallOutcome::Refused,
+        CallOutcome::Withheld,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,6 +61,7 @@ impl CallOutcome {
             CallOutcome::Declined => "declined",
             CallOutcome::Timeout => "timeout",
             CallOutcome::Refused => "refused",
+            CallOutcome::Withheld => "withheld",
         }
     }
 }
@@ -106,6 +113,8 @@ pub struct CallAudit {
     pub arguments_sha256: String,
     /// Whether the upstream lists the tool (only listed tools name a metrics series).
     pub listed: bool,
+    /// The personal-data tokens of the arguments and what the flow rule did with them.
+    pub tokens: AuditTokens,
 }
 
 /// Longest error a call's record shows; the record keeps [`EDGE_BYTES`](crate::sandbox::run::output::EDGE_BYTES) characters more, for

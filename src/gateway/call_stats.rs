@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::call_record::{CallAudit, CallOutcome, PolicyDecision};
 use super::plan::PlanStatus;
+use crate::audit::AuditTokens;
 use crate::sandbox::stats::histogram::{Histogram, HistogramSnapshot};
 use crate::sandbox::stats::{LATENCY_WINDOW, percentile};
 
@@ -30,6 +31,8 @@ pub struct CallStats {
     by_tool: Mutex<BTreeMap<(String, String, CallOutcome), u64>>,
     decisions: Mutex<BTreeMap<(String, PolicyDecision), u64>>,
     plans: Mutex<BTreeMap<PlanStatus, u64>>,
+    /// Personal-data tokens not restored, by (upstream, type).
+    withheld: Mutex<BTreeMap<(String, String), u64>>,
 }
 
 #[derive(Debug, Default)]
@@ -47,6 +50,9 @@ pub struct CallCounts {
     pub decisions: Vec<((String, PolicyDecision), u64)>,
     /// Plans by status.
     pub plans: Vec<(PlanStatus, u64)>,
+    /// Personal-data tokens not restored into a call (its rule withheld them, or the vault
+    /// never issued them), by (upstream, type).
+    pub withheld: Vec<((String, String), u64)>,
 }
 
 /// One upstream's calls, shaped for the stats tool.
@@ -111,6 +117,16 @@ impl CallStats {
             .or_default() += 1;
     }
 
+    /// Counts the tokens a call's flow rule did not restore, by type.
+    pub fn record_tokens(&self, server: &str, tokens: &AuditTokens) {
+        let mut withheld = self.withheld.lock().expect("stats lock");
+        for c in tokens.withheld.iter().chain(&tokens.unknown) {
+            *withheld
+                .entry((server.to_string(), c.kind.clone()))
+                .or_default() += c.count;
+        }
+    }
+
     /// The counts by tool and outcome, by policy decision, and plans by status.
     pub fn counts(&self) -> CallCounts {
         CallCounts {
@@ -122,6 +138,9 @@ impl CallStats {
                 .collect(),
             plans: (self.plans.lock().expect("stats lock").iter())
                 .map(|(k, v)| (*k, *v))
+                .collect(),
+            withheld: (self.withheld.lock().expect("stats lock").iter())
+                .map(|(k, v)| (k.clone(), *v))
                 .collect(),
         }
     }
@@ -200,7 +219,7 @@ mod tests {
             counts.decisions,
             vec![(
                 ("a".to_string(), PolicyDecision::Allow),
-                MAX_TOOL_SERIES as u64 * 6 + 4
+                (MAX_TOOL_SERIES * CallOutcome::ALL.len()) as u64 + 4
             )]
         );
     }

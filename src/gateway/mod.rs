@@ -34,12 +34,14 @@ pub mod call_stats;
 mod child;
 mod client;
 pub mod confirm;
+pub mod flow;
 pub mod listing;
 pub mod names;
 pub mod plan;
 mod planning;
 pub mod policy;
 pub mod redact;
+pub mod restoring;
 pub mod results;
 pub mod secrets;
 pub mod stubs;
@@ -61,6 +63,7 @@ use tokio_util::task::TaskTracker;
 
 pub use call_record::ToolCallRecord;
 pub use confirm::{Answer, AskError, Confirm, Prompt};
+pub use flow::FlowRules;
 pub use upstream::{Upstream, UpstreamLimits, UpstreamStatus};
 pub use upstream_calls::{CallLimits, UpstreamCalls};
 pub use upstreams_file::{UpstreamConfig, UpstreamsError};
@@ -69,6 +72,8 @@ pub use view::GatewayView;
 /// Every upstream of this server, each kept connected by its own task.
 pub struct Gateway {
     upstreams: Vec<Arc<Upstream>>,
+    /// Every upstream's flow rule, to tell whose results enter the sandbox tokenized.
+    flow: FlowRules,
     /// Bumped whenever an upstream's tool list changes (or it connects or goes down); views
     /// rebuild their package and index when it moved.
     generation: AtomicU64,
@@ -87,6 +92,7 @@ impl Gateway {
         // come from the system's store.
         crate::install_tls_provider();
         let gateway = Arc::new(Gateway {
+            flow: FlowRules::new(configs.iter().map(|c| c.pii.clone())),
             upstreams: configs
                 .into_iter()
                 .map(|c| Upstream::new(c, limits))
@@ -113,6 +119,11 @@ impl Gateway {
 
     pub fn upstreams(&self) -> &[Arc<Upstream>] {
         &self.upstreams
+    }
+
+    /// The upstreams' flow rules, together.
+    pub fn flow(&self) -> &FlowRules {
+        &self.flow
     }
 
     /// Marks the value seen now; `changed()` resolves once an upstream's tool list (or whether

@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::restoring::Outgoing;
+
 /// How large a plan may grow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlanBounds {
@@ -145,7 +147,7 @@ impl Plan {
 
     /// The question the user answers: every call in order, with `shown` (the arguments as
     /// they will be sent, personal data restored), and a count per tool.
-    pub fn question(&self, shown: &[Map<String, Value>]) -> String {
+    pub fn question(&self, shown: &[Outgoing]) -> String {
         let n = self.calls.len();
         let mut text = format!(
             "Code running in the sandbox planned {n} call{} to your MCP servers. Nothing has been sent yet. Accept to send exactly these calls, in this order, with these arguments; decline to send none of them.\n",
@@ -161,13 +163,14 @@ impl Plan {
         }
         text.pop();
         text.push_str("\n\n");
-        for (i, (call, arguments)) in self.calls.iter().zip(shown).enumerate() {
-            let arguments = Value::Object(arguments.clone()).to_string();
+        for (i, (call, outgoing)) in self.calls.iter().zip(shown).enumerate() {
+            let arguments = Value::Object(outgoing.arguments.clone()).to_string();
             text.push_str(&format!(
-                "{}. {}/{} {arguments}\n",
+                "{}. {}/{} {arguments}{}\n",
                 i + 1,
                 call.server,
-                call.tool
+                call.tool,
+                outgoing.note()
             ));
         }
         text
@@ -443,7 +446,9 @@ mod tests {
         let Some(Drafted::Ready(plan)) = draft.take() else {
             panic!("a plan");
         };
-        let shown: Vec<_> = plan.calls.iter().map(|c| c.arguments.clone()).collect();
+        let shown: Vec<_> = (plan.calls.iter())
+            .map(|c| Outgoing::unchanged(c.arguments.clone()))
+            .collect();
         let q = plan.question(&shown);
         assert!(q.contains("planned 3 calls"), "{q}");
         assert!(q.contains("are still sent"), "{q}");

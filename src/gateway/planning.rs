@@ -21,6 +21,7 @@ use super::plan::{
     PlannedOutcome,
 };
 use super::policy::Decision;
+use super::restoring::Outgoing;
 use super::upstream_calls::{UpstreamCalls, arguments_digest, json_size, listed_tool};
 
 /// Bytes of results a plan keeps for the session's next call (`plan_results()`); results past
@@ -122,14 +123,31 @@ impl UpstreamCalls {
             );
         };
         let mut shown = Vec::with_capacity(n);
-        for call in &plan.calls {
-            match self.restored(call.arguments.clone()).await {
-                Ok(arguments) => shown.push(arguments),
-                Err(why) => {
-                    let message = format!("None of the plan's {n} calls was sent: {why}");
-                    return PlanReport::unsent(&plan, PlanStatus::NotAsked, message);
+        for (i, call) in plan.calls.iter().enumerate() {
+            let outgoing = match self.view.upstream(&call.server) {
+                None => Err(format!(
+                    "upstream `{}` is no longer available here",
+                    call.server
+                )),
+                Some(upstream) => self.outgoing(upstream, call.arguments.clone()).await,
+            };
+            let refused = match &outgoing {
+                Ok(o) => {
+                    self.view.stats.record_tokens(&call.server, &o.tokens);
+                    o.refused.clone()
                 }
+                Err(why) => Some(why.clone()),
+            };
+            if let Some(why) = refused {
+                let message = format!(
+                    "None of the plan's {n} calls was sent: call {} (`{}/{}`): {why}",
+                    i + 1,
+                    call.server,
+                    call.tool
+                );
+                return PlanReport::unsent(&plan, PlanStatus::NotAsked, message);
             }
+            shown.extend(outgoing.ok());
         }
         let prompt = Prompt {
             message: plan.question(&shown),
@@ -171,19 +189,19 @@ impl UpstreamCalls {
     }
 
     /// Sends the approved calls in order, with the arguments the user saw.
-    async fn apply(&self, plan: Plan, shown: Vec<Map<String, Value>>) -> PlanReport {
+    async fn apply(&self, plan: Plan, shown: Vec<Outgoing>) -> PlanReport {
         let mut report = PlanReport::unsent(&plan, PlanStatus::Applied, String::new());
         report.not_sent = 0;
         let mut kept = 0usize;
         let mut stopped = false;
-        for ((i, call), arguments) in plan.calls.iter().enumerate().zip(shown) {
+        for ((i, call), outgoing) in plan.calls.iter().enumerate().zip(shown) {
             if stopped {
                 report.not_sent += 1;
                 continue;
             }
             let record = &mut report.records[i];
             let started = Instant::now();
-            let sent = self.send_planned(call, arguments).await;
+            let sent = self.send_planned(call, outgoing).await;
             record.duration_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
             match sent {
                 Ok(value) => {
@@ -221,15 +239,17 @@ impl UpstreamCalls {
     async fn send_planned(
         &self,
         call: &PlannedCall,
-        arguments: Map<String, Value>,
+        outgoing: Outgoing,
     ) -> Result<Value, (PlannedOutcome, String)> {
         let (server, tool) = (call.server.as_str(), call.tool.as_str());
         let started = Instant::now();
         let mut audit = CallAudit {
             arguments_sha256: call.arguments_sha256.clone(),
             policy: Some(PolicyDecision::PlanApproved),
+            tokens: outgoing.tokens,
             ..CallAudit::default()
         };
+        let arguments = outgoing.arguments;
         let sent = match self.view.upstream(server) {
             None => Err(format!("upstream `{server}` is no longer available here")),
             Some(upstream) => match listed_tool(upstream, server, tool) {

@@ -19,11 +19,12 @@ use super::call_record::{
 use super::confirm::{Answer, AskError, Confirm, Prompt};
 use super::plan::{PlanBounds, PlanDraft};
 use super::policy::Decision;
+use super::restoring::{self, Outgoing};
 use super::results;
 use super::tree::TreeVersion;
 use super::upstream::{Upstream, UpstreamStatus};
 use super::view::GatewayView;
-use crate::pii::PiiEngine;
+use crate::pii::{Origin, PiiEngine};
 use crate::sandbox::run::output::EDGE_BYTES;
 
 /// Per-execution limits on tool calls.
@@ -76,6 +77,11 @@ impl UpstreamCalls {
             records: Mutex::new(Vec::new()),
             plan: Mutex::new(PlanDraft::default()),
         })
+    }
+
+    /// The tenant's view of the gateway these calls go through.
+    pub fn view(&self) -> Arc<GatewayView> {
+        self.view.clone()
     }
 
     /// The package version this execution imports from.
@@ -153,7 +159,27 @@ impl UpstreamCalls {
                 "the arguments of `{server}/{tool}` must be a dict of argument names to values"
             ));
         };
-        self.apply_policy(upstream, server, tool, destructive, &arguments, audit)
+        let decision = upstream.config.policy.decide(tool, destructive);
+        // The user decides on the arguments as the code passed them (tokens, not values).
+        let shown = match decision {
+            Decision::Confirm => arguments.clone(),
+            _ => Map::new(),
+        };
+        let outgoing = match decision {
+            Decision::Allow | Decision::Confirm => {
+                let outgoing = self.outgoing(upstream, arguments).await?;
+                audit.tokens = outgoing.tokens.clone();
+                self.view.stats.record_tokens(server, &outgoing.tokens);
+                if let Some(why) = outgoing.refused {
+                    audit.outcome = CallOutcome::Withheld;
+                    return Err(why);
+                }
+                Some(outgoing)
+            }
+            Decision::Deny | Decision::Plan => None,
+        };
+        let note = outgoing.as_ref().map(Outgoing::note).unwrap_or_default();
+        self.apply_policy(decision, server, tool, destructive, &shown, &note, audit)
             .await?;
         let _permit = self.in_flight.try_acquire().map_err(|_| {
             format!(
@@ -161,23 +187,28 @@ impl UpstreamCalls {
                 self.limits.max_concurrent
             )
         })?;
-        let arguments = self.restored(arguments).await?;
+        let arguments = outgoing.map(|o| o.arguments).unwrap_or_default();
         self.send(upstream, server, tool, arguments, audit).await
     }
 
-    /// `arguments` with this server's personal-data tokens replaced by their values.
-    pub(super) async fn restored(
+    /// `arguments` for `upstream` after its flow rule: personal-data tokens restored where the
+    /// rule allows their origin (`restoring.rs`).
+    pub(super) async fn outgoing(
         &self,
+        upstream: &Upstream,
         arguments: Map<String, Value>,
-    ) -> Result<Map<String, Value>, String> {
+    ) -> Result<Outgoing, String> {
         match &self.pii {
             Some(pii) => {
-                let pii = pii.clone();
-                tokio::task::spawn_blocking(move || restore_tokens(&pii, arguments))
-                    .await
-                    .map_err(|e| format!("internal error: {e}"))
+                let (pii, rule) = (pii.clone(), upstream.config.pii.clone());
+                let server = upstream.name().to_owned();
+                tokio::task::spawn_blocking(move || {
+                    restoring::restore_for(&pii, &server, &rule, arguments)
+                })
+                .await
+                .map_err(|e| format!("internal error: {e}"))
             }
-            None => Ok(arguments),
+            None => Ok(Outgoing::unchanged(arguments)),
         }
     }
 
@@ -208,22 +239,39 @@ impl UpstreamCalls {
                 self.limits.max_result_bytes as f64 / 1048576.0
             ));
         }
-        results::for_sandbox(&wire)
-            .map_err(|message| format!("`{server}/{tool}` failed: {message}"))
+        let value = results::for_sandbox(&wire)
+            .map_err(|message| format!("`{server}/{tool}` failed: {message}"))?;
+        self.entering(server, tool, value).await
+    }
+
+    /// A result on its way into the sandbox: tokenized when a flow rule withholds this
+    /// upstream's values from another (`flow.rs`), each value recorded as from `server/tool`.
+    async fn entering(&self, server: &str, tool: &str, value: Value) -> Result<Value, String> {
+        match &self.pii {
+            Some(pii) if self.view.tokenizes_results_of(server) => {
+                let (pii, origin) = (pii.clone(), Origin::upstream(server, tool));
+                tokio::task::spawn_blocking(move || pii.sanitize_json(&value, &origin))
+                    .await
+                    .map_err(|e| format!("internal error: {e}"))
+            }
+            _ => Ok(value),
+        }
     }
 
     /// Whether the upstream's policy lets `tool` run now (asking the user when it says
     /// `confirm`), noted in the call's audit.
+    #[allow(clippy::too_many_arguments)]
     async fn apply_policy(
         &self,
-        upstream: &Upstream,
+        decision: Decision,
         server: &str,
         tool: &str,
         destructive: bool,
         arguments: &Map<String, Value>,
+        note: &str,
         audit: &mut CallAudit,
     ) -> Result<(), String> {
-        match upstream.config.policy.decide(tool, destructive) {
+        match decision {
             Decision::Allow => {
                 audit.policy = Some(PolicyDecision::Allow);
                 Ok(())
@@ -236,7 +284,7 @@ impl UpstreamCalls {
                 ))
             }
             Decision::Confirm => {
-                let (decision, answer) = self.ask(server, tool, destructive, arguments).await;
+                let (decision, answer) = self.ask(server, tool, destructive, arguments, note).await;
                 audit.policy = Some(decision);
                 if decision == PolicyDecision::ConfirmDeclined {
                     audit.outcome = CallOutcome::Declined;
@@ -255,6 +303,7 @@ impl UpstreamCalls {
         tool: &str,
         destructive: bool,
         arguments: &Map<String, Value>,
+        note: &str,
     ) -> (PolicyDecision, Result<(), String>) {
         let Some(confirm) = &self.confirm else {
             return (
@@ -275,7 +324,7 @@ impl UpstreamCalls {
             MAX_SHOWN_ARGUMENTS,
         );
         let message = format!(
-            "Code running in the sandbox wants to call `{tool}` on the MCP server `{server}`{} with the arguments {shown}. Allow this call?",
+            "Code running in the sandbox wants to call `{tool}` on the MCP server `{server}`{} with the arguments {shown}.{note} Allow this call?",
             if destructive {
                 " (the server marks this tool destructive)"
             } else {
@@ -343,34 +392,6 @@ pub(super) fn json_size(v: &Value) -> usize {
     match serde_json::to_writer(&mut count, v) {
         Ok(()) => count.0,
         Err(_) => usize::MAX,
-    }
-}
-
-/// Replaces the tokens this server minted ([EMAIL_ab12cd34]) by their values in every string
-/// of the arguments, keys included: the model saw tokens, the upstream gets what they stand for.
-fn restore_tokens(pii: &PiiEngine, arguments: Map<String, Value>) -> Map<String, Value> {
-    fn walk(pii: &PiiEngine, v: Value) -> Value {
-        match v {
-            Value::String(s) if s.contains('[') => Value::String(pii.restore(&s).text),
-            Value::Array(items) => Value::Array(items.into_iter().map(|i| walk(pii, i)).collect()),
-            Value::Object(map) => Value::Object(
-                map.into_iter()
-                    .map(|(k, v)| {
-                        let k = if k.contains('[') {
-                            pii.restore(&k).text
-                        } else {
-                            k
-                        };
-                        (k, walk(pii, v))
-                    })
-                    .collect(),
-            ),
-            other => other,
-        }
-    }
-    match walk(pii, Value::Object(arguments)) {
-        Value::Object(map) => map,
-        _ => unreachable!("an object stays an object"),
     }
 }
 

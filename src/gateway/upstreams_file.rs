@@ -18,9 +18,12 @@
 //! Server names become module names and `server/tool` addresses, so they are checked by
 //! allowlist. An entry with `"disabled": true` is skipped, as Claude Code does.
 //!
+//! `pii` (in an entry, or beside `mcpServers` as every entry's default) is a flow rule
+//! (`flow.rs`); a name in it that is neither a server of the file nor an origin stops the start,
+//! naming its line.
+//!
 //! Unknown keys stop the start with an error naming the key, the accepted ones and the line: a
-//! key this server does not read would otherwise be dropped without a word (a `pii` block in an
-//! entry did nothing). Other MCP clients' settings ([`CLIENT_KEYS`]: a server entry's
+//! key this server does not read would otherwise be dropped without a word. Other MCP clients' settings ([`CLIENT_KEYS`]: a server entry's
 //! `description`, `timeout`, `alwaysAllow`, `autoApprove`, `envFile`; Claude Desktop's
 //! `globalShortcut` beside `mcpServers`) are accepted, so their configs are read as they are,
 //! and each one is named in a warning at start: this server ignores them.
@@ -31,6 +34,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
+use super::flow::{FlowRule, RawFlow, RuleSource};
 use super::policy::{Decision, Policy};
 use crate::tenancy::{MAX_TENANT_CHARS, valid_tenant_name};
 
@@ -68,6 +72,12 @@ pub enum UpstreamsError {
     },
     #[error("upstream `{server}`: {problem}")]
     Server { server: String, problem: String },
+    #[error(
+        "the upstreams file sets pii rules, which only hold with tokens: with --pii-output off values reach the model and the sandbox as they are. Remove the rules, or run with --pii-output tokenize (the default)"
+    )]
+    RulesNeedTokens,
+    #[error("the upstreams file's default rule (\"pii\" beside \"mcpServers\"): {0}")]
+    DefaultRule(String),
     #[error("the upstreams file has {0} servers; at most {MAX_UPSTREAMS} are supported")]
     TooMany(usize),
 }
@@ -98,6 +108,8 @@ pub struct UpstreamConfig {
     /// The tenants that may use it (HTTP with tokens); `None`: every tenant. The names are
     /// checked against the tenant-name rule when the server starts (`app`).
     pub tenants: Option<Vec<String>>,
+    /// Which origins' personal data it receives restored (`flow.rs`).
+    pub pii: FlowRule,
 }
 
 impl UpstreamConfig {
@@ -144,6 +156,9 @@ struct File {
     mcp_servers: Option<BTreeMap<String, RawServer>>,
     #[serde(rename = "globalShortcut", default)]
     global_shortcut: Option<IgnoredAny>,
+    /// The flow rule of every entry without its own.
+    #[serde(default)]
+    pii: Option<RawFlow>,
 }
 
 #[derive(Deserialize)]
@@ -185,6 +200,8 @@ struct RawServer {
     policy: Option<PolicyField>,
     #[serde(default)]
     tenants: Option<Vec<String>>,
+    #[serde(default)]
+    pii: Option<RawFlow>,
     // Other clients' settings (`CLIENT_KEYS`), read to be named in a warning.
     #[serde(default)]
     description: Option<IgnoredAny>,
@@ -270,6 +287,14 @@ pub fn parse(
     if servers.len() > MAX_UPSTREAMS {
         return Err(UpstreamsError::TooMany(servers.len()));
     }
+    let owned: Vec<String> = servers.keys().cloned().collect();
+    let names: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let default_rule = match file.pii {
+        Some(raw) => raw
+            .check(RuleSource::FileDefault, &names, text)
+            .map_err(UpstreamsError::DefaultRule)?,
+        None => FlowRule::default(),
+    };
     let mut out = Vec::new();
     for (name, raw) in servers {
         let problem = |problem: String| UpstreamsError::Server {
@@ -290,11 +315,18 @@ pub fn parse(
             Some(PolicyField::One(d)) => Policy::new(Some(d), BTreeMap::new()),
             Some(PolicyField::Detailed(p)) => Policy::new(p.default, p.tools),
         };
+        let pii = match raw.pii {
+            Some(rule) => rule
+                .check(RuleSource::Entry, &names, text)
+                .map_err(problem)?,
+            None => default_rule.clone(),
+        };
         out.push(UpstreamConfig {
             name,
             transport,
             policy,
             tenants: raw.tenants,
+            pii,
         });
     }
     Ok(out)

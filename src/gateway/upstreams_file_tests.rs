@@ -131,10 +131,10 @@ fn an_unset_variable_is_an_error_that_names_it() {
 
 #[test]
 fn unknown_keys_are_errors_naming_the_key_and_its_line() {
-    let entry = "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",\n    \"pii\": {}}}}";
+    let entry = "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",\n    \"privacy\": {}}}}";
     let e = parse(entry, &env).unwrap_err().to_string();
     assert!(
-        e.contains("unknown field `pii`") && e.contains("line 3"),
+        e.contains("unknown field `privacy`") && e.contains("line 3"),
         "{e}"
     );
     assert!(e.contains("`command`") && e.contains("`policy`"), "{e}");
@@ -205,6 +205,64 @@ fn upstream_tenants_follow_the_tenant_name_rule() {
     let e = file(r#"["../x"]"#).unwrap_err().to_string();
     assert!(
         e.contains("upstream `a`") && e.contains("not a tenant name"),
+        "{e}"
+    );
+}
+
+#[test]
+fn flow_rules_are_read_per_entry_with_the_files_default() {
+    use crate::gateway::flow::{Otherwise, RuleSource};
+    let text = r#"{
+  "pii": {"restore_from": ["user"], "otherwise": "refuse"},
+  "mcpServers": {
+    "crm": {"command": "crm", "pii": {"restore_from": ["*"]}},
+    "mail": {"command": "mail", "pii": {"restore_from": ["crm", "user", "unknown"]}},
+    "search": {"command": "search"}
+  }
+}"#;
+    let all = parse(text, &env).unwrap();
+    let rule = |name: &str| all.iter().find(|u| u.name == name).unwrap().pii.clone();
+    assert_eq!(rule("crm").restore_from, ["*"]);
+    assert_eq!(rule("crm").otherwise, Otherwise::Keep, "keep unless told");
+    assert_eq!(rule("mail").restore_from, ["crm", "user", "unknown"]);
+    assert_eq!(rule("search").source, RuleSource::FileDefault);
+    assert_eq!(rule("search").otherwise, Otherwise::Refuse);
+    let none = parse(r#"{"mcpServers": {"a": {"command": "a"}}}"#, &env).unwrap();
+    assert_eq!(none[0].pii.source, RuleSource::BuiltIn);
+    assert_eq!(none[0].pii.restore_from, ["*"]);
+}
+
+#[test]
+fn a_flow_rule_naming_an_unknown_server_origin_or_action_stops_the_start_at_its_line() {
+    let with = |rule: &str| {
+        format!(
+            "{{\"mcpServers\": {{\n  \"crm\": {{\"command\": \"x\"}},\n  \"search\": {{\"command\": \"y\",\n    \"pii\": {rule}}}}}}}"
+        )
+    };
+    for (rule, words) in [
+        (r#"{"restore_from": ["crn"]}"#, "\"crn\" (line 4)"),
+        (r#"{"restore_from": ["users"]}"#, "\"users\" (line 4)"),
+        (
+            r#"{"restore_from": ["user"], "otherwise": "drop"}"#,
+            "unknown variant `drop`",
+        ),
+        (
+            r#"{"restore_from": ["user"], "else": "keep"}"#,
+            "unknown field `else`",
+        ),
+        (r#"{"otherwise": "keep"}"#, "missing field `restore_from`"),
+    ] {
+        let e = parse(&with(rule), &env).unwrap_err().to_string();
+        assert!(e.contains(words) && e.contains("line 4"), "{rule}: {e}");
+    }
+    let e = parse(
+        "{\"pii\": {\"restore_from\": [\"nobody\"]},\n \"mcpServers\": {\"a\": {\"command\": \"x\"}}}",
+        &env,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("default rule") && e.contains("\"nobody\" (line 1)"),
         "{e}"
     );
 }

@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::CodeExecutionServer;
+use crate::pii::Origin;
 use crate::privacy::check_restore_budget;
 use crate::privacy::{Json, Reply};
 
@@ -48,7 +49,7 @@ impl CodeExecutionServer {
         Parameters(args): Parameters<TextArgs>,
     ) -> Result<Json<SanitizeResponse>, Reply> {
         let pii = self.app.pii().clone();
-        let s = tokio::task::spawn_blocking(move || pii.sanitize(&args.text))
+        let s = tokio::task::spawn_blocking(move || pii.sanitize_from(&args.text, &Origin::User))
             .await
             .map_err(|e| self.error(e.to_string()))?;
         let mut pii_types: Vec<String> = s

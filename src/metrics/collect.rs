@@ -275,7 +275,7 @@ fn upstreams(e: &mut Exposition, shared: &Shared, tenants: &[(&str, &App)]) {
     decisions_and_plans(e, &counts);
 }
 
-/// Policy decisions on upstream calls, and plans by status, per tenant.
+/// Policy decisions on upstream calls, plans by status and withheld tokens, per tenant.
 fn decisions_and_plans(e: &mut Exposition, counts: &[(&str, CallCounts)]) {
     e.family(
         "cem_policy_decisions_total",
@@ -305,6 +305,21 @@ fn decisions_and_plans(e: &mut Exposition, counts: &[(&str, CallCounts)]) {
             e.sample(
                 "cem_plans_total",
                 &[("tenant", tenant), ("status", status.as_str())],
+                *n as f64,
+            );
+        }
+    }
+    e.family(
+        "cem_pii_withheld_total",
+        Kind::Counter,
+        "Personal-data tokens in upstream calls' arguments not restored (the upstream's pii rule withheld them, or the vault never issued them), by upstream and kind.",
+    );
+    for (tenant, c) in counts {
+        for ((server, kind), n) in &c.withheld {
+            let kind = kind.to_ascii_lowercase();
+            e.sample(
+                "cem_pii_withheld_total",
+                &[("tenant", tenant), ("server", server), ("kind", &kind)],
                 *n as f64,
             );
         }

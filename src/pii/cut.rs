@@ -14,7 +14,7 @@
 //!   detection that reaches into the withheld bytes is withheld with it, and at least as many
 //!   bytes as the marker takes are withheld, so the text shown is never longer than the cut.
 
-use super::{Detection, PiiEngine, PiiKind};
+use super::{Detection, PiiEngine};
 use crate::text::floor_char_boundary;
 
 /// Most bytes of a run of non-space characters withheld before a cut: the longest value the
@@ -51,7 +51,7 @@ impl PiiEngine {
         &self,
         text: &str,
         cut: usize,
-        fresh: &mut Vec<(PiiKind, String)>,
+        fresh: &mut super::Minting,
     ) -> String {
         let cut = cut.min(text.len());
         let found = self.detect(text);
@@ -131,7 +131,7 @@ mod tests {
         let text = format!("{}{value}\n", "x".repeat(128 * 1024));
         for shown_of_value in 1..value.len() {
             let cut = 128 * 1024 + shown_of_value;
-            let shown = pii.sanitize_cut(&text, cut);
+            let shown = pii.sanitize_cut(&text, cut, &crate::pii::Origin::Sandbox);
             let expected = format!("{}{WITHHELD}", "x".repeat(cut - WITHHELD_MAX));
             assert!(shown == expected, "cut {cut}: …{}", &shown[cut - 4200..]);
         }
@@ -146,7 +146,7 @@ mod tests {
             "x".repeat(30),
             "a".repeat(30)
         );
-        let shown = pii.sanitize_cut(&text, text.len() - 2);
+        let shown = pii.sanitize_cut(&text, text.len() - 2, &crate::pii::Origin::Sandbox);
         assert_eq!(shown, format!("{} card {WITHHELD}", "x".repeat(30)));
     }
 }

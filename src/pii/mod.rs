@@ -52,6 +52,8 @@
 mod cut;
 mod detect;
 mod key;
+mod origin;
+mod restore;
 mod store;
 mod token;
 mod types;
@@ -65,13 +67,15 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 pub use key::{KeyFileError, PiiKey, Scope};
+pub use origin::{MAX_ORIGINS, Origin, describe as describe_origins};
+pub use restore::{Checked, TokenUse};
 pub use store::PersistenceStats;
 pub use types::{Detection, PiiKind, Restored, Sanitized};
 pub use vault_file::VaultFileError;
 
 use detect::Detectors;
 use store::Store;
-use token::{Keyed, TokenId, Vault};
+use token::{Entry, Keyed, TokenId, Vault};
 
 /// Default number of tokens the vault remembers.
 pub const DEFAULT_VAULT_CAPACITY: usize = 100_000;
@@ -186,13 +190,13 @@ impl PiiEngine {
         self.store.as_ref().map(Store::stats)
     }
 
-    /// Writes the values new to the vault to its file (one write; nothing without a file).
-    fn persist(&self, fresh: &[(PiiKind, String)]) {
+    /// Writes the values (and origins) new to the vault to its file (one write; nothing
+    /// without a file).
+    fn persist(&self, minted: Minting) {
         if let Some(store) = &self.store
-            && !fresh.is_empty()
+            && !minted.fresh.is_empty()
         {
-            let fresh: Vec<(PiiKind, &str)> = fresh.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            store.append(&fresh, &self.vault, &self.keyed);
+            store.append(&minted.fresh, &self.vault, &self.keyed);
         }
     }
 
@@ -206,19 +210,31 @@ impl PiiEngine {
         self.detectors.detect(text)
     }
 
-    /// The token `value` gets as a `kind` (recorded in the vault).
+    /// The token `value` gets as a `kind` (recorded in the vault, of unknown origin).
     pub fn tokenize_value(&self, kind: PiiKind, value: &str) -> String {
         let mac = self.keyed.mac(kind, value);
         self.count_tokenized(kind, 1);
-        let (id, fresh) = self.vault().mint_fresh(kind, value, &mac);
+        let (id, fresh) = self.vault().mint_from(kind, value, &mac, None);
         if fresh {
-            self.persist(&[(kind, value.to_owned())]);
+            let mut minted = Minting::new(None);
+            minted.note(kind, value);
+            self.persist(minted);
         }
         id.to_string()
     }
 
-    /// Replaces every detected value with its token and records token → value in the vault.
+    /// Replaces every detected value with its token and records token → value in the vault,
+    /// with no origin (tests and tools; the server names one: [`PiiEngine::sanitize_from`]).
     pub fn sanitize(&self, text: &str) -> Sanitized {
+        self.sanitize_with(text, None)
+    }
+
+    /// [`PiiEngine::sanitize`] of a text whose values entered from `origin`.
+    pub fn sanitize_from(&self, text: &str, origin: &Origin) -> Sanitized {
+        self.sanitize_with(text, Some(origin))
+    }
+
+    fn sanitize_with(&self, text: &str, origin: Option<&Origin>) -> Sanitized {
         let found = self.detect(text);
         if found.is_empty() {
             return Sanitized {
@@ -226,9 +242,9 @@ impl PiiEngine {
                 ..Sanitized::default()
             };
         }
-        let mut fresh = Vec::new();
-        let sanitized = self.replace(text, &found, &mut fresh);
-        self.persist(&fresh);
+        let mut minted = Minting::new(origin);
+        let sanitized = self.replace(text, &found, &mut minted);
+        self.persist(minted);
         sanitized
     }
 
@@ -239,21 +255,16 @@ impl PiiEngine {
     /// it (at most 4 KiB) are withheld and a marker says so (`cut.rs`). For every place a text
     /// is cut before it reaches the model: the bytes after the cut are kept for this look, so no
     /// partial value (the name part of an email, a card's first digits) survives a cut.
-    pub fn sanitize_cut(&self, text: &str, cut: usize) -> String {
-        let mut fresh = Vec::new();
-        let out = self.cut_and_replace(text, cut, &mut fresh);
-        self.persist(&fresh);
+    pub fn sanitize_cut(&self, text: &str, cut: usize, origin: &Origin) -> String {
+        let mut minted = Minting::new(Some(origin));
+        let out = self.cut_and_replace(text, cut, &mut minted);
+        self.persist(minted);
         out
     }
 
     /// Replaces `found` in `text`; values new to the vault are added to `fresh` (when there is a
     /// vault file) for the caller to persist in one write.
-    fn replace(
-        &self,
-        text: &str,
-        found: &[Detection],
-        fresh: &mut Vec<(PiiKind, String)>,
-    ) -> Sanitized {
+    fn replace(&self, text: &str, found: &[Detection], fresh: &mut Minting) -> Sanitized {
         // Distinct values first: in real output the same address or IP repeats, and the MAC is
         // the costly part. MACs are computed outside the lock; one lock for all the minting.
         let mut index: HashMap<(PiiKind, &str), usize> = HashMap::new();
@@ -286,9 +297,9 @@ impl PiiEngine {
                 .iter()
                 .zip(&macs)
                 .map(|(&(k, v), mac)| {
-                    let (id, new) = vault.mint_fresh(k, v, mac);
+                    let (id, new) = vault.mint_from(k, v, mac, fresh.origin.as_ref());
                     if new && self.store.is_some() {
-                        fresh.push((k, v.to_owned()));
+                        fresh.note(k, v);
                     }
                     id
                 })
@@ -319,83 +330,6 @@ impl PiiEngine {
         }
     }
 
-    /// Replaces every token of this engine's vault in `text` by its value. Anything else that
-    /// looks like a token (forged, another server's, evicted) is left as is and counted as
-    /// `unknown`. With a vault file, tokens the vault does not know are looked for first in what
-    /// was appended to the file since it was last read (another server of the same tenant may
-    /// have minted them).
-    pub fn restore(&self, text: &str) -> Restored {
-        if !text.contains('[') {
-            return Restored {
-                text: text.to_owned(),
-                ..Restored::default()
-            };
-        }
-        let restored = self.restore_from_vault(text);
-        if restored.unknown > 0
-            && let Some(store) = &self.store
-            && store.refresh(&self.vault, &self.keyed) > 0
-        {
-            return self.restore_from_vault(text);
-        }
-        restored
-    }
-
-    fn restore_from_vault(&self, text: &str) -> Restored {
-        let vault = self.vault();
-        self.substitute(text, |token| {
-            let id = TokenId::parse(token)?;
-            vault.get(&id).map(str::to_owned)
-        })
-    }
-
-    /// Replaces the tokens of `tokens` found in `text` by their values, but only those pairs this
-    /// engine would mint itself (HMAC recomputed): see the module docs for why. Tokens missing
-    /// from the map or not verifying are left as they are and counted as `unknown`. The vault is
-    /// not consulted, so this works for pairs the vault has already forgotten.
-    pub fn restore_with(&self, text: &str, tokens: &BTreeMap<String, String>) -> Restored {
-        if !text.contains('[') {
-            return Restored {
-                text: text.to_owned(),
-                ..Restored::default()
-            };
-        }
-        self.substitute(text, |token| {
-            let value = tokens.get(token)?;
-            self.verifies(token, value).then(|| value.clone())
-        })
-    }
-
-    /// Whether this engine mints exactly `token` for `value` (up to the collision extension).
-    fn verifies(&self, token: &str, value: &str) -> bool {
-        let Some(id) = TokenId::parse(token) else {
-            return false;
-        };
-        id.matches(id.kind(), &self.keyed.mac(id.kind(), value))
-    }
-
-    fn substitute(&self, text: &str, mut lookup: impl FnMut(&str) -> Option<String>) -> Restored {
-        let mut out = String::with_capacity(text.len());
-        let (mut restored, mut unknown, mut last) = (0, 0, 0);
-        for m in self.token_re.find_iter(text) {
-            match lookup(m.as_str()) {
-                Some(value) => {
-                    out.push_str(&text[last..m.start()]);
-                    out.push_str(&value);
-                    last = m.end();
-                    restored += 1;
-                }
-                None => unknown += 1,
-            }
-        }
-        out.push_str(&text[last..]);
-        Restored {
-            text: out,
-            restored,
-            unknown,
-        }
-    }
-
     /// Tokenizes every string in a JSON value before it reaches the model: string values, object
     /// keys (a dict keyed by email would otherwise leak), and integers that are PII as a whole
     /// (a card or phone number stored as a number becomes its token string). Why keys too: the
@@ -403,30 +337,24 @@ impl PiiEngine {
     /// defeats the purpose. The key of a value is used as context: `{"ssn": "123456789"}` and
     /// `{"api_key": "…"}` are detected as `ssn: 123456789` and `api_key: …` would be. If two keys
     /// of one object sanitize to the same string, later ones get a `#2`, `#3`… suffix.
-    pub fn sanitize_json(&self, v: &Value) -> Value {
-        self.together(|batch| batch.json(v))
+    pub fn sanitize_json(&self, v: &Value, origin: &Origin) -> Value {
+        self.together(origin, |batch| batch.json(v))
     }
 
     /// Sanitizes several texts and JSON values as one call: the values new to the vault are
     /// written to its file once, when `f` returns (one `fdatasync` for a whole execution's
     /// outcome rather than one per part).
-    pub fn together<R>(&self, f: impl FnOnce(&mut Batch<'_>) -> R) -> R {
+    pub fn together<R>(&self, origin: &Origin, f: impl FnOnce(&mut Batch<'_>) -> R) -> R {
         let mut batch = Batch {
             engine: self,
-            fresh: Vec::new(),
+            fresh: Minting::new(Some(origin)),
         };
         let r = f(&mut batch);
-        self.persist(&batch.fresh);
+        self.persist(batch.fresh);
         r
     }
 
-    fn json(
-        &self,
-        v: &Value,
-        key: Option<&str>,
-        depth: usize,
-        fresh: &mut Vec<(PiiKind, String)>,
-    ) -> Value {
+    fn json(&self, v: &Value, key: Option<&str>, depth: usize, fresh: &mut Minting) -> Value {
         if depth > MAX_JSON_DEPTH {
             return Value::String("[nested too deep to check for PII]".into());
         }
@@ -457,7 +385,7 @@ impl PiiEngine {
     /// An object's key `k` as it is shown: tokenized (a dict keyed by email addresses holds
     /// personal data in its keys), with `#2`, `#3`… when its token is already a key of `out`.
     /// A schema's field names hold none, so they stay as they are.
-    fn key(&self, k: &str, out: &Map<String, Value>, fresh: &mut Vec<(PiiKind, String)>) -> String {
+    fn key(&self, k: &str, out: &Map<String, Value>, fresh: &mut Minting) -> String {
         let mut nk = self.sanitize_in_context(None, k, fresh);
         if out.contains_key(&nk) {
             let base = nk.clone();
@@ -472,12 +400,7 @@ impl PiiEngine {
 
     /// Sanitizes `s`, letting its JSON key serve as the label in front of it when that key names
     /// a kind whose detector needs context (SSN, phone, secret keys).
-    fn sanitize_in_context(
-        &self,
-        key: Option<&str>,
-        s: &str,
-        fresh: &mut Vec<(PiiKind, String)>,
-    ) -> String {
+    fn sanitize_in_context(&self, key: Option<&str>, s: &str, fresh: &mut Minting) -> String {
         const CONTEXT_KEYS: &[&str] = &[
             "ssn",
             "social",
@@ -532,7 +455,31 @@ impl PiiEngine {
 /// Sanitizing as one call (see [`PiiEngine::together`]).
 pub struct Batch<'a> {
     engine: &'a PiiEngine,
-    fresh: Vec<(PiiKind, String)>,
+    fresh: Minting,
+}
+
+/// Where one sanitize call's values entered, and those the vault file does not hold yet.
+pub(crate) struct Minting {
+    origin: Option<Origin>,
+    fresh: Vec<Entry>,
+}
+
+impl Minting {
+    fn new(origin: Option<&Origin>) -> Self {
+        Minting {
+            origin: origin.cloned(),
+            fresh: Vec::new(),
+        }
+    }
+
+    /// `value` (or this origin of it) is new to the vault.
+    fn note(&mut self, kind: PiiKind, value: &str) {
+        self.fresh.push(Entry {
+            kind,
+            value: value.to_owned(),
+            origins: self.origin.iter().cloned().collect(),
+        });
+    }
 }
 
 impl Batch<'_> {

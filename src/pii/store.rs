@@ -1,5 +1,5 @@
 //! The engine's link to its vault file (`vault_file.rs`): replay at open, one append per
-//! sanitize call that minted anything, a read of what other servers appended before a token is
+//! sanitize call that minted anything (a new value, or a new origin of one), a read of what other servers appended before a token is
 //! called unknown, and the rewrite that bounds the log.
 //!
 //! Why failures only warn: the file is what lets tokens outlive this server; the model's answer
@@ -15,8 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::key::Scope;
 use super::lock;
-use super::token::{Keyed, Vault};
-use super::types::PiiKind;
+use super::token::{Entry, Keyed, Vault};
 use super::vault_file::{ReadReport, VaultFile, VaultFileError};
 
 /// What the vault file has done, for the statistics.
@@ -117,15 +116,15 @@ impl Store {
                 report.rejected
             );
         }
-        for (kind, value) in &report.entries {
-            vault.mint(*kind, value, &keyed.mac(*kind, value));
+        for e in &report.entries {
+            vault.replay(e.kind, &e.value, &keyed.mac(e.kind, &e.value), &e.origins);
         }
         report.entries.len()
     }
 
     /// Appends newly minted values (one write and `fdatasync`), then rewrites the log if it has
     /// outgrown its bound. Failures are logged and counted, never returned.
-    pub(crate) fn append(&self, fresh: &[(PiiKind, &str)], vault: &Mutex<Vault>, keyed: &Keyed) {
+    pub(crate) fn append(&self, fresh: &[Entry], vault: &Mutex<Vault>, keyed: &Keyed) {
         let mut file = lock(&self.file);
         let Some(f) = file.as_mut() else {
             return;
@@ -146,13 +145,11 @@ impl Store {
         }
     }
 
-    fn rewrite(&self, file: Option<&mut VaultFile>, entries: &[(PiiKind, String)]) {
+    fn rewrite(&self, file: Option<&mut VaultFile>, entries: &[Entry]) {
         let Some(file) = file else {
             return;
         };
-        let borrowed: Vec<(PiiKind, &str)> =
-            entries.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        match file.rewrite(&borrowed) {
+        match file.rewrite(entries) {
             Ok(()) => self
                 .compact_above
                 .store(2 * self.capacity as u64, Ordering::Relaxed),

@@ -234,7 +234,7 @@ fn sanitize_json_tokenizes_values_keys_and_numbers() {
         "count": 4155550132u64,
         "nested": [{"ip": "10.0.0.1"}, ["415-555-0132", true, null, 1.5]],
     });
-    let out = engine().sanitize_json(&v);
+    let out = engine().sanitize_json(&v, &crate::pii::Origin::Sandbox);
     let text = out.to_string();
     for leak in [
         "ann@example.com",
@@ -278,7 +278,7 @@ fn sanitize_json_tokenizes_values_keys_and_numbers() {
 fn sanitize_json_keeps_colliding_keys_apart() {
     let token = engine().tokenize_value(PiiKind::Email, "bob@example.com");
     let v = json!({ token.clone(): 1, "bob@example.com": 2 });
-    let out = engine().sanitize_json(&v);
+    let out = engine().sanitize_json(&v, &crate::pii::Origin::Sandbox);
     let obj = out.as_object().unwrap();
     assert_eq!(obj.len(), 2);
     assert!(obj.contains_key(&token) && obj.contains_key(&format!("{token}#2")));
@@ -290,7 +290,9 @@ fn sanitize_json_survives_deep_nesting() {
     for _ in 0..300 {
         v = json!([v]);
     }
-    let out = engine().sanitize_json(&v).to_string();
+    let out = engine()
+        .sanitize_json(&v, &crate::pii::Origin::Sandbox)
+        .to_string();
     assert!(!out.contains("ann@example.com"));
 }
 
@@ -398,7 +400,7 @@ fn a_cut_never_leaves_part_of_a_value() {
     let value = "margarethe.vonstrelitz@example-mail.org";
     let text = format!("{} {value} and more", "x".repeat(9));
     for cut in 10..=10 + value.len() {
-        let shown = pii.sanitize_cut(&text, cut);
+        let shown = pii.sanitize_cut(&text, cut, &crate::pii::Origin::Sandbox);
         let (head, rest) = shown.split_at(10);
         assert_eq!(head, format!("{} ", "x".repeat(9)), "cut {cut}: {shown}");
         assert!(
@@ -407,15 +409,18 @@ fn a_cut_never_leaves_part_of_a_value() {
         );
     }
     assert_eq!(
-        pii.sanitize_cut(&text, 5),
+        pii.sanitize_cut(&text, 5, &crate::pii::Origin::Sandbox),
         "[withheld up to the cut]",
         "before the value, inside a run: the run is withheld"
     );
     assert_eq!(
-        pii.sanitize_cut(&text, 9),
+        pii.sanitize_cut(&text, 9, &crate::pii::Origin::Sandbox),
         "xxxxxxxxx",
         "before the value, after a run: a plain cut"
     );
     let card = "card 4111 1111 1111 1111 ok";
-    assert!(pii.sanitize_cut(card, 12).starts_with("card [CREDIT_CARD_"));
+    assert!(
+        pii.sanitize_cut(card, 12, &crate::pii::Origin::Sandbox)
+            .starts_with("card [CREDIT_CARD_")
+    );
 }

@@ -24,7 +24,16 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use sha2::{Digest, Sha256};
 
+use super::origin::{self, Origin};
 use super::types::PiiKind;
+
+/// One value of the vault as the vault file keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub kind: PiiKind,
+    pub value: String,
+    pub origins: Vec<Origin>,
+}
 
 /// Hex lengths a token may have: 8 normally; the next one when a shorter token is already taken
 /// by a different value (about one chance in 4·10⁹ per pair of values at 8).
@@ -177,6 +186,8 @@ impl fmt::Display for TokenId {
 struct Slot {
     value: Box<str>,
     seq: u64,
+    /// Where the value entered (empty: unknown, as in a vault file from before origins).
+    origins: Vec<Origin>,
 }
 
 /// token → value, bounded, forgetting the least recently minted token first.
@@ -209,18 +220,45 @@ impl Vault {
         self.capacity
     }
 
-    /// The token for `value` (whose MAC is `mac`), recording it as the most recently minted.
+    /// The token for `value` (whose MAC is `mac`), recording it as the most recently minted,
+    /// with no origin (tests, and values whose origin is unknown).
+    #[cfg(test)]
     pub(crate) fn mint(&mut self, kind: PiiKind, value: &str, mac: &[u8; 32]) -> TokenId {
-        self.mint_fresh(kind, value, mac).0
+        self.mint_with(kind, value, mac, &[], true).0
     }
 
-    /// [`Vault::mint`], also telling whether the value was new to the vault (so it is not yet in
-    /// the vault file).
-    pub(crate) fn mint_fresh(
+    /// [`Vault::mint`] of a value that entered from `origin` (if known); whether the vault file needs a
+    /// record of it (the value, or this origin of it, is new). [`Origin::Sandbox`] is added
+    /// only to a value new to the vault (`origin.rs`).
+    pub(crate) fn mint_from(
         &mut self,
         kind: PiiKind,
         value: &str,
         mac: &[u8; 32],
+        origin: Option<&Origin>,
+    ) -> (TokenId, bool) {
+        let origins = origin.map_or(&[][..], std::slice::from_ref);
+        self.mint_with(kind, value, mac, origins, false)
+    }
+
+    /// [`Vault::mint`] of a value read from the vault file with the origins its record names.
+    pub(crate) fn replay(
+        &mut self,
+        kind: PiiKind,
+        value: &str,
+        mac: &[u8; 32],
+        origins: &[Origin],
+    ) {
+        self.mint_with(kind, value, mac, origins, true);
+    }
+
+    fn mint_with(
+        &mut self,
+        kind: PiiKind,
+        value: &str,
+        mac: &[u8; 32],
+        origins: &[Origin],
+        replayed: bool,
     ) -> (TokenId, bool) {
         for n in TOKEN_HEX_LENGTHS {
             let id = TokenId::new(kind, mac, n);
@@ -228,20 +266,28 @@ impl Vault {
             match self.slots.get_mut(&id) {
                 Some(slot) if &*slot.value == value => {
                     slot.seq = seq;
+                    let mut added = false;
+                    for o in origins {
+                        if replayed || *o != Origin::Sandbox {
+                            added |= origin::add(&mut slot.origins, o);
+                        }
+                    }
                     self.next_seq += 1;
                     self.order.push_back((seq, id));
                     self.compact();
-                    return (id, false);
+                    return (id, added);
                 }
                 Some(_) => continue, // a different value owns this prefix: take a longer one
                 None => {
-                    self.slots.insert(
-                        id,
-                        Slot {
-                            value: value.into(),
-                            seq,
-                        },
-                    );
+                    let mut slot = Slot {
+                        value: value.into(),
+                        seq,
+                        origins: Vec::new(),
+                    };
+                    for o in origins {
+                        origin::add(&mut slot.origins, o);
+                    }
+                    self.slots.insert(id, slot);
                     self.next_seq += 1;
                     self.order.push_back((seq, id));
                     self.evict();
@@ -277,14 +323,25 @@ impl Vault {
         self.slots.get(id).map(|s| &*s.value)
     }
 
-    /// Every remembered value with its kind, least recently minted first (what a rewrite of the
-    /// vault file keeps, in the order that replays to the same recency).
-    pub(crate) fn entries(&self) -> Vec<(PiiKind, String)> {
+    /// The value behind `id` and where it entered.
+    pub(crate) fn get_with_origins(&self, id: &TokenId) -> Option<(&str, &[Origin])> {
+        self.slots
+            .get(id)
+            .map(|s| (&*s.value, s.origins.as_slice()))
+    }
+
+    /// Every remembered value with its kind and origins, least recently minted first (what a
+    /// rewrite of the vault file keeps, in the order that replays to the same recency).
+    pub(crate) fn entries(&self) -> Vec<Entry> {
         self.order
             .iter()
             .filter_map(|(seq, id)| {
                 let slot = self.slots.get(id).filter(|s| s.seq == *seq)?;
-                Some((id.kind(), slot.value.to_string()))
+                Some(Entry {
+                    kind: id.kind(),
+                    value: slot.value.to_string(),
+                    origins: slot.origins.clone(),
+                })
             })
             .collect()
     }

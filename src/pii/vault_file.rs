@@ -7,7 +7,8 @@
 //!
 //! Format: a 16-byte header (`CEMPIIVAULT\0`, format version as u32 LE), then records, each a
 //! u32 LE length and that many bytes: a random 24-byte nonce and the XChaCha20-Poly1305
-//! ciphertext (with its 16-byte tag) of entries `kind u8 ‖ length u32 LE ‖ value`. The associated
+//! ciphertext (with its 16-byte tag) of entries `kind u8 ‖ length u32 LE ‖ value`, followed by the
+//! value's origins when the kind's high bit is set (`encode_entry`). The associated
 //! data names the tenant (`key::Scope`), so a record copied into another tenant's file does not
 //! authenticate. Someone with the storage but not the key learns the file's size, the number and
 //! sizes of records and when they were written: not the values, not the tokens.
@@ -36,11 +37,15 @@ use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::key::Scope;
+use super::origin::{self, MAX_ORIGINS, Origin};
+use super::token::Entry;
 use super::types::PiiKind;
 
 const MAGIC: &[u8; 12] = b"CEMPIIVAULT\0";
 const VERSION: u32 = 1;
 const HEADER_LEN: u64 = 16;
+/// Set in an entry's kind byte when origins follow its value.
+const ORIGINS_FLAG: u8 = 0x80;
 const NONCE_LEN: usize = 24;
 const TAG_LEN: usize = 16;
 /// A record's plaintext is cut at about this size (one record per sanitize call in practice).
@@ -84,7 +89,7 @@ pub enum VaultFileError {
 #[derive(Debug, Default)]
 pub struct ReadReport {
     /// The entries of the records that authenticated, in file order.
-    pub entries: Vec<(PiiKind, String)>,
+    pub entries: Vec<Entry>,
     /// Records that authenticated.
     pub records: usize,
     /// Records that did not authenticate (another key, another tenant's, damaged) or whose
@@ -235,7 +240,7 @@ impl VaultFile {
     }
 
     /// Appends `entries` in one write, then `fdatasync`s: once this returns they survive a crash.
-    pub fn append(&mut self, entries: &[(PiiKind, &str)]) -> Result<(), VaultFileError> {
+    pub fn append(&mut self, entries: &[Entry]) -> Result<(), VaultFileError> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -285,7 +290,7 @@ impl VaultFile {
 
     /// Replaces the file with one holding just `entries` (temp file, `fdatasync`, rename, then the
     /// directory synced), and continues on it.
-    pub fn rewrite(&mut self, entries: &[(PiiKind, &str)]) -> Result<(), VaultFileError> {
+    pub fn rewrite(&mut self, entries: &[Entry]) -> Result<(), VaultFileError> {
         let mut suffix = [0u8; 6];
         getrandom::fill(&mut suffix).map_err(|e| {
             self.io_err("no randomness to rewrite")(io::Error::other(e.to_string()))
@@ -337,19 +342,16 @@ impl VaultFile {
     }
 
     /// Records for `entries`: as few as fit [`RECORD_PLAINTEXT`] each.
-    fn encode(&self, entries: &[(PiiKind, &str)]) -> Result<Vec<u8>, VaultFileError> {
+    fn encode(&self, entries: &[Entry]) -> Result<Vec<u8>, VaultFileError> {
         let mut out = Vec::new();
         let mut plain = Vec::new();
-        for (i, (kind, value)) in entries.iter().enumerate() {
-            if value.len() > MAX_BODY / 2 {
-                return Err(VaultFileError::TooLarge(value.len()));
+        for (i, entry) in entries.iter().enumerate() {
+            if entry.value.len() > MAX_BODY / 2 {
+                return Err(VaultFileError::TooLarge(entry.value.len()));
             }
-            let kind = PiiKind::ALL.iter().position(|k| k == kind).expect("a kind") as u8;
-            plain.push(kind);
-            plain.extend((value.len() as u32).to_le_bytes());
-            plain.extend(value.as_bytes());
+            encode_entry(entry, &mut plain);
             let last = i + 1 == entries.len();
-            if last || plain.len() + 5 + entries[i + 1].1.len() > RECORD_PLAINTEXT {
+            if last || plain.len() + 5 + entries[i + 1].value.len() > RECORD_PLAINTEXT {
                 self.seal(&plain, &mut out)?;
                 plain.clear();
             }
@@ -437,14 +439,56 @@ fn remove_stale_temps(parent: &Path, dir: &OwnedFd, name: &std::ffi::OsStr) {
     }
 }
 
-fn parse_entries(mut plain: &[u8]) -> Option<Vec<(PiiKind, String)>> {
+/// One entry: `kind u8 ‖ length u32 LE ‖ value`, and when the value has origins the kind's
+/// high bit set and `count u8 ‖ (length u8 ‖ label)*` after the value (`origin.rs`). A record
+/// written before origins were kept has no high bit: its values have no origin.
+fn encode_entry(entry: &Entry, plain: &mut Vec<u8>) {
+    let kind = PiiKind::ALL
+        .iter()
+        .position(|k| *k == entry.kind)
+        .expect("a kind") as u8;
+    let with_origins = !entry.origins.is_empty();
+    plain.push(kind | if with_origins { ORIGINS_FLAG } else { 0 });
+    plain.extend((entry.value.len() as u32).to_le_bytes());
+    plain.extend(entry.value.as_bytes());
+    if with_origins {
+        let origins = &entry.origins[..entry.origins.len().min(MAX_ORIGINS)];
+        plain.push(origins.len() as u8);
+        for o in origins {
+            let label = o.label();
+            plain.push(label.len() as u8);
+            plain.extend(label.as_bytes());
+        }
+    }
+}
+
+fn parse_entries(mut plain: &[u8]) -> Option<Vec<Entry>> {
     let mut entries = Vec::new();
     while !plain.is_empty() {
-        let kind = *PiiKind::ALL.get(usize::from(*plain.first()?))?;
+        let first = *plain.first()?;
+        let kind = *PiiKind::ALL.get(usize::from(first & !ORIGINS_FLAG))?;
         let len = u32::from_le_bytes(plain.get(1..5)?.try_into().ok()?) as usize;
         let value = std::str::from_utf8(plain.get(5..5 + len)?).ok()?;
-        entries.push((kind, value.to_owned()));
         plain = &plain[5 + len..];
+        let mut origins = Vec::new();
+        if first & ORIGINS_FLAG != 0 {
+            let count = *plain.first()?;
+            plain = &plain[1..];
+            for _ in 0..count {
+                let n = usize::from(*plain.first()?);
+                let label = std::str::from_utf8(plain.get(1..1 + n)?).ok()?;
+                // A label this version does not know (a newer server's) is left out, not the value.
+                if let Some(o) = Origin::from_label(label) {
+                    origin::add(&mut origins, &o);
+                }
+                plain = &plain[1 + n..];
+            }
+        }
+        entries.push(Entry {
+            kind,
+            value: value.to_owned(),
+            origins,
+        });
     }
     Some(entries)
 }

@@ -284,15 +284,16 @@ fn one_sanitize_call_is_one_record() {
     let empty = std::fs::metadata(&path).unwrap().len();
     assert_eq!(empty, 16, "the header");
     let json = serde_json::json!({"to": ["a@example.com", "b@example.com"], "c@example.com": 1});
-    pii.sanitize_json(&json);
+    pii.sanitize_json(&json, &crate::pii::Origin::Sandbox);
     let one = std::fs::metadata(&path).unwrap().len();
-    // length 4, nonce 24, tag 16, three entries of 5 + 13 bytes.
-    assert_eq!(one - empty, 4 + 24 + 16 + 3 * 18);
+    // length 4, nonce 24, tag 16, three entries of 5 + 13 bytes, each with its origin
+    // (count 1, length 1, "sandbox").
+    assert_eq!(one - empty, 4 + 24 + 16 + 3 * (18 + 2 + 7));
     // Values already in the vault write nothing.
     pii.sanitize("a@example.com again");
     assert_eq!(std::fs::metadata(&path).unwrap().len(), one);
     // Several parts sanitized together (an execution's outcome): one record.
-    let (text, json) = pii.together(|batch| {
+    let (text, json) = pii.together(&crate::pii::Origin::Sandbox, |batch| {
         (
             batch.text("from d@example.com"),
             batch.json(&serde_json::json!(["e@example.com"])),
@@ -300,7 +301,7 @@ fn one_sanitize_call_is_one_record() {
     });
     assert!(text.starts_with("from [EMAIL_") && json[0].as_str().unwrap().starts_with("[EMAIL_"));
     let two = std::fs::metadata(&path).unwrap().len();
-    assert_eq!(two - one, 4 + 24 + 16 + 2 * 18);
+    assert_eq!(two - one, 4 + 24 + 16 + 2 * (18 + 2 + 7));
 }
 
 #[test]
@@ -381,4 +382,104 @@ fn servers_opening_and_appending_at_once_lose_no_record() {
 fn replaced(held: &std::fs::File) -> bool {
     use std::os::unix::fs::MetadataExt;
     held.metadata().expect("an open file has metadata").nlink() == 0
+}
+
+/// Two servers sharing the key and the vault file (swarm nodes on a shared volume): a value's
+/// origins travel with it, and an origin one server adds reaches the other.
+#[test]
+fn origins_travel_with_the_vault_file_between_servers() {
+    use crate::pii::Origin;
+    let dir = tempfile::tempdir().unwrap();
+    let path = vault_path(&dir);
+    let crm = Origin::upstream("crm", "rows");
+    let (one, two) = (engine(&path, A, 100), engine(&path, A, 100));
+    let token = one.sanitize_from("ann@example.com", &crm).text;
+    let seen = |e: &PiiEngine| {
+        let origins = std::cell::RefCell::new(Vec::new());
+        e.restore_where(&token, |o| {
+            *origins.borrow_mut() = o.to_vec();
+            true
+        });
+        origins.into_inner()
+    };
+    assert_eq!(
+        seen(&two),
+        std::slice::from_ref(&crm),
+        "minted on one, read on the other"
+    );
+    two.sanitize_from("ann@example.com", &Origin::User);
+    assert_eq!(seen(&two), [Origin::User, crm.clone()]);
+    // The other server learns the new origin from the file on its next read of it.
+    drop(one);
+    let three = engine(&path, A, 100);
+    assert_eq!(seen(&three), [Origin::User, crm.clone()]);
+    // What the code printed adds `sandbox` only to a value the vault did not know.
+    three.sanitize_from("ann@example.com", &Origin::Sandbox);
+    assert_eq!(seen(&three), [Origin::User, crm]);
+    let fresh = three
+        .sanitize_from("new@example.com", &Origin::Sandbox)
+        .text;
+    let check = three.restore_where(&fresh, |o| o == [Origin::Sandbox]);
+    assert_eq!(check.text, "new@example.com");
+}
+
+/// A vault file written before origins were kept (records without them) still restores; its
+/// values have no origin, which only `*` or `unknown` allow.
+#[test]
+fn a_vault_from_before_origins_restores_with_unknown_origin() {
+    use super::VaultFile;
+    use crate::pii::token::Entry;
+    use crate::pii::{Origin, PiiKind};
+    let dir = tempfile::tempdir().unwrap();
+    let path = vault_path(&dir);
+    let (mut old, _) = VaultFile::open(&path, &key().vault_key(A), A).unwrap();
+    let entry = Entry {
+        kind: PiiKind::Email,
+        value: "old@example.com".into(),
+        origins: Vec::new(),
+    };
+    old.append(std::slice::from_ref(&entry)).unwrap();
+    drop(old);
+    let bytes = std::fs::read(&path).unwrap();
+    // 16 header, 4 length, 24 nonce, 16 tag, and the entry as format 1 wrote it: kind 0,
+    // length, value, nothing after.
+    assert_eq!(
+        bytes.len(),
+        16 + 4 + 24 + 16 + 5 + 15,
+        "a record of the old layout"
+    );
+
+    let pii = engine(&path, A, 100);
+    let token = PiiEngine::with_key(&key(), A, 100, &dir.path().join("other/vault"))
+        .unwrap()
+        .sanitize("old@example.com")
+        .text;
+    let origins = std::cell::RefCell::new(None);
+    let all = pii.restore_where(&token, |o| {
+        *origins.borrow_mut() = Some(o.to_vec());
+        true
+    });
+    assert_eq!(all.text, "old@example.com");
+    assert_eq!(origins.into_inner(), Some(Vec::new()), "no origin");
+    let crm_only = pii.restore_where(&token, |o| o.iter().any(|o| o.source() == "crm"));
+    assert_eq!(
+        (crm_only.text.as_str(), crm_only.withheld.len()),
+        (token.as_str(), 1)
+    );
+    // Seen again from an origin, it keeps that one from then on.
+    pii.sanitize_from("old@example.com", &Origin::User);
+    let user = pii.restore_where(&token, |o| o == [Origin::User]);
+    assert_eq!(user.text, "old@example.com");
+}
+
+/// A well-formed token the vault never issued is never restored, whatever the rule allows.
+#[test]
+fn a_forged_token_is_unknown_and_never_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let pii = engine(&vault_path(&dir), A, 100);
+    let forged = "[EMAIL_0123abcd] [IBAN_fedcba9876543210]";
+    let checked = pii.restore_where(forged, |_| true);
+    assert_eq!(checked.text, forged);
+    assert!(checked.restored.is_empty() && checked.withheld.is_empty());
+    assert_eq!(checked.unknown.len(), 2);
 }

@@ -41,6 +41,10 @@
 //! whole, never its first part. Passing a tokenized text through the engine again leaves it
 //! as it is.
 //!
+//! Values minted here are recorded with their origin (`pii::Origin`): `sandbox` for what an
+//! execution printed ([`redact_outcome`], [`Privacy::text_cut`]), `workspace` for every other
+//! answer (files, resources, skills, the server's own words).
+//!
 //! This stops accidental exposure, not a determined program: code the model writes can reshape
 //! a restored value (spell it out, reverse it) before printing it.
 
@@ -66,7 +70,7 @@ pub use roads::{
 pub use shown::Shown;
 
 use crate::host::blocking_here;
-use crate::pii::{Batch, PiiEngine};
+use crate::pii::{Batch, Origin, PiiEngine};
 
 /// The one door from the server to the model: every response and notification text passes
 /// here.
@@ -85,22 +89,27 @@ impl Privacy {
     /// A text on its way to the model by another road than a tool's response: a progress
     /// message, a resource's name, URI or contents, a notification.
     pub fn text(&self, text: String) -> Shown {
+        self.text_from(text, &Origin::Workspace)
+    }
+
+    fn text_from(&self, text: String, origin: &Origin) -> Shown {
         if !self.tokenize {
             return Shown::new(text);
         }
-        Shown::new(blocking_here(|| self.pii.sanitize(&text).text))
+        Shown::new(blocking_here(|| self.pii.sanitize_from(&text, origin).text))
     }
 
     /// [`Privacy::text`] of `text` cut to `max_chars` characters, with `…` where it was cut.
     /// The PII engine reads past the cut, so a value the cut splits becomes its token whole
-    /// (which may end past `max_chars`) rather than leave its first part in clear.
+    /// (which may end past `max_chars`) rather than leave its first part in clear. For what
+    /// an execution printed (progress, errors): its values' origin is the sandbox.
     pub fn text_cut(&self, text: String, max_chars: usize) -> Shown {
         let cut = crate::text::prefix_chars(&text, max_chars).len();
         if cut == text.len() {
-            return self.text(text);
+            return self.text_from(text, &Origin::Sandbox);
         }
         let shown = if self.tokenize {
-            blocking_here(|| self.pii.sanitize_cut(&text, cut))
+            blocking_here(|| self.pii.sanitize_cut(&text, cut, &Origin::Sandbox))
         } else {
             text[..cut].to_string()
         };
@@ -181,7 +190,7 @@ impl Privacy {
             return value;
         }
         blocking_here(|| {
-            self.pii.together(|batch| match value {
+            self.pii.together(&Origin::Workspace, |batch| match value {
                 Value::Object(map) => {
                     let mut out = Map::with_capacity(map.len());
                     for (k, v) in map {

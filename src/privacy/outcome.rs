@@ -23,7 +23,7 @@ static TOKEN_SHAPE: LazyLock<Regex> =
 /// its token whole instead of leaving its first part in clear.
 pub fn redact_outcome(pii: &PiiEngine, outcome: &mut Outcome) {
     let edges = std::mem::take(&mut outcome.edges);
-    pii.together(|batch| {
+    pii.together(&crate::pii::Origin::Sandbox, |batch| {
         outcome
             .stdout
             .map_text(|s, edge| batch.text_with_edge(s, edge));

@@ -13,6 +13,7 @@ use crate::audit::{
     AuditCall, AuditLog, AuditPlan, AuditPlanCall, AuditRecord, SINGLE_TENANT_DIR, record,
 };
 use crate::gateway::plan::{PlanReport, PlanStatus};
+use crate::pii::{Origin, PiiEngine};
 use crate::sandbox::SandboxError;
 
 /// The tenant's trail on this node, when `--audit` keeps one.
@@ -99,6 +100,7 @@ impl App {
                         policy: c.audit.policy.map(|p| p.as_str().to_string()),
                         arguments_sha256: c.audit.arguments_sha256.clone(),
                         duration_ms: c.duration_ms,
+                        tokens: c.audit.tokens.clone(),
                     })
                     .collect();
                 record.files_changed = (e.produced.files.iter()).map(|f| f.path.clone()).collect();
@@ -123,22 +125,35 @@ impl App {
         }
         let (log, pii) = (begun.log, self.pii.clone());
         let _ = tokio::task::spawn_blocking(move || {
-            let tokens = |s: &mut String| *s = pii.sanitize(s).text;
-            record.code.as_mut().map(tokens);
-            record.client.as_mut().map(tokens);
-            record.error_type.as_mut().map(tokens);
-            record.files_changed.iter_mut().for_each(tokens);
-            for call in &mut record.calls {
-                tokens(&mut call.server);
-                tokens(&mut call.tool);
-            }
-            for call in record.plan.iter_mut().flat_map(|p| &mut p.calls) {
-                tokens(&mut call.server);
-                tokens(&mut call.tool);
-            }
+            tokenize(&pii, &mut record);
             log.append(&record)
         })
         .await;
+    }
+}
+
+/// The record's texts with personal data as tokens: the code and the client's name are the
+/// user's words, an error type the sandbox's, file, server and tool names the workspace's.
+fn tokenize(pii: &PiiEngine, record: &mut AuditRecord) {
+    let from = |s: &mut String, origin: Origin| *s = pii.sanitize_from(s, &origin).text;
+    let tokens = |s: &mut String| from(s, Origin::Workspace);
+    for (field, origin) in [
+        (&mut record.code, Origin::User),
+        (&mut record.client, Origin::User),
+        (&mut record.error_type, Origin::Sandbox),
+    ] {
+        if let Some(s) = field {
+            from(s, origin);
+        }
+    }
+    record.files_changed.iter_mut().for_each(tokens);
+    for call in &mut record.calls {
+        tokens(&mut call.server);
+        tokens(&mut call.tool);
+    }
+    for call in record.plan.iter_mut().flat_map(|p| &mut p.calls) {
+        tokens(&mut call.server);
+        tokens(&mut call.tool);
     }
 }
 

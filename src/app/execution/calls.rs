@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::gateway::UpstreamCalls;
-use crate::pii::PiiEngine;
+use crate::pii::{Origin, PiiEngine};
 use crate::privacy::check_restore_budget;
 use crate::sandbox::run::channel::{FromHarness, MAX_PLAN_TOOLS, PlanSpec};
 use crate::sandbox::{BuiltinCalls, CallHandler};
@@ -171,7 +171,7 @@ impl CallHandler for ServerCalls {
                 "tokenize_pii" => {
                     let p: Text = params(method, args, "text (str)")?;
                     let pii = self.pii.clone();
-                    let s = blocking(move || pii.sanitize(&p.text)).await?;
+                    let s = blocking(move || pii.sanitize_from(&p.text, &Origin::Sandbox)).await?;
                     Ok(json!({"sanitized": s.text, "tokens": s.tokens}))
                 }
                 "detokenize_pii" => {
@@ -182,13 +182,19 @@ impl CallHandler for ServerCalls {
                     if p.tokens.is_none() {
                         check_restore_budget(&p.text)?;
                     }
-                    let pii = self.pii.clone();
-                    let restored = blocking(move || match &p.tokens {
-                        Some(tokens) => pii.restore_with(&p.text, tokens),
-                        None => pii.restore(&p.text),
+                    // An upstream's value whose results enter tokenized stays a token here:
+                    // in clear, the code could hand it to any upstream (`gateway/flow.rs`).
+                    let (pii, view) = (self.pii.clone(), self.tools.as_ref().map(|t| t.view()));
+                    let restored = blocking(move || match (&p.tokens, view) {
+                        (Some(tokens), _) => pii.restore_with(&p.text, tokens).text,
+                        (None, Some(view)) => {
+                            pii.restore_where(&p.text, |o| view.sandbox_may_hold(o))
+                                .text
+                        }
+                        (None, None) => pii.restore(&p.text).text,
                     })
                     .await?;
-                    Ok(json!(restored.text))
+                    Ok(json!(restored))
                 }
                 "plan_results" => Ok(self.plan_results.clone()),
                 "call_tool" => {

@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use code_execution_mcp::pii::{DEFAULT_VAULT_CAPACITY, PiiEngine};
+use code_execution_mcp::pii::{DEFAULT_VAULT_CAPACITY, Origin, PiiEngine};
 use libfuzzer_sys::fuzz_target;
 use regex::Regex;
 use serde_json::Value;
@@ -56,6 +56,13 @@ fuzz_target!(|data: &[u8]| {
     let holds_own_token = e.restore(text).restored > 0;
     let back = e.restore(&s.text);
     let back_with = e.restore_with(&s.text, &s.tokens);
+    // A flow rule that allows every origin restores exactly what `restore` does; one that
+    // allows none restores nothing and keeps the text.
+    let open = e.restore_where(&s.text, |_| true);
+    assert_eq!(open.text, back.text, "restore_where(allow all) != restore");
+    assert_eq!(open.restored.len(), back.restored);
+    let closed = e.restore_where(&s.text, |_| false);
+    assert!(closed.restored.is_empty() && closed.text == s.text, "restore_where(allow none)");
     if !holds_own_token {
         assert_eq!(back.text, text, "restore(sanitize(x)) != x");
         assert_eq!(back_with.text, text, "restore_with(sanitize(x)) != x");
@@ -82,7 +89,7 @@ fuzz_target!(|data: &[u8]| {
 
     // Any JSON: no panic, and every string of the output is clean as above.
     if let Ok(v) = serde_json::from_str::<Value>(text) {
-        let out = e.sanitize_json(&v);
+        let out = e.sanitize_json(&v, &Origin::Sandbox);
         check_json(e, &out);
     }
 });
