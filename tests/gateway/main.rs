@@ -9,6 +9,7 @@ mod common;
 
 mod credentials;
 mod edge_cases;
+mod flows;
 mod over_mcp;
 mod plans;
 mod pypi;
