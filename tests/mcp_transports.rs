@@ -756,12 +756,12 @@ async fn an_unknown_key_in_the_upstreams_file_stops_the_start_naming_it_and_its_
     let file = dir.path().join("upstreams.json");
     std::fs::write(
         &file,
-        "{\"mcpServers\": {\n  \"time\": {\"command\": \"uvx\",\n    \"pii\": {\"mode\": \"off\"}}}}\n",
+        "{\"mcpServers\": {\n  \"time\": {\"command\": \"uvx\",\n    \"privacy\": {\"mode\": \"off\"}}}}\n",
     )
     .unwrap();
     let stderr = failed_start(&[], &["--upstreams", file.to_str().unwrap()]).await;
     assert!(
-        stderr.contains("unknown field `pii`") && stderr.contains("line 3"),
+        stderr.contains("unknown field `privacy`") && stderr.contains("line 3"),
         "{stderr}"
     );
     assert!(stderr.contains("`command`"), "the accepted keys: {stderr}");
