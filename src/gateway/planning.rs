@@ -132,10 +132,13 @@ impl UpstreamCalls {
                 Some(upstream) => self.outgoing(upstream, call.arguments.clone()).await,
             };
             let refused = match &outgoing {
-                Ok(o) => {
+                Ok(o) if o.refused.is_some() => {
+                    // Counted now, as none of the plan is sent; an applied call is counted
+                    // when it is sent.
                     self.view.stats.record_tokens(&call.server, &o.tokens);
                     o.refused.clone()
                 }
+                Ok(_) => None,
                 Err(why) => Some(why.clone()),
             };
             if let Some(why) = refused {
@@ -250,6 +253,9 @@ impl UpstreamCalls {
             ..CallAudit::default()
         };
         let arguments = outgoing.arguments;
+        if self.view.upstream(server).is_some() {
+            self.view.stats.record_tokens(server, &audit.tokens);
+        }
         let sent = match self.view.upstream(server) {
             None => Err(format!("upstream `{server}` is no longer available here")),
             Some(upstream) => match listed_tool(upstream, server, tool) {

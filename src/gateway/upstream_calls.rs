@@ -167,14 +167,7 @@ impl UpstreamCalls {
         };
         let outgoing = match decision {
             Decision::Allow | Decision::Confirm => {
-                let outgoing = self.outgoing(upstream, arguments).await?;
-                audit.tokens = outgoing.tokens.clone();
-                self.view.stats.record_tokens(server, &outgoing.tokens);
-                if let Some(why) = outgoing.refused {
-                    audit.outcome = CallOutcome::Withheld;
-                    return Err(why);
-                }
-                Some(outgoing)
+                Some(self.flow_checked(upstream, arguments, audit).await?)
             }
             Decision::Deny | Decision::Plan => None,
         };
@@ -189,6 +182,28 @@ impl UpstreamCalls {
         })?;
         let arguments = outgoing.map(|o| o.arguments).unwrap_or_default();
         self.send(upstream, server, tool, arguments, audit).await
+    }
+
+    /// [`Self::outgoing`], counted and noted in the call's audit; an error when the rule
+    /// refuses the call.
+    async fn flow_checked(
+        &self,
+        upstream: &Upstream,
+        arguments: Map<String, Value>,
+        audit: &mut CallAudit,
+    ) -> Result<Outgoing, String> {
+        let outgoing = self.outgoing(upstream, arguments).await?;
+        audit.tokens = outgoing.tokens.clone();
+        self.view
+            .stats
+            .record_tokens(upstream.name(), &outgoing.tokens);
+        match &outgoing.refused {
+            Some(why) => {
+                audit.outcome = CallOutcome::Withheld;
+                Err(why.clone())
+            }
+            None => Ok(outgoing),
+        }
     }
 
     /// `arguments` for `upstream` after its flow rule: personal-data tokens restored where the
