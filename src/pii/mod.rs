@@ -23,6 +23,10 @@
 //!   new to the vault are appended, encrypted, once per sanitize call, before it returns; the file
 //!   is replayed at open, and read again before `restore` calls a token unknown. So every server
 //!   sharing the key and the storage restores the tokens any of them minted for the tenant.
+//! - Origins (`origin.rs`): the vault keeps where each value entered (an upstream's tool, the
+//!   user, the workspace, the sandbox), named by the caller of [`PiiEngine::sanitize_from`] and
+//!   [`PiiEngine::together`], kept in the vault file with the value; the gateway's flow rules
+//!   decide on them through [`PiiEngine::restore_where`] (`restore.rs`).
 //! - Cuts (`cut.rs`): a text cut before the model sees it is read with the bytes past its cut, so
 //!   a value the cut splits becomes its token whole; when none does and the cut falls inside a
 //!   run of non-space characters, the run's last bytes before the cut (at most 4 KiB) are
