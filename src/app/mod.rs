@@ -146,7 +146,10 @@ impl App {
             stats.clone(),
             span.clone(),
         )?;
-        let privacy = Privacy::new(pii.clone(), shared.config.pii.tokenizes());
+        let mut privacy = Privacy::new(pii.clone(), shared.config.pii.tokenizes());
+        if let Some(view) = gateway.clone() {
+            privacy = privacy.with_flow(Arc::new(move |o| view.sandbox_may_hold(o)));
+        }
         sweep_sessions(&sessions, &span);
         let paused =
             execution::paused::PausedTable::new(tenant, shared.config.gateway.confirm_wait());

@@ -78,12 +78,30 @@ use crate::pii::{Batch, Origin, PiiEngine};
 pub struct Privacy {
     pii: Arc<PiiEngine>,
     tokenize: bool,
+    /// Which origins' values may become readable in the workspace (the gateway's flow rules);
+    /// `None`: every origin's.
+    workspace_may_hold: Option<MayHold>,
 }
+
+/// Whether a value of these origins may be restored where sandbox code can read it.
+pub type MayHold = Arc<dyn Fn(&[Origin]) -> bool + Send + Sync>;
 
 impl Privacy {
     /// With `tokenize` false (`--pii-output off`), texts pass as they are.
     pub fn new(pii: Arc<PiiEngine>, tokenize: bool) -> Self {
-        Self { pii, tokenize }
+        Self {
+            pii,
+            tokenize,
+            workspace_may_hold: None,
+        }
+    }
+
+    /// Tokens from the model restore into workspace names and contents only where `may_hold`
+    /// allows their origins: the sandbox reads the workspace, so a value the flow rules keep
+    /// from the code must not arrive there by way of a file.
+    pub fn with_flow(mut self, may_hold: MayHold) -> Self {
+        self.workspace_may_hold = Some(may_hold);
+        self
     }
 
     /// A text on its way to the model by another road than a tool's response: a progress
@@ -130,11 +148,13 @@ impl Privacy {
     /// Text coming from the model into a tool call: tokens this server minted become their
     /// values again (so a file listed as `[EMAIL_ab12cd34].json` can be read under that name).
     pub fn from_model(&self, text: String) -> String {
-        if self.tokenize && text.contains('[') && check_restore_budget(&text).is_ok() {
-            blocking_here(|| self.pii.restore(&text).text)
-        } else {
-            text
+        if !(self.tokenize && text.contains('[') && check_restore_budget(&text).is_ok()) {
+            return text;
         }
+        blocking_here(|| match &self.workspace_may_hold {
+            Some(may_hold) => self.pii.restore_where(&text, |o| may_hold(o)).text,
+            None => self.pii.restore(&text).text,
+        })
     }
 
     /// A tool's structured answer, every string of it (at any depth) through the engine.

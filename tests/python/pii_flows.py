@@ -15,7 +15,8 @@ what it receives (`--calls-log`), and `mcp-server-sqlite` from PyPI as a second 
   search receives it restored;
 - a token the code forges is never restored: passed as text where the rule keeps, refused
   where it refuses, and recorded in the audit trail;
-- detokenize_pii in the sandbox does not hand the CRM's values back in clear;
+- detokenize_pii in the sandbox does not hand the CRM's values back in clear, nor does a
+  workspace file the model writes with a CRM token in it;
 - tokens minted by one server keep their origin on another sharing the key file and the data
   directory (two swarm nodes on a shared volume);
 - the audit trail counts restored and withheld tokens by type and origin, never a value;
@@ -134,6 +135,18 @@ async def forged_and_detokenized(make, label, logs):
     check(logs.calls("mail")[-1]["arguments"]["value"]["forged"] == forged, f"{label}: mail {logs.calls('mail')[-1]}")
 
 
+async def workspace_writes(make, label, ws):
+    """A CRM token the model writes into a workspace file stays a token there (the code reads
+    the workspace); one the user also typed becomes its value, as before rules."""
+    async with make() as c:
+        code = "from servers.crm import rows\nresult = [r['email'] for r in rows(count=2)['rows']]"
+        crm = payload(await c.call_tool("execute_code", {"code": code}))["result"]
+        await c.call_tool("write_workspace_file", {"filename": "flow.txt", "content": " ".join(crm)})
+    with open(os.path.join(ws, "flow.txt")) as f:
+        written = f.read()
+    check(written == f"{crm[0]} person1@example.com", f"{label}: the workspace file holds {written!r}")
+
+
 async def sqlite_source(make, label, logs):
     """Values from the SQLite server: its origin is `sqlite`, which mail's rule does not name."""
     code = """
@@ -229,6 +242,7 @@ async def main(binary, data_dir, upstreams, log_dir, db_path, key_file):
         await crm_to_each(make, f"stdio/{era}", logs)
     await user_typed(stdio, "stdio", logs)
     await forged_and_detokenized(stdio, "stdio", logs)
+    await workspace_writes(stdio, "stdio", f"{data_dir}/ws")
     await sqlite_source(stdio, "stdio", logs)
     check_audit(f"{data_dir}/server")
     await across_servers(binary, args, logs)
