@@ -176,17 +176,19 @@ fn line_of(text: &str, name: &str) -> Option<usize> {
     None
 }
 
+/// An entry's rule restoring from `from` (tests).
+#[cfg(test)]
+pub(crate) fn rule(from: &[&str], otherwise: Otherwise) -> FlowRule {
+    FlowRule {
+        restore_from: from.iter().map(|s| s.to_string()).collect(),
+        otherwise,
+        source: RuleSource::Entry,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn rule(from: &[&str], otherwise: Otherwise) -> FlowRule {
-        FlowRule {
-            restore_from: from.iter().map(|s| s.to_string()).collect(),
-            otherwise,
-            source: RuleSource::Entry,
-        }
-    }
 
     #[test]
     fn one_allowed_origin_is_enough_and_unknown_needs_naming() {

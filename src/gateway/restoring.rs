@@ -172,16 +172,8 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::flow::RuleSource;
+    use crate::gateway::flow::rule;
     use crate::pii::Origin;
-
-    fn rule(from: &[&str], otherwise: Otherwise) -> FlowRule {
-        FlowRule {
-            restore_from: from.iter().map(|s| s.to_string()).collect(),
-            otherwise,
-            source: RuleSource::Entry,
-        }
-    }
 
     #[test]
     fn tokens_restore_by_origin_and_the_rest_is_kept_or_refused() {

@@ -319,6 +319,7 @@ impl Vault {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn get(&self, id: &TokenId) -> Option<&str> {
         self.slots.get(id).map(|s| &*s.value)
     }

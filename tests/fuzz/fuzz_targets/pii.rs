@@ -56,11 +56,8 @@ fuzz_target!(|data: &[u8]| {
     let holds_own_token = e.restore(text).restored > 0;
     let back = e.restore(&s.text);
     let back_with = e.restore_with(&s.text, &s.tokens);
-    // A flow rule that allows every origin restores exactly what `restore` does; one that
-    // allows none restores nothing and keeps the text.
-    let open = e.restore_where(&s.text, |_| true);
-    assert_eq!(open.text, back.text, "restore_where(allow all) != restore");
-    assert_eq!(open.restored.len(), back.restored);
+    // A flow rule that allows no origin restores nothing and keeps the text (`restore` is the
+    // rule that allows every origin, checked above).
     let closed = e.restore_where(&s.text, |_| false);
     assert!(closed.restored.is_empty() && closed.text == s.text, "restore_where(allow none)");
     if !holds_own_token {
