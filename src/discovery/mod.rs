@@ -52,6 +52,7 @@ mod query;
 mod rank;
 mod registry;
 mod reload;
+pub mod semantic;
 mod stem;
 mod suggest;
 mod synonyms;

@@ -30,10 +30,14 @@ const RARE_DF: u32 = 2;
 const COMMON_FACTOR: u32 = 10;
 
 /// Switches for the parts of query expansion, so the benchmark can measure what each brings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SearchOptions {
     pub synonyms: bool,
     pub typos: bool,
+    /// The sentence model's part, when the registry has one (see `semantic::fuse`).
+    pub semantic: bool,
+    /// What one point of BM25F counts beside one point of cosine similarity.
+    pub lexical_weight: f32,
 }
 
 impl Default for SearchOptions {
@@ -41,6 +45,8 @@ impl Default for SearchOptions {
         SearchOptions {
             synonyms: true,
             typos: true,
+            semantic: true,
+            lexical_weight: crate::discovery::semantic::LEXICAL_WEIGHT,
         }
     }
 }
@@ -202,6 +208,7 @@ mod tests {
                 SearchOptions {
                     typos: false,
                     synonyms: true,
+                    ..SearchOptions::default()
                 },
             );
             assert!(off.terms.is_empty() && off.unmatched == ["wether"]);
@@ -236,6 +243,7 @@ mod tests {
                 SearchOptions {
                     typos: true,
                     synonyms: false,
+                    ..SearchOptions::default()
                 },
             );
             assert!(stems(&idx, &off).iter().all(|(s, _)| s != "delet"));

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -16,6 +17,7 @@ use super::fuzzy::TrigramIndex;
 use super::index::{Index, analyze};
 use super::query::{Analyzer, SearchOptions};
 use super::rank::{RankQuery, Ranker, Scored, top};
+use super::semantic::{self, Ranking, RankingStatus, ToolVectors};
 use super::synonyms::Synonyms;
 use super::words;
 use crate::shipped::ShippedFile;
@@ -64,6 +66,10 @@ pub struct Registry {
     pub(super) synonyms: Synonyms,
     pub(super) problems: Vec<LoadProblem>,
     pub(super) fingerprint: u64,
+    /// Lexical, or the sentence model beside BM25F ([`Registry::ranked_by`]).
+    pub(super) ranking: Ranking,
+    /// The tools' vectors under the ranking's model: made at the first search, or `None`.
+    pub(super) vectors: OnceLock<Option<ToolVectors>>,
 }
 
 impl Registry {
@@ -187,7 +193,43 @@ impl Registry {
             synonyms,
             problems,
             fingerprint,
+            ranking: Ranking::lexical(),
+            vectors: OnceLock::new(),
         }
+    }
+
+    /// This registry ranked as `ranking` says (a new registry is lexical).
+    pub fn ranked_by(mut self, ranking: Ranking) -> Registry {
+        self.ranking = ranking;
+        self.vectors = OnceLock::new();
+        self
+    }
+
+    /// Which ranker searches use, and (once a search or [`Registry::prepare`] made them) how
+    /// many tool vectors were shipped or embedded at load. Never waits for the model.
+    pub fn ranking(&self) -> RankingStatus {
+        let vectors = self.vectors.get().and_then(Option::as_ref);
+        RankingStatus {
+            vectors_shipped: vectors.map(|v| v.shipped),
+            vectors_embedded: vectors.map(|v| v.embedded),
+            ..self.ranking.status()
+        }
+    }
+
+    /// Loads the sentence model and makes the tools' vectors now, if the ranking has a model
+    /// and they are not made yet.
+    pub fn prepare(&self) {
+        self.tool_vectors();
+    }
+
+    /// The tools' vectors, made on first use; `None` when the ranking is lexical.
+    fn tool_vectors(&self) -> Option<&ToolVectors> {
+        self.vectors
+            .get_or_init(|| {
+                let loaded = self.ranking.model()?;
+                Some(ToolVectors::build(loaded, &self.tools))
+            })
+            .as_ref()
     }
 
     /// Searches with synonyms and typo tolerance on; see [`Registry::search_with`].
@@ -225,7 +267,7 @@ impl Registry {
             terms: &analyzed.terms,
             allow: &allow,
         };
-        let mut ranked = self.index.bm25.rank(&rank_query, limit);
+        let mut ranked = self.rank(&rank_query, limit, options);
         self.exact_first(analyzed.text, &allow, &mut ranked, limit);
 
         let hits: Vec<Hit<'_>> = ranked
@@ -245,6 +287,25 @@ impl Registry {
             Vec::new()
         };
         Ok(SearchResults { hits, suggestions })
+    }
+
+    /// BM25F's best, or (with a sentence model) BM25F's and the model's scores fused.
+    fn rank(&self, query: &RankQuery<'_>, limit: usize, options: SearchOptions) -> Vec<Scored> {
+        // A blank query means nothing to the model either: BM25F's empty answer brings hints.
+        let blank = query.text.trim().is_empty();
+        let model = self.ranking.model().filter(|_| options.semantic && !blank);
+        let (Some(loaded), Some(vectors)) = (model, self.tool_vectors()) else {
+            return self.index.bm25.rank(query, limit);
+        };
+        let lexical = self.index.bm25.rank(query, semantic::SEMANTIC_CANDIDATES);
+        let cosine = vectors.similarities(&loaded.model.embed(query.text));
+        semantic::fuse(
+            &cosine,
+            &lexical,
+            query.allow,
+            limit,
+            options.lexical_weight,
+        )
     }
 
     /// A query that is a tool's exact id, or exact name of more than one word (`get_weather`,

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use super::error::DiscoveryError;
 use super::files;
 use super::registry::Registry;
+use super::semantic::Ranking;
 use crate::shipped::{self, ShippedFile};
 
 pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(1);
@@ -32,6 +33,7 @@ pub struct Discovery {
     /// Loaded before the directory's files: the embedded catalog, or nothing.
     base: &'static [ShippedFile],
     dir: PathBuf,
+    ranking: Ranking,
     check_every: Duration,
     current: RwLock<Arc<Registry>>,
     /// When the directory was last looked at; locked by the one caller doing the check.
@@ -47,8 +49,17 @@ impl Discovery {
     /// The catalog embedded in the binary, with the files under `dir` (which need not exist)
     /// adding tools and overriding definitions; changes under `dir` are picked up like
     /// [`Discovery::open`]'s.
-    pub fn shipped_and(dir: impl Into<PathBuf>) -> Result<Discovery, DiscoveryError> {
-        Discovery::layered(shipped::TOOLS_REGISTRY, dir.into(), DEFAULT_CHECK_INTERVAL)
+    /// Searches rank as `ranking` says.
+    pub fn shipped_and(
+        dir: impl Into<PathBuf>,
+        ranking: Ranking,
+    ) -> Result<Discovery, DiscoveryError> {
+        Discovery::layered(
+            shipped::TOOLS_REGISTRY,
+            dir.into(),
+            ranking,
+            DEFAULT_CHECK_INTERVAL,
+        )
     }
 
     /// Like [`Discovery::open`], checking the directory at most once per `check_every`.
@@ -56,18 +67,20 @@ impl Discovery {
         dir: impl Into<PathBuf>,
         check_every: Duration,
     ) -> Result<Discovery, DiscoveryError> {
-        Discovery::layered(&[], dir.into(), check_every)
+        Discovery::layered(&[], dir.into(), Ranking::lexical(), check_every)
     }
 
     fn layered(
         base: &'static [ShippedFile],
         dir: PathBuf,
+        ranking: Ranking,
         check_every: Duration,
     ) -> Result<Discovery, DiscoveryError> {
-        let registry = Registry::load_over(base, &dir)?;
+        let registry = Registry::load_over(base, &dir)?.ranked_by(ranking.clone());
         Ok(Discovery {
             base,
             dir,
+            ranking,
             check_every,
             current: RwLock::new(Arc::new(registry)),
             last_check: Mutex::new(Instant::now()),
@@ -100,6 +113,22 @@ impl Discovery {
         self.snapshot()
     }
 
+    /// Loads the sentence model and makes the current registry's vectors on a thread of its
+    /// own, so that the first search does not wait for them (it waits for this thread if it
+    /// comes first). Nothing to do when the ranking is lexical.
+    pub fn warm(self: &Arc<Self>) {
+        if !self.ranking.is_semantic() {
+            return;
+        }
+        let discovery = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("discovery-warm".into())
+            .spawn(move || discovery.current().prepare());
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start loading the sentence model ahead of searches: {e}");
+        }
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -122,6 +151,7 @@ impl Discovery {
         }
         match Registry::load_over(self.base, &self.dir) {
             Ok(fresh) => {
+                let fresh = fresh.ranked_by(self.ranking.clone());
                 *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
             }
             Err(e) => tracing::error!("tool registry not reloaded, keeping the previous one: {e}"),

@@ -89,6 +89,7 @@ fn typos_are_tolerated() {
     let off = SearchOptions {
         typos: false,
         synonyms: true,
+        ..SearchOptions::default()
     };
     assert!(
         reg.search_with("wether", None, 5, off)
@@ -265,6 +266,7 @@ fn nothing_matched_gives_suggestions() {
             SearchOptions {
                 typos: false,
                 synonyms: false,
+                ..SearchOptions::default()
             },
         )
         .unwrap();
@@ -282,6 +284,7 @@ fn nothing_matched_gives_suggestions() {
             SearchOptions {
                 typos: false,
                 synonyms: false,
+                ..SearchOptions::default()
             },
         )
         .unwrap();
@@ -389,7 +392,7 @@ fn a_directory_adds_to_and_overrides_the_built_in_catalog() {
         "acme/deploy_service": {"description": "Deploy an Acme service"}
     }}}});
     std::fs::write(d.path().join("local.json"), doc.to_string()).unwrap();
-    let discovery = Discovery::shipped_and(d.path()).unwrap();
+    let discovery = Discovery::shipped_and(d.path(), semantic::Ranking::lexical()).unwrap();
     assert!(discovery.has_built_in());
     let reg = discovery.current();
     assert!(reg.problems().is_empty(), "{:?}", reg.problems());
@@ -403,6 +406,7 @@ fn a_directory_adds_to_and_overrides_the_built_in_catalog() {
         "acme/deploy_service"
     );
     // Without the directory, the built-in catalog alone.
-    let none = Discovery::shipped_and(d.path().join("absent")).unwrap();
+    let none =
+        Discovery::shipped_and(d.path().join("absent"), semantic::Ranking::lexical()).unwrap();
     assert_eq!(none.current().total_tools(), 5558);
 }

@@ -1,0 +1,146 @@
+//! Which ranker discovery uses, and the model behind it, loaded once and shared.
+//!
+//! The model takes a moment to load (its file checked, 42 MB of layers widened), so the server
+//! does not wait for it at start: `Discovery::warm` loads it on a thread of its own, and a
+//! search that comes before it is ready waits for the same load (never a second one). A model
+//! that cannot be loaded is logged once as a warning, and every search is then lexical;
+//! [`Ranking::status`] says which ranker is on and why, for `doctor` and
+//! `get_execution_stats`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::vectors::{Loaded, SHIPPED, ShippedVectors};
+use super::{ModelError, SentenceModel};
+
+/// Where the model comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    /// The file the binary carries.
+    Builtin,
+    /// `--discovery-model PATH`.
+    File(PathBuf),
+}
+
+/// A model, loaded on first use, with the shipped catalog's vectors when they are its own.
+#[derive(Debug)]
+struct Slot {
+    source: ModelSource,
+    loaded: OnceLock<Result<Loaded, ModelError>>,
+}
+
+/// How discovery ranks: BM25F alone, or the sentence model fused with it. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Ranking(Option<Arc<Slot>>);
+
+/// What `doctor` and `get_execution_stats` show of the ranker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RankingStatus {
+    /// `semantic` (the sentence model fused with BM25F) or `lexical` (BM25F alone).
+    pub ranker: String,
+    /// The sentence model, when it is on.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub model: Option<String>,
+    /// Why the ranker is lexical when it was not asked to be, or that the model is loading.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub note: Option<String>,
+    /// Tool vectors taken from those the binary ships, once made.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub vectors_shipped: Option<usize>,
+    /// Tool vectors embedded when the registry loaded (tools not in the shipped catalog).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub vectors_embedded: Option<usize>,
+}
+
+impl Ranking {
+    /// BM25F alone (`--discovery lexical`).
+    pub fn lexical() -> Ranking {
+        Ranking(None)
+    }
+
+    /// The sentence model from `source`, fused with BM25F; the model loads on first use.
+    pub fn semantic(source: ModelSource) -> Ranking {
+        Ranking(Some(Arc::new(Slot {
+            source,
+            loaded: OnceLock::new(),
+        })))
+    }
+
+    /// Whether the sentence model is asked for (loaded or not).
+    pub fn is_semantic(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The model, loading it if this is the first use; `None` when lexical or unloadable.
+    pub(crate) fn model(&self) -> Option<&Loaded> {
+        self.0.as_ref()?.get().ok()
+    }
+
+    pub fn status(&self) -> RankingStatus {
+        let Some(slot) = &self.0 else {
+            return RankingStatus {
+                ranker: "lexical".into(),
+                model: None,
+                note: None,
+                vectors_shipped: None,
+                vectors_embedded: None,
+            };
+        };
+        match slot.loaded.get() {
+            Some(Ok(l)) => RankingStatus {
+                ranker: "semantic".into(),
+                model: Some(l.model.name().to_owned()),
+                note: None,
+                vectors_shipped: None,
+                vectors_embedded: None,
+            },
+            Some(Err(e)) => RankingStatus {
+                ranker: "lexical".into(),
+                model: None,
+                note: Some(format!("{e}; searches rank lexically (BM25F)")),
+                vectors_shipped: None,
+                vectors_embedded: None,
+            },
+            None => RankingStatus {
+                ranker: "semantic".into(),
+                model: None,
+                note: Some("the sentence model is loading".into()),
+                vectors_shipped: None,
+                vectors_embedded: None,
+            },
+        }
+    }
+}
+
+impl Slot {
+    fn get(&self) -> Result<&Loaded, &ModelError> {
+        self.loaded.get_or_init(|| self.load()).as_ref()
+    }
+
+    fn load(&self) -> Result<Loaded, ModelError> {
+        let started = std::time::Instant::now();
+        let model = match &self.source {
+            ModelSource::Builtin => SentenceModel::builtin(),
+            ModelSource::File(path) => SentenceModel::from_file(path).map(Arc::new),
+        };
+        let model = model.inspect_err(|e| {
+            tracing::warn!("discovery: {e}; searches rank lexically (BM25F) until it is fixed")
+        })?;
+        let shipped = ShippedVectors::read(SHIPPED, &model);
+        tracing::info!(
+            model = model.name(),
+            shipped_vectors = shipped.len(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "discovery's sentence model loaded"
+        );
+        Ok(Loaded {
+            model,
+            shipped,
+            embedded: Mutex::new(HashMap::new()),
+        })
+    }
+}
