@@ -3,6 +3,7 @@
 
 mod common;
 
+use code_execution_mcp::config::Ranker;
 use common::{TestApp, assert_ok, call_tool, mcp_client};
 use serde_json::json;
 
@@ -107,6 +108,44 @@ async fn discovery_tools_search_define_and_list() {
     );
     client.cancel().await.unwrap();
     t.finish().await;
+}
+
+/// The sentence model beside BM25F by default, and what `get_execution_stats` says of it; a
+/// server started with `--discovery lexical` says so and no longer finds by meaning.
+#[tokio::test]
+async fn discovery_ranks_by_meaning_and_says_which_ranker() {
+    let query = json!({"query": "who has been editing this file lately", "limit": 5});
+    let ids = |v: &serde_json::Value| -> Vec<String> {
+        v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    for (ranker, finds) in [(Ranker::Semantic, true), (Ranker::Lexical, false)] {
+        let t = TestApp::start_with(|c| c.discovery.discovery = ranker).await;
+        let client = mcp_client(t.app.clone()).await;
+        let (err, v) = call_tool(&client, "search_tools", query.clone()).await;
+        assert!(!err, "{v}");
+        assert_eq!(
+            ids(&v).contains(&"fastfs/fastfs_blame".to_owned()),
+            finds,
+            "{ranker:?}: {v}"
+        );
+        let (_, stats) = call_tool(&client, "get_execution_stats", json!({})).await;
+        let ranking = &stats["tool_registry"]["ranking"];
+        match ranker {
+            Ranker::Semantic => {
+                assert_eq!(ranking["ranker"], "semantic", "{ranking}");
+                assert_eq!(ranking["model"], "sentence-transformers/all-MiniLM-L6-v2");
+                assert_eq!(ranking["vectors_shipped"], 5558, "{ranking}");
+            }
+            Ranker::Lexical => assert_eq!(ranking, &json!({"ranker": "lexical"})),
+        }
+        client.cancel().await.unwrap();
+        t.finish().await;
+    }
 }
 
 #[tokio::test]

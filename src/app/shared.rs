@@ -12,6 +12,7 @@ use crate::app::StartError;
 use crate::app::open::engine_limits::EngineLimits;
 use crate::config::Config;
 use crate::discovery::Discovery;
+use crate::discovery::semantic::Ranking;
 use crate::gateway::flow::RuleSource;
 use crate::gateway::{Gateway, UpstreamsError};
 use crate::pii::PiiKey;
@@ -163,12 +164,15 @@ impl Shared {
             crate::app::open::image_tree::serve(&config, &side.engine, &image_id, &side.host_paths)
                 .await;
         let registry_dir = config.storage.registry_dir();
-        let discovery = Arc::new(open_discovery(&registry_dir)?);
+        // One ranking, so the catalog and the upstreams' live tools share one model.
+        let ranking = config.discovery.ranking();
+        let discovery = Arc::new(open_discovery(&registry_dir, ranking.clone())?);
+        discovery.warm();
         let (packages, package_policy) = open_packages(&config, &side, &image, &engine_limits)?;
         Ok(Arc::new(Self {
             packages,
             package_policy,
-            gateway: start_gateway(&config)?,
+            gateway: start_gateway(&config, ranking)?,
             pool_budget: crate::sandbox::PoolBudget::new(config.pool.pool_max),
             pii_key,
             removals: crate::sandbox::Removals::new(
@@ -309,15 +313,15 @@ async fn sandbox_image(config: &Config, engine: &Engine) -> Result<(String, Stri
 }
 
 /// The shipped tool catalog and `--registry-dir`'s files.
-fn open_discovery(registry_dir: &Path) -> Result<Discovery, StartError> {
-    Discovery::shipped_and(registry_dir).map_err(|e| StartError::Registry {
+fn open_discovery(registry_dir: &Path, ranking: Ranking) -> Result<Discovery, StartError> {
+    Discovery::shipped_and(registry_dir, ranking).map_err(|e| StartError::Registry {
         path: registry_dir.to_path_buf(),
         message: e.to_string(),
     })
 }
 
 /// Starts connecting to the upstream MCP servers of `--upstreams`, in the background.
-fn start_gateway(config: &Config) -> Result<Option<Arc<Gateway>>, StartError> {
+fn start_gateway(config: &Config, ranking: Ranking) -> Result<Option<Arc<Gateway>>, StartError> {
     let Some(path) = &config.gateway.upstreams else {
         return Ok(None);
     };
@@ -336,6 +340,7 @@ fn start_gateway(config: &Config) -> Result<Option<Arc<Gateway>>, StartError> {
     Ok(Some(Gateway::start(
         upstreams,
         config.gateway.upstream_limits(),
+        ranking,
     )))
 }
 

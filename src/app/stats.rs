@@ -38,6 +38,9 @@ pub struct RegistryStats {
     pub path: String,
     pub categories: Vec<String>,
     pub total_tools: usize,
+    /// How `search_tools` ranks (`--discovery`): `semantic` or `lexical`, the model, and why
+    /// it is lexical when a model could not be loaded.
+    pub ranking: crate::discovery::semantic::RankingStatus,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -226,6 +229,7 @@ impl App {
             path: self.registry_dir().display().to_string(),
             categories: registry.categories().into_iter().map(|c| c.name).collect(),
             total_tools: registry.total_tools(),
+            ranking: registry.ranking(),
         }
     }
 

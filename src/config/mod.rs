@@ -9,6 +9,7 @@
 //! under the data directory ([`storage::data_home`]), the tool registry and starter skills are
 //! built into the binary.
 
+mod discovery;
 mod gateway;
 mod limits;
 mod operations;
@@ -24,6 +25,7 @@ mod transport;
 
 use clap::Args;
 
+pub use discovery::{DiscoveryConfig, Ranker};
 pub use gateway::GatewayConfig;
 pub use limits::{LimitsConfig, MIN_MEMORY_MB};
 pub use operations::OperationsConfig;
@@ -72,6 +74,8 @@ pub struct Config {
     pub tenants: TenantsConfig,
     #[command(flatten, next_help_heading = "Storage")]
     pub storage: StorageConfig,
+    #[command(flatten, next_help_heading = "Tool discovery")]
+    pub discovery: DiscoveryConfig,
     #[command(flatten, next_help_heading = "Sandbox containers")]
     pub sandbox: SandboxConfig,
     #[command(flatten, next_help_heading = "Execution limits")]

@@ -14,6 +14,8 @@ const FLAGS: &[(&str, &str)] = &[
     ("workspace-quota-mb", "CEM_WORKSPACE_QUOTA_MB"),
     ("skills-dir", "CEM_SKILLS_DIR"),
     ("registry-dir", "CEM_REGISTRY_DIR"),
+    ("discovery", "CEM_DISCOVERY"),
+    ("discovery-model", "CEM_DISCOVERY_MODEL"),
     ("image", "CEM_IMAGE"),
     ("image-profile", "CEM_IMAGE_PROFILE"),
     ("preload", "CEM_PRELOAD"),

@@ -61,6 +61,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::discovery::semantic::Ranking;
+
 pub use call_record::ToolCallRecord;
 pub use confirm::{Answer, AskError, Confirm, Prompt};
 pub use flow::FlowRules;
@@ -82,12 +84,18 @@ pub struct Gateway {
     changes: watch::Sender<u64>,
     cancel: CancellationToken,
     tasks: TaskTracker,
+    /// How the live tools are ranked in `search_tools` (as the catalog is).
+    ranking: Ranking,
 }
 
 impl Gateway {
     /// Starts connecting to every upstream; returns at once (an upstream that is slow or
     /// broken never delays or fails the server's start).
-    pub fn start(configs: Vec<UpstreamConfig>, limits: UpstreamLimits) -> Arc<Gateway> {
+    pub fn start(
+        configs: Vec<UpstreamConfig>,
+        limits: UpstreamLimits,
+        ranking: Ranking,
+    ) -> Arc<Gateway> {
         // HTTPS upstreams: rustls with ring (already built for the engine client); roots
         // come from the system's store.
         crate::install_tls_provider();
@@ -100,6 +108,7 @@ impl Gateway {
             generation: AtomicU64::new(1),
             changes: watch::Sender::new(1),
             cancel: CancellationToken::new(),
+            ranking,
             tasks: TaskTracker::new(),
         });
         for upstream in &gateway.upstreams {

@@ -189,7 +189,8 @@ impl GatewayView {
             .iter()
             .flat_map(|(server, ts)| ts.iter().map(move |t| entry(server, t)))
             .collect();
-        let registry = Arc::new(Registry::from_tools(entries));
+        let registry =
+            Arc::new(Registry::from_tools(entries).ranked_by(self.gateway.ranking.clone()));
         let listing = Arc::new(UpstreamListing::of(
             &names,
             version.as_ref().map(|v| v.id.clone()),

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{CodeExecutionServer, NoArgs};
-use crate::discovery::{Hit, ToolEntry};
+use crate::discovery::{Hit, Registry, ToolEntry};
 use crate::privacy::{Json, Reply};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -127,6 +127,52 @@ fn shape(hit: &Hit<'_>, level: DetailLevel, callable: bool) -> Value {
     }
 }
 
+/// The live tools' hits (callable, first) then the catalog's, at most `limit` in all, shaped
+/// at `level`; what to try instead when there are none.
+fn search_both(
+    live: Option<&Registry>,
+    catalog: &Registry,
+    query: &str,
+    category: Option<&str>,
+    limit: usize,
+    level: DetailLevel,
+    callable_only: bool,
+) -> Result<(Vec<Value>, Vec<String>), crate::discovery::DiscoveryError> {
+    let limit = limit.clamp(1, crate::discovery::MAX_LIMIT);
+    let live_knows = |r: &Registry| {
+        category.is_none_or(|c| {
+            r.categories()
+                .iter()
+                .any(|k| k.name.eq_ignore_ascii_case(c))
+        })
+    };
+    let live_results = match live {
+        Some(r) if live_knows(r) => Some(r.search(query, category, limit)?),
+        _ => None,
+    };
+    let catalog_results = if callable_only || (live_results.is_some() && category.is_some()) {
+        None
+    } else {
+        Some(catalog.search(query, category, limit)?)
+    };
+    let mut tools: Vec<Value> = Vec::new();
+    for (results, callable) in [(&live_results, true), (&catalog_results, false)] {
+        if let Some(results) = results {
+            tools.extend(results.hits.iter().map(|h| shape(h, level, callable)));
+        }
+    }
+    tools.truncate(limit);
+    let suggestions = if tools.is_empty() {
+        catalog_results
+            .or(live_results)
+            .map(|r| r.suggestions)
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    Ok((tools, suggestions))
+}
+
 impl CodeExecutionServer {
     /// The index of this tenant's live upstream tools (rebuilt off the async threads when a
     /// tool list changed; right after start, once the upstreams made their first connection);
@@ -170,54 +216,29 @@ impl CodeExecutionServer {
         &self,
         Parameters(args): Parameters<SearchArgs>,
     ) -> Result<Json<SearchResponse>, Reply> {
-        let limit = args.limit.clamp(1, crate::discovery::MAX_LIMIT);
         let live = self.live_registry().await?;
-        let category = args.category.as_deref();
-        let live_knows = |r: &crate::discovery::Registry| {
-            category.is_none_or(|c| {
-                r.categories()
-                    .iter()
-                    .any(|k| k.name.eq_ignore_ascii_case(c))
-            })
-        };
-        let live_results = match &live {
-            Some(r) if live_knows(r) => Some(
-                r.search(&args.query, category, limit)
-                    .map_err(|e| self.error(e.to_string()))?,
-            ),
-            _ => None,
-        };
         let registry = self.registry().await;
-        let catalog_results =
-            if args.callable_only || (live_results.is_some() && category.is_some()) {
-                None
-            } else {
-                Some(
-                    registry
-                        .search(&args.query, category, limit)
-                        .map_err(|e| self.error(e.to_string()))?,
-                )
-            };
-        let mut tools: Vec<Value> = Vec::new();
-        for (results, callable) in [(&live_results, true), (&catalog_results, false)] {
-            if let Some(results) = results {
-                tools.extend(
-                    results
-                        .hits
-                        .iter()
-                        .map(|h| shape(h, args.detail_level, callable)),
-                );
-            }
-        }
-        tools.truncate(limit);
-        let suggestions = if tools.is_empty() {
-            catalog_results
-                .or(live_results)
-                .map(|r| r.suggestions)
-                .unwrap_or_default()
-        } else {
-            Vec::new()
-        };
+        let query = args.query.clone();
+        let (category, level, callable_only) =
+            (args.category.clone(), args.detail_level, args.callable_only);
+        let limit = args.limit;
+        // Off the async threads: the sentence model reads the query (milliseconds), and may
+        // still be loading.
+        let (tools, suggestions) = tokio::task::spawn_blocking(move || {
+            let category = category.as_deref();
+            search_both(
+                live.as_deref(),
+                &registry,
+                &query,
+                category,
+                limit,
+                level,
+                callable_only,
+            )
+        })
+        .await
+        .map_err(|e| self.error(format!("internal error: {e}")))?
+        .map_err(|e| self.error(e.to_string()))?;
         let detail_level = match args.detail_level {
             DetailLevel::Name => "name",
             DetailLevel::Summary => "summary",

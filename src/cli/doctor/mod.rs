@@ -2,6 +2,7 @@
 //! problem with its fix. The memory check runs a real container with a small limit and expects
 //! the kernel to kill it: a limit the engine accepts but does not enforce is worse than none.
 
+mod discovery;
 mod limits;
 
 use std::sync::Arc;
@@ -77,7 +78,12 @@ impl Check {
 
 /// Runs every check; later checks are skipped when the engine is unreachable.
 pub async fn run(config: &Config) -> Vec<Check> {
-    let mut checks = Vec::new();
+    let for_discovery = config.clone();
+    let mut checks = vec![
+        tokio::task::spawn_blocking(move || discovery::check(&for_discovery))
+            .await
+            .unwrap_or_else(|e| Check::fail("discovery", e.to_string(), "report this as a bug")),
+    ];
     let engine = match Engine::connect().await {
         Ok(e) => e,
         Err(e) => {
