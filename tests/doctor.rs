@@ -56,6 +56,7 @@ async fn every_check_passes_on_this_engine_and_names_it() {
     let (ok, out) = doctor(&[], &["--image-profile", "minimal"]).await;
     assert!(ok, "{out}");
     for name in [
+        "discovery",
         "engine",
         "cgroup limits",
         "seccomp",
@@ -118,6 +119,38 @@ async fn storage_passes_on_a_fresh_install_and_fails_local_data_that_must_be_sha
     let (_, out) = doctor(&[], &["--image-profile", "minimal", "--data-dir", data_arg]).await;
     let (line, _) = check(&out, "storage");
     assert!(line.starts_with("ok") && line.contains("writable"), "{out}");
+}
+
+/// The discovery check: the built-in model loads; a model file that is missing or damaged
+/// fails with what to do (before the engine is asked anything: here there is none).
+#[tokio::test]
+async fn the_discovery_check_names_the_model_or_what_is_wrong_with_it() {
+    let no_engine = [("DOCKER_HOST", "unix:///nonexistent/docker.sock")];
+    let (_, out) = doctor(&no_engine, &[]).await;
+    let (line, _) = check(&out, "discovery");
+    assert!(
+        line.starts_with("ok") && line.contains("semantic: sentence-transformers/all-MiniLM-L6-v2"),
+        "{out}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let damaged = dir.path().join("model.q8");
+    std::fs::write(&damaged, b"CEMSENT1 not a model").unwrap();
+    for (path, says) in [
+        (dir.path().join("absent.q8"), "cannot read"),
+        (damaged, "damaged"),
+    ] {
+        let path = path.to_str().unwrap().to_owned();
+        let (ok, out) = doctor(&no_engine, &["--discovery-model", &path]).await;
+        assert!(!ok, "{out}");
+        assert!(check(&out, "discovery").0.contains(says), "{out}");
+        assert_fails(&out, "discovery", "leave out --discovery-model");
+    }
+    let (_, out) = doctor(&no_engine, &["--discovery", "lexical"]).await;
+    let (line, _) = check(&out, "discovery");
+    assert!(
+        line.starts_with("ok") && line.contains("lexical (--discovery lexical)"),
+        "{out}"
+    );
 }
 
 #[tokio::test]

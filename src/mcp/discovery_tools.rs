@@ -209,7 +209,7 @@ impl CodeExecutionServer {
 #[tool_router(router = discovery_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
-        description = "Find tools by what they do (ranked search over names, descriptions and parameters of the catalog; tolerant of synonyms and typos). Start with detail_level \"summary\", then call get_tool_definition for the one you need.",
+        description = "Find tools by what they do, in your own words (a sentence model ranks by meaning, beside keyword ranking over names, descriptions and parameters with synonyms and typo tolerance). Start with detail_level \"summary\", then call get_tool_definition for the one you need.",
         annotations(title = "Search tools", read_only_hint = true, open_world_hint = false)
     )]
     async fn search_tools(
