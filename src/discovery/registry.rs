@@ -216,6 +216,12 @@ impl Registry {
         }
     }
 
+    /// Whether searches rank by meaning: the ranking has a model and it loaded (this waits for
+    /// the model if it is loading).
+    pub fn ranks_by_meaning(&self) -> bool {
+        self.ranking.model().is_some()
+    }
+
     /// Loads the sentence model and makes the tools' vectors now, if the ranking has a model
     /// and they are not made yet.
     pub fn prepare(&self) {

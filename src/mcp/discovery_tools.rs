@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{CodeExecutionServer, NoArgs};
+use crate::discovery::semantic::CALLABLE_BONUS;
 use crate::discovery::{Hit, Registry, ToolEntry};
 use crate::privacy::{Json, Reply};
 
@@ -155,12 +156,27 @@ fn search_both(
     } else {
         Some(catalog.search(query, category, limit)?)
     };
-    let mut tools: Vec<Value> = Vec::new();
+    // Ranked by meaning, scores of the two registries compare: a callable tool comes first
+    // unless a catalog tool matches clearly better. Lexical scores do not compare across
+    // registries, so callable tools simply come first.
+    let by_meaning = live.is_some_and(Registry::ranks_by_meaning) && catalog.ranks_by_meaning();
+    let bonus = if by_meaning {
+        CALLABLE_BONUS
+    } else {
+        f32::INFINITY
+    };
+    let mut hits: Vec<(f32, Value)> = Vec::new();
     for (results, callable) in [(&live_results, true), (&catalog_results, false)] {
         if let Some(results) = results {
-            tools.extend(results.hits.iter().map(|h| shape(h, level, callable)));
+            hits.extend(results.hits.iter().map(|h| {
+                let rank = if callable { h.score + bonus } else { h.score };
+                (rank, shape(h, level, callable))
+            }));
         }
     }
+    // Stable: callable tools stay ahead on ties, and each list keeps its order.
+    hits.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut tools: Vec<Value> = hits.into_iter().map(|(_, v)| v).collect();
     tools.truncate(limit);
     let suggestions = if tools.is_empty() {
         catalog_results

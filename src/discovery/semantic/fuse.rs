@@ -15,6 +15,11 @@ use crate::discovery::rank::{Scored, top};
 /// What one point of BM25F counts beside one point of cosine similarity.
 pub const LEXICAL_WEIGHT: f32 = 0.01;
 
+/// What a callable (live upstream) tool's score gains when it is listed among the catalog's:
+/// it comes first unless a catalog tool is clearly closer to the query (by more than this much
+/// cosine similarity), so weak matches among a few live tools do not hide the catalog's answer.
+pub const CALLABLE_BONUS: f32 = 0.1;
+
 /// How many of BM25F's best tools take part (the rest count 0 on the lexical side).
 pub const SEMANTIC_CANDIDATES: usize = 200;
 

@@ -13,8 +13,7 @@
 //!
 //! The model is all-MiniLM-L6-v2 (Apache-2.0; `tools_registry/model/` holds the converted file,
 //! its license, notice and provenance), embedded in the binary: nothing is downloaded, at build
-//! or at run time. It loads once per process, on a thread of its own at start
-//! ([`SentenceModel::builtin`]); a search that comes first waits for it.
+//! or at run time. It loads once per process, at the first search ([`SentenceModel::builtin`]).
 
 mod encoder;
 mod fuse;
@@ -26,7 +25,7 @@ mod wordpiece;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-pub use fuse::{LEXICAL_WEIGHT, MIN_SIMILARITY, SEMANTIC_CANDIDATES, fuse};
+pub use fuse::{CALLABLE_BONUS, LEXICAL_WEIGHT, MIN_SIMILARITY, SEMANTIC_CANDIDATES, fuse};
 pub use ranking::{ModelSource, Ranking, RankingStatus};
 pub use vectors::{ShippedVectors, ToolVectors, tool_text};
 
