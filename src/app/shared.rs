@@ -167,7 +167,6 @@ impl Shared {
         // One ranking, so the catalog and the upstreams' live tools share one model.
         let ranking = config.discovery.ranking();
         let discovery = Arc::new(open_discovery(&registry_dir, ranking.clone())?);
-        discovery.warm();
         let (packages, package_policy) = open_packages(&config, &side, &image, &engine_limits)?;
         Ok(Arc::new(Self {
             packages,

@@ -113,22 +113,6 @@ impl Discovery {
         self.snapshot()
     }
 
-    /// Loads the sentence model and makes the current registry's vectors on a thread of its
-    /// own, so that the first search does not wait for them (it waits for this thread if it
-    /// comes first). Nothing to do when the ranking is lexical.
-    pub fn warm(self: &Arc<Self>) {
-        if !self.ranking.is_semantic() {
-            return;
-        }
-        let discovery = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name("discovery-warm".into())
-            .spawn(move || discovery.current().prepare());
-        if let Err(e) = spawned {
-            tracing::warn!("cannot start loading the sentence model ahead of searches: {e}");
-        }
-    }
-
     pub fn dir(&self) -> &Path {
         &self.dir
     }
