@@ -14,13 +14,19 @@
 //! Speed: search latency over the query set on 10,000 tools (the catalog plus one variant of
 //! most tools under another server name, descriptions reordered), and load + index time.
 //!
+//! The sentence model beside BM25F (the shipped ranker) is scored on the development set and
+//! on a held-out set labeled apart from any ranker (`discovery_heldout.jsonl`: keyword,
+//! paraphrase and own-words queries), with recall@5 per kind; its latency, load time, the
+//! first search on a fresh registry and the resident memory it adds are printed after.
+//!
 //! Run: `cargo bench --bench discovery` (set DISCOVERY_BENCH_VERBOSE=1 to list every query's
-//! top results).
+//! top results, DISCOVERY_BENCH_SWEEP=1 for recall@5 over a range of lexical weights).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use code_execution_mcp::discovery::semantic::{ModelSource, Ranking, SentenceModel};
 use code_execution_mcp::discovery::{Registry, SearchOptions, ToolEntry};
 use serde_json::{Value, json};
 
@@ -36,7 +42,8 @@ struct Labeled {
     query: String,
     relevant: Vec<String>,
     category: Option<String>,
-    hard: bool,
+    /// `hard` or `other` (development set); `keyword`, `paraphrase` or `own_words` (held out).
+    kind: String,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -72,6 +79,7 @@ fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let registry_dir = root.join("tools_registry");
     let queries = read_queries(&root.join("benches/data/discovery_queries.jsonl"));
+    let heldout = read_queries(&root.join("benches/data/discovery_heldout.jsonl"));
     let verbose = std::env::var_os("DISCOVERY_BENCH_VERBOSE").is_some();
 
     let (load_real, registry) = time_load(&registry_dir);
@@ -81,109 +89,32 @@ fn main() {
         registry_dir.display()
     );
 
-    println!(
-        "\n## Discovery quality: {} labeled queries, {} tools\n",
-        queries.len(),
-        registry.total_tools()
+    let started = Instant::now();
+    let semantic = Registry::load(&registry_dir)
+        .expect("registry loads")
+        .ranked_by(Ranking::semantic(ModelSource::Builtin));
+    let before = resident_mib();
+    semantic.prepare();
+    std::hint::black_box(
+        semantic
+            .search("send a message to the team channel", None, TOP)
+            .ok(),
     );
-    println!("| ranker                             |    n | recall@1 | recall@5 |    MRR |");
-    println!("|------------------------------------|------|----------|----------|--------|");
-    let rankers: [(&str, RankFn); 5] = [
-        (
-            "bm25f + synonyms + typos (shipped)",
-            Box::new(|q| ours(&registry, q, SearchOptions::default())),
-        ),
-        (
-            "bm25f + typos (no synonyms)",
-            Box::new(|q| {
-                ours(
-                    &registry,
-                    q,
-                    SearchOptions {
-                        synonyms: false,
-                        typos: true,
-                    },
-                )
-            }),
-        ),
-        (
-            "bm25f + synonyms (no typos)",
-            Box::new(|q| {
-                ours(
-                    &registry,
-                    q,
-                    SearchOptions {
-                        synonyms: true,
-                        typos: false,
-                    },
-                )
-            }),
-        ),
-        (
-            "bm25f only",
-            Box::new(|q| {
-                ours(
-                    &registry,
-                    q,
-                    SearchOptions {
-                        synonyms: false,
-                        typos: false,
-                    },
-                )
-            }),
-        ),
-        (
-            "original: substring, catalog order",
-            Box::new(|q| substring(&registry, q)),
-        ),
+    let ready = started.elapsed();
+    let added = resident_mib().saturating_sub(before);
+    let model_load = time_model_load();
+    let sets = [
+        ("development set", queries.as_slice()),
+        ("held-out set", heldout.as_slice()),
     ];
-    let mut hard_rows = Vec::new();
-    let mut easy_rows = Vec::new();
-    let mut log = String::new();
-    for (name, rank) in &rankers {
-        let (mut all, mut hard, mut easy) =
-            (Scores::default(), Scores::default(), Scores::default());
-        for q in &queries {
-            let ids = rank(q);
-            let first = ids
-                .iter()
-                .position(|id| q.relevant.contains(id))
-                .map(|p| p + 1);
-            all.add(first);
-            if q.hard {
-                hard.add(first)
-            } else {
-                easy.add(first)
-            }
-
-            if verbose && name.ends_with("(shipped)") {
-                let mark = match first {
-                    Some(1) => "ok ",
-                    Some(r) if r <= 5 => "top5",
-                    _ => "MISS",
-                };
-                let _ = writeln!(
-                    log,
-                    "{mark:<4} {:<60} -> {}",
-                    q.query,
-                    ids.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
-                );
-            }
-        }
-        println!("{}", all.row(name));
-        hard_rows.push(hard.row(name));
-        easy_rows.push(easy.row(name));
+    let rankers = rankers(&registry, &semantic);
+    for (set, queries) in sets {
+        quality_table(set, queries, &rankers, verbose);
     }
-    println!("\nHard paraphrases only (the tool names the concept in other words):\n");
-    println!("| ranker                             |    n | recall@1 | recall@5 |    MRR |");
-    println!("|------------------------------------|------|----------|----------|--------|");
-    hard_rows.iter().for_each(|r| println!("{r}"));
-    println!("\nThe other queries:\n");
-    println!("| ranker                             |    n | recall@1 | recall@5 |    MRR |");
-    println!("|------------------------------------|------|----------|----------|--------|");
-    easy_rows.iter().for_each(|r| println!("{r}"));
-    if verbose {
-        println!("\n{log}");
+    if std::env::var_os("DISCOVERY_BENCH_SWEEP").is_some() {
+        for (set, queries) in sets {
+            sweep(set, queries, &semantic);
+        }
     }
 
     let synthetic = tempfile::tempdir().expect("temp dir");
@@ -199,12 +130,19 @@ fn main() {
     println!(
         "|------------------|--------|---------------------------|------------|------------|------------|"
     );
+    let latency_semantic = latency(&semantic, &queries);
     for (name, reg, load, lat) in [
         ("shipped", &registry, load_real, latency_real),
         ("synthetic 10k", &big, load_synthetic, latency_big),
+        (
+            "shipped, semantic",
+            &semantic,
+            load_real + model_load,
+            latency_semantic,
+        ),
     ] {
         println!(
-            "| {name:<16} | {:>6} | {:>22.1} ms | {:>7.1} µs | {:>7.1} µs | {:>7.1} µs |",
+            "| {name:<18} | {:>6} | {:>22.1} ms | {:>7.1} µs | {:>7.1} µs | {:>7.1} µs |",
             reg.total_tools(),
             ms(load),
             us(lat.0),
@@ -213,9 +151,185 @@ fn main() {
         );
     }
     println!(
-        "\n(latency: {} queries × {LATENCY_ROUNDS} rounds, limit {TOP}, after one warm-up round)",
+        "\n(latency: {} queries × {LATENCY_ROUNDS} rounds, limit {TOP}, after one warm-up round; \
+         the semantic row's load adds the model's: {:.0} ms)",
+        queries.len(),
+        ms(model_load)
+    );
+    println!(
+        "first search on a fresh registry (catalog loaded, model loaded, vectors made, one query): {:.0} ms; \
+         the model and vectors add {added} MiB of resident memory",
+        ms(ready)
+    );
+}
+
+/// The rankers compared: the shipped one, its parts, and the original project's search.
+fn rankers<'a>(lexical: &'a Registry, semantic: &'a Registry) -> Vec<(&'static str, RankFn<'a>)> {
+    let lex = |synonyms, typos| SearchOptions {
+        synonyms,
+        typos,
+        ..SearchOptions::default()
+    };
+    vec![
+        (
+            "semantic + bm25f (shipped)",
+            Box::new(move |q| ours(semantic, q, SearchOptions::default())),
+        ),
+        (
+            "semantic only",
+            Box::new(move |q| {
+                let only = SearchOptions {
+                    lexical_weight: 0.0,
+                    ..SearchOptions::default()
+                };
+                ours(semantic, q, only)
+            }),
+        ),
+        (
+            "bm25f + synonyms + typos",
+            Box::new(move |q| ours(lexical, q, lex(true, true))),
+        ),
+        (
+            "bm25f + typos (no synonyms)",
+            Box::new(move |q| ours(lexical, q, lex(false, true))),
+        ),
+        (
+            "bm25f + synonyms (no typos)",
+            Box::new(move |q| ours(lexical, q, lex(true, false))),
+        ),
+        (
+            "bm25f only",
+            Box::new(move |q| ours(lexical, q, lex(false, false))),
+        ),
+        (
+            "original: substring, catalog order",
+            Box::new(move |q| substring(lexical, q)),
+        ),
+    ]
+}
+
+/// The kinds of a query set, in order of first appearance.
+fn kinds(queries: &[Labeled]) -> Vec<String> {
+    let mut kinds: Vec<String> = Vec::new();
+    for q in queries {
+        if !kinds.contains(&q.kind) {
+            kinds.push(q.kind.clone());
+        }
+    }
+    kinds
+}
+
+/// Scores of one ranker on a set: all queries, then each kind.
+fn score(
+    queries: &[Labeled],
+    kinds: &[String],
+    rank: &dyn Fn(&Labeled) -> Vec<String>,
+) -> (Scores, Vec<Scores>, String) {
+    let mut all = Scores::default();
+    let mut by_kind = vec![Scores::default(); kinds.len()];
+    let mut log = String::new();
+    for q in queries {
+        let ids = rank(q);
+        let first = ids
+            .iter()
+            .position(|id| q.relevant.contains(id))
+            .map(|p| p + 1);
+        all.add(first);
+        by_kind[kinds
+            .iter()
+            .position(|k| *k == q.kind)
+            .expect("a listed kind")]
+        .add(first);
+        let mark = match first {
+            Some(1) => "ok ",
+            Some(r) if r <= 5 => "top5",
+            _ => "MISS",
+        };
+        let top3 = ids.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+        let _ = writeln!(log, "{mark:<4} {:<10} {:<60} -> {top3}", q.kind, q.query);
+    }
+    (all, by_kind, log)
+}
+
+fn quality_table(set: &str, queries: &[Labeled], rankers: &[(&str, RankFn<'_>)], verbose: bool) {
+    let kinds = kinds(queries);
+    println!(
+        "\n## Discovery quality, {set}: {} labeled queries\n",
         queries.len()
     );
+    let kind_heads: String = kinds.iter().map(|k| format!(" R@5 {k} (n) |")).collect();
+    println!(
+        "| ranker                             |    n | recall@1 | recall@5 |    MRR |{kind_heads}"
+    );
+    println!("|---|---|---|---|---|{}", "---|".repeat(kinds.len()));
+    let mut shipped_log = String::new();
+    for (name, rank) in rankers {
+        let (all, by_kind, log) = score(queries, &kinds, rank);
+        let cells: String = by_kind
+            .iter()
+            .map(|s| {
+                format!(
+                    " {:.3} ({}) |",
+                    s.at5 as f64 / s.queries.max(1) as f64,
+                    s.queries
+                )
+            })
+            .collect();
+        println!("{}{cells}", all.row(name));
+        if name.ends_with("(shipped)") {
+            shipped_log = log;
+        }
+    }
+    if verbose {
+        println!("\n{shipped_log}");
+    }
+}
+
+/// recall@5 of the fused ranker for several lexical weights (`DISCOVERY_BENCH_SWEEP=1`).
+fn sweep(set: &str, queries: &[Labeled], semantic: &Registry) {
+    let kinds = kinds(queries);
+    println!("\n### Lexical weight, {set}\n");
+    println!(
+        "| weight | recall@5 | MRR |{}",
+        kinds.iter().map(|k| format!(" {k} |")).collect::<String>()
+    );
+    println!("|---|---|---|{}", "---|".repeat(kinds.len()));
+    for weight in [0.0, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 1.0] {
+        let options = SearchOptions {
+            lexical_weight: weight,
+            ..SearchOptions::default()
+        };
+        let (all, by_kind, _) = score(queries, &kinds, &|q| ours(semantic, q, options));
+        let n = all.queries.max(1) as f64;
+        let cells: String = by_kind
+            .iter()
+            .map(|s| format!(" {:.3} |", s.at5 as f64 / s.queries.max(1) as f64))
+            .collect();
+        println!(
+            "| {weight} | {:.3} | {:.3} |{cells}",
+            all.at5 as f64 / n,
+            all.rr / n
+        );
+    }
+}
+
+/// This process's resident set (VmRSS), in MiB.
+fn resident_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
+}
+
+/// How long the sentence model takes to load (a fresh copy from the binary's bytes).
+fn time_model_load() -> Duration {
+    let t = Instant::now();
+    let model = SentenceModel::from_bytes(code_execution_mcp::discovery::semantic::BUILTIN_MODEL)
+        .expect("the built-in model loads");
+    std::hint::black_box(&model);
+    t.elapsed()
 }
 
 /// This crate's ranking: ids of the top results.
@@ -271,7 +385,11 @@ fn read_queries(path: &Path) -> Vec<Labeled> {
                     .map(|id| id.as_str().expect("id").to_owned())
                     .collect(),
                 category: v.get("category").and_then(Value::as_str).map(str::to_owned),
-                hard: v.get("hard").and_then(Value::as_bool).unwrap_or(false),
+                kind: match v.get("kind").and_then(Value::as_str) {
+                    Some(k) => k.to_owned(),
+                    None if v.get("hard").and_then(Value::as_bool) == Some(true) => "hard".into(),
+                    None => "other".into(),
+                },
             }
         })
         .collect()
