@@ -13,7 +13,7 @@
 use crate::discovery::rank::{Scored, top};
 
 /// What one point of BM25F counts beside one point of cosine similarity.
-pub const LEXICAL_WEIGHT: f32 = 0.01;
+pub const LEXICAL_WEIGHT: f32 = 0.002;
 
 /// What a callable (live upstream) tool's score gains when it is listed among the catalog's:
 /// it comes first unless a catalog tool is clearly closer to the query (by more than this much

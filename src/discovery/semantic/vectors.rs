@@ -32,11 +32,13 @@ pub static SHIPPED: &[u8] = include_bytes!(concat!(
     "/tools_registry/model/catalog.vectors"
 ));
 
-/// The text of a tool the model reads: its name as words, then its description (the model
-/// reads the first [`super::MAX_TOKENS`] tokens).
+/// The text of a tool the model reads: its server's and its own name as words, then its
+/// description (the model reads the first [`super::MAX_TOKENS`] tokens). The server's name
+/// says what a tool belongs to ("truenas", "hackernews") when its description does not.
 pub fn tool_text(tool: &ToolEntry) -> String {
     let mut name = String::new();
-    crate::discovery::words::tokenize(&tool.name, |w| {
+    let both = format!("{} {}", tool.mcp_server, tool.name);
+    crate::discovery::words::tokenize(&both, |w| {
         if !name.is_empty() {
             name.push(' ');
         }
