@@ -1,5 +1,5 @@
 //! The second ranker: a small sentence model that places a query and each tool's text in the
-//! same vector space, so "is it going to rain in Lyon" lands near a weather forecast tool with
+//! same vector space, so "who has been editing this file lately" lands near a `blame` tool with
 //! no word in common.
 //!
 //! ```text
@@ -7,7 +7,7 @@
 //! wordpiece.rs   BERT's uncased WordPiece tokenizer, as the model was trained with
 //! encoder.rs     the forward pass (six BERT layers, mean pooling, unit length)
 //! vectors.rs     one vector per tool: the shipped catalog's, made once; others embedded at load
-//! ranking.rs     lexical or semantic; the model loaded once, on first use or at start
+//! ranking.rs     lexical or semantic; the model loaded once, at the first search
 //! fuse.rs        how the sentence model's and BM25F's scores become one ranking
 //! ```
 //!
@@ -36,6 +36,10 @@ use wordpiece::WordPiece;
 /// Tokens of a query or a tool's text the model reads at most (the rest is cut): its training
 /// length, and where a tool's first sentences have said what it does.
 pub const MAX_TOKENS: usize = 128;
+
+/// The largest model file `--discovery-model` reads (the built-in one is 24 MB; a BERT-base
+/// sized model in this format is about 110 MB).
+pub const MAX_MODEL_BYTES: u64 = 512 << 20;
 
 /// The model file the binary carries (`tools_registry/model/convert.py` made it).
 pub static BUILTIN_MODEL: &[u8] = include_bytes!(concat!(
@@ -70,12 +74,20 @@ impl SentenceModel {
             .clone()
     }
 
-    /// A model file of the same format (`--discovery-model`).
+    /// A model file of the same format (`--discovery-model`), of at most [`MAX_MODEL_BYTES`].
     pub fn from_file(path: &Path) -> Result<SentenceModel, ModelError> {
-        let bytes = std::fs::read(path).map_err(|e| ModelError::Missing {
+        let missing = |e: std::io::Error| ModelError::Missing {
             path: path.to_owned(),
             message: e.to_string(),
-        })?;
+        };
+        let size = std::fs::metadata(path).map_err(missing)?.len();
+        if size > MAX_MODEL_BYTES {
+            return Err(ModelError::Damaged(format!(
+                "{} is {size} bytes, more than a model of this kind ({MAX_MODEL_BYTES} at most)",
+                path.display()
+            )));
+        }
+        let bytes = std::fs::read(path).map_err(missing)?;
         SentenceModel::from_bytes(&bytes)
     }
 

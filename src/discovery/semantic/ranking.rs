@@ -46,7 +46,7 @@ pub struct RankingStatus {
     /// The sentence model, when it is on.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub model: Option<String>,
-    /// Why the ranker is lexical when it was not asked to be, or that the model is loading.
+    /// Why the ranker is lexical when it was not asked to be, or that the model is not loaded yet.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub note: Option<String>,
     /// Tool vectors taken from those the binary ships, once made.
@@ -71,11 +71,6 @@ impl Ranking {
         })))
     }
 
-    /// Whether the sentence model is asked for (loaded or not).
-    pub fn is_semantic(&self) -> bool {
-        self.0.is_some()
-    }
-
     /// The model, loading it if this is the first use; `None` when lexical or unloadable.
     pub(crate) fn model(&self) -> Option<&Loaded> {
         self.0.as_ref()?.get().ok()
@@ -83,36 +78,32 @@ impl Ranking {
 
     pub fn status(&self) -> RankingStatus {
         let Some(slot) = &self.0 else {
-            return RankingStatus {
-                ranker: "lexical".into(),
-                model: None,
-                note: None,
-                vectors_shipped: None,
-                vectors_embedded: None,
-            };
+            return RankingStatus::new("lexical", None, None);
         };
         match slot.loaded.get() {
-            Some(Ok(l)) => RankingStatus {
-                ranker: "semantic".into(),
-                model: Some(l.model.name().to_owned()),
-                note: None,
-                vectors_shipped: None,
-                vectors_embedded: None,
-            },
-            Some(Err(e)) => RankingStatus {
-                ranker: "lexical".into(),
-                model: None,
-                note: Some(format!("{e}; searches rank lexically (BM25F)")),
-                vectors_shipped: None,
-                vectors_embedded: None,
-            },
-            None => RankingStatus {
-                ranker: "semantic".into(),
-                model: None,
-                note: Some("the sentence model loads at the first search".into()),
-                vectors_shipped: None,
-                vectors_embedded: None,
-            },
+            Some(Ok(l)) => RankingStatus::new("semantic", Some(l.model.name().to_owned()), None),
+            Some(Err(e)) => RankingStatus::new(
+                "lexical",
+                None,
+                Some(format!("{e}; searches rank lexically (BM25F)")),
+            ),
+            None => RankingStatus::new(
+                "semantic",
+                None,
+                Some("the sentence model loads at the first search".into()),
+            ),
+        }
+    }
+}
+
+impl RankingStatus {
+    fn new(ranker: &str, model: Option<String>, note: Option<String>) -> RankingStatus {
+        RankingStatus {
+            ranker: ranker.to_owned(),
+            model,
+            note,
+            vectors_shipped: None,
+            vectors_embedded: None,
         }
     }
 }
@@ -129,7 +120,10 @@ impl Slot {
             ModelSource::File(path) => SentenceModel::from_file(path).map(Arc::new),
         };
         let model = model.inspect_err(|e| {
-            tracing::warn!("discovery: {e}; searches rank lexically (BM25F) until it is fixed")
+            tracing::warn!(
+                "discovery: {e}; searches rank lexically (BM25F). Leave out --discovery-model to \
+                 use the built-in model, or give a file made by tools_registry/model/convert.py"
+            )
         })?;
         let shipped = ShippedVectors::read(SHIPPED, &model);
         tracing::info!(
