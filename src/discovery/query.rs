@@ -34,8 +34,6 @@ const COMMON_FACTOR: u32 = 10;
 pub struct SearchOptions {
     pub synonyms: bool,
     pub typos: bool,
-    /// The sentence model's part, when the registry has one (see `semantic::fuse`).
-    pub semantic: bool,
     /// What one point of BM25F counts beside one point of cosine similarity.
     pub lexical_weight: f32,
 }
@@ -45,7 +43,6 @@ impl Default for SearchOptions {
         SearchOptions {
             synonyms: true,
             typos: true,
-            semantic: true,
             lexical_weight: crate::discovery::semantic::LEXICAL_WEIGHT,
         }
     }

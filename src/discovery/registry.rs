@@ -299,12 +299,12 @@ impl Registry {
     fn rank(&self, query: &RankQuery<'_>, limit: usize, options: SearchOptions) -> Vec<Scored> {
         // A blank query means nothing to the model either: BM25F's empty answer brings hints.
         let blank = query.text.trim().is_empty();
-        let model = self.ranking.model().filter(|_| options.semantic && !blank);
+        let model = self.ranking.model().filter(|_| !blank);
         let (Some(loaded), Some(vectors)) = (model, self.tool_vectors()) else {
             return self.index.bm25.rank(query, limit);
         };
         let lexical = self.index.bm25.rank(query, semantic::SEMANTIC_CANDIDATES);
-        let cosine = vectors.similarities(&loaded.model.embed(query.text));
+        let cosine = vectors.similarities(&loaded.query_vector(query.text));
         semantic::fuse(
             &cosine,
             &lexical,

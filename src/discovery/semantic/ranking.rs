@@ -136,6 +136,7 @@ impl Slot {
             model,
             shipped,
             embedded: Mutex::new(HashMap::new()),
+            last_query: Mutex::new(None),
         })
     }
 }

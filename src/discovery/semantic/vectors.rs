@@ -59,6 +59,25 @@ pub(crate) struct Loaded {
     pub shipped: ShippedVectors,
     /// Vectors of texts that were not shipped, kept across registry rebuilds (bounded).
     pub embedded: Mutex<HashMap<[u8; 8], Vec<f32>>>,
+    /// The last query and its vector: `search_tools` with upstreams ranks one query in two
+    /// registries (the live tools and the catalog), and the model reads it once.
+    pub last_query: Mutex<Option<(String, Vec<f32>)>>,
+}
+
+impl Loaded {
+    /// The model's vector for a query, read once for consecutive searches of the same text
+    /// (the lock is not held while the model reads, so searches of other texts run at once).
+    pub fn query_vector(&self, text: &str) -> Vec<f32> {
+        let last = || self.last_query.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((t, v)) = last().as_ref()
+            && t == text
+        {
+            return v.clone();
+        }
+        let v = self.model.embed(text);
+        *last() = Some((text.to_owned(), v.clone()));
+        v
+    }
 }
 
 /// Shipped vectors by text digest, for one model.
