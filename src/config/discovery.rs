@@ -19,7 +19,7 @@ pub enum Ranker {
 #[derive(Debug, Clone, Args)]
 pub struct DiscoveryConfig {
     /// How search_tools ranks: semantic (a sentence model fused with BM25F) or lexical
-    /// (BM25F alone, about 60 MB less memory). A model that cannot be loaded falls back to
+    /// (BM25F alone, about 100 MB less memory). A model that cannot be loaded falls back to
     /// lexical with a warning.
     #[arg(long, env = "CEM_DISCOVERY", value_enum, default_value_t = Ranker::Semantic)]
     pub discovery: Ranker,
