@@ -24,6 +24,7 @@ use std::sync::Arc;
 use code_execution_mcp::app::App;
 use code_execution_mcp::app::execution::request::ExecuteRequest;
 use common::knobs::env_usize;
+use common::stdio::{p, sorted};
 use common::upstreams::{app_with, fixture};
 use serde_json::json;
 
@@ -73,9 +74,8 @@ fn rows(server: &str, count: usize) -> String {
     )
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median(v: &[f64]) -> f64 {
+    p(&sorted(v.iter().copied()), 0.5)
 }
 
 fn main() {
@@ -113,7 +113,7 @@ async fn run() {
             ms[2 + i].push(timed(&app, rows(server, people)).await);
         }
     }
-    let [open, ruled, clear, tokenized] = ms.map(|mut v| median(&mut v));
+    let [open, ruled, clear, tokenized] = ms.map(|v| median(&v));
     println!("fresh server, after one print(1); {rounds} rounds, medians, timed in the sandbox");
     let line = |what: String, ms: f64, base: Option<f64>| {
         let ratio = base.map_or(String::new(), |b| format!("  ratio {:.2}", ms / b));
