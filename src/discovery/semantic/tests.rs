@@ -194,8 +194,18 @@ mod registries {
         }}}});
         std::fs::write(d.path().join("mine.json"), doc.to_string()).unwrap();
         let reg = catalog(d.path(), Ranking::semantic(ModelSource::Builtin));
-        let found = top(&reg, "keep my goldfish warm", SearchOptions::default());
+        let q = "keep my goldfish warm";
+        let found = top(&reg, q, SearchOptions::default());
         assert!(found.contains(&"aquarium/set_heater".into()), "{found:?}");
+        let by_words = top(
+            &catalog(d.path(), Ranking::lexical()),
+            q,
+            SearchOptions::default(),
+        );
+        assert!(
+            !by_words.contains(&"aquarium/set_heater".into()),
+            "{by_words:?}"
+        );
         let status = reg.ranking();
         assert_eq!(status.vectors_embedded, Some(1));
     }
