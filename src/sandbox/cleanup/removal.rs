@@ -26,8 +26,14 @@ use tokio::sync::Notify;
 use crate::sandbox::engine::backend::Backend;
 use crate::sandbox::stats::{Phase, Stats};
 
-/// Removals run at once by the deferred worker.
+/// Removals run at once by the deferred worker when it must catch up (past the bound, or
+/// flushing at shutdown).
 const MAX_IN_FLIGHT: usize = 4;
+
+/// Removals run at once while the engine is merely idle: an execution or a pooled start that
+/// arrives meanwhile competes with one removal, not four (a removal is tens of milliseconds
+/// of the engine's work; the paced calls after a burst met the four in their tail).
+const IDLE_IN_FLIGHT: usize = 1;
 
 /// Delays (seconds) between attempts of a removal that failed; after the last, the container is
 /// left to the next start's reaper.
@@ -168,9 +174,16 @@ impl Inner {
                 || self.flushing.load(Ordering::SeqCst) > 0)
     }
 
-    fn next(&self) -> Option<Queued> {
+    /// The next removal to start, with `running` under way.
+    fn next(&self, running: usize) -> Option<Queued> {
         let mut queue = self.queue.lock().expect("removal lock");
-        if self.may_remove(queue.len()) {
+        let catching_up = queue.len() > self.bound || self.flushing.load(Ordering::SeqCst) > 0;
+        let limit = if catching_up {
+            MAX_IN_FLIGHT
+        } else {
+            IDLE_IN_FLIGHT
+        };
+        if running < limit && self.may_remove(queue.len()) {
             queue.pop_front()
         } else {
             None
@@ -180,10 +193,7 @@ impl Inner {
     async fn work(self: Arc<Self>) {
         let mut running = FuturesUnordered::new();
         loop {
-            while running.len() < MAX_IN_FLIGHT {
-                let Some(Queued { name, stats }) = self.next() else {
-                    break;
-                };
+            while let Some(Queued { name, stats }) = self.next(running.len()) {
                 self.in_flight.fetch_add(1, Ordering::SeqCst);
                 let backend = self.backend.clone();
                 running.push(async move { remove(backend.as_ref(), &name, &stats).await });
@@ -214,5 +224,13 @@ pub(crate) async fn remove(backend: &dyn Backend, name: &str, stats: &Stats) {
             }
             Err(_) => tokio::time::sleep(Duration::from_secs(delay.unwrap_or(0))).await,
         }
+    }
+}
+
+#[cfg(test)]
+impl Removals {
+    /// The worker's next pick with `running` removals under way, taken off the backlog.
+    pub(crate) fn next_pick(&self, running: usize) -> Option<String> {
+        self.inner.next(running).map(|q| q.name)
     }
 }

@@ -227,3 +227,25 @@ async fn a_learned_preload_follows_what_the_code_imports() {
     );
     rig.finish().await;
 }
+
+#[tokio::test]
+async fn an_idle_engine_removes_one_at_a_time_and_catches_up_four() {
+    let engine = Arc::new(FakeEngine::new(Vec::new()));
+    let removals = crate::sandbox::Removals::new(Arc::new(engine), 3);
+    let queued = |n: usize| {
+        for i in 0..n {
+            removals.defer(format!("c{i}"), Arc::new(Stats::new()));
+        }
+    };
+    // No await below: the worker, on this thread, never runs.
+    let busy = removals.busy();
+    queued(3);
+    assert!(removals.next_pick(0).is_none(), "busy, within the bound");
+    drop(busy);
+    assert!(removals.next_pick(0).is_some(), "idle: one");
+    assert!(removals.next_pick(1).is_none(), "one already under way");
+    queued(6);
+    let started = (0..4).filter(|n| removals.next_pick(*n).is_some());
+    assert_eq!(started.count(), 4, "past the bound: four at once");
+    assert!(removals.next_pick(4).is_none());
+}
