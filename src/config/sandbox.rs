@@ -36,9 +36,10 @@ pub struct SandboxConfig {
     pub image_profile: ImageProfile,
 
     /// Modules pooled containers import before their job arrives, comma-separated, so code that
-    /// uses them does not wait for the import. Default (`auto`): the modules at least half of
-    /// the tenant's recent executions imported, so code that imports nothing never pays for
-    /// them. `none` turns it off; a list fixes it. Each module costs idle memory and start-up CPU.
+    /// uses them does not wait for the import. Default (`auto`): what the tenant's last ten
+    /// executions imported, in the share of the pool those executions make up (at least one
+    /// container), so code that imports nothing never pays for them. `none` turns it off; a
+    /// list fixes it for every container. Each module costs idle memory and start-up CPU.
     #[arg(long, env = "CEM_PRELOAD", value_delimiter = ',')]
     pub preload: Option<Vec<String>>,
 

@@ -206,12 +206,14 @@ impl Sandbox {
                 .fit_memory(ready, job.memory_bytes, start_deadline)
                 .await;
         }
-        // A set that provides a module the pool preloads from the image wants a container of
-        // its own.
-        if job.replaces_image && self.preloads() {
-            return None;
-        }
-        self.take_warm(job.memory_bytes, start_deadline).await
+        // A set that provides a module the pool may preload from the image wants a container
+        // that imported nothing ahead.
+        let wants = match job.replaces_image {
+            true => pool::Wants::Plain,
+            false => pool::Wants::Imports(preload::code_imports(&job.code)),
+        };
+        self.take_warm(job.memory_bytes, start_deadline, &wants)
+            .await
     }
 
     /// Runs the job in its container, cancelled by the caller or by shutdown, and starts the
@@ -265,20 +267,28 @@ impl Sandbox {
         }
     }
 
-    /// A pooled container set to `memory_bytes`, if one is ready by `deadline` (and, for a
-    /// non-default limit, the engine applied it by then).
-    /// Whether pooled containers import modules ahead (whichever: one may import others).
-    fn preloads(&self) -> bool {
+    /// What replacements import ahead: `--preload`'s modules in every one, or the usual
+    /// imports in the share of the pool they are wanted in.
+    fn wanted(&self) -> pool::Wanted {
         match &self.settings.preload {
-            preload::Preload::Fixed(names) => !names.is_empty(),
-            preload::Preload::Learned => !self.learned.modules().is_empty(),
+            preload::Preload::Fixed(modules) => pool::Wanted {
+                modules: modules.clone(),
+                keep: usize::MAX,
+            },
+            preload::Preload::Learned => pool::Wanted {
+                modules: self.learned.modules(),
+                keep: self.learned.keep(self.pool.target()),
+            },
         }
     }
 
+    /// A pooled container fitting `wants`, set to `memory_bytes`, if one is ready by
+    /// `deadline` (and, for a non-default limit, the engine applied it by then).
     async fn take_warm(
         &self,
         memory_bytes: i64,
         deadline: tokio::time::Instant,
+        wants: &pool::Wants,
     ) -> Option<run::Started> {
         let default_limit = memory_bytes == self.pool.memory_bytes();
         if self.settings.pool_size == 0
@@ -290,7 +300,7 @@ impl Sandbox {
         // start the other half, not take the whole start limit with it.
         let limit = deadline.saturating_duration_since(tokio::time::Instant::now()) / 2;
         let asked = std::time::Instant::now();
-        let ready = self.pool.take_or_wait(limit).await;
+        let ready = self.pool.take_or_wait(limit, wants).await;
         self.stats.phase(Phase::PoolWait, asked.elapsed());
         if ready.is_none() {
             self.stats.record_pool_empty();
@@ -392,7 +402,7 @@ impl Sandbox {
         if self.shutdown.is_cancelled() {
             return;
         }
-        for _ in 0..self.pool.reserve() {
+        for preload in self.pool.reserve(&self.wanted()) {
             let (backend, pool, cleanup) = (
                 self.backend.clone(),
                 self.pool.clone(),
@@ -404,11 +414,7 @@ impl Sandbox {
             let name = self.next_name();
             let spec = SandboxSpec {
                 image: image.clone(),
-                preload: match &self.settings.preload {
-                    _ if self.pool.under_pressure() => Vec::new(),
-                    preload::Preload::Fixed(modules) => modules.clone(),
-                    preload::Preload::Learned => self.learned.modules(),
-                },
+                preload: preload.clone(),
                 ..self.spec(self.pool.memory_bytes(), &name)
             };
             let shutdown = self.shutdown.clone();
@@ -416,6 +422,7 @@ impl Sandbox {
             let fill = async move {
                 // Offered only once its interpreter and preload are ready: a call never waits
                 // on a preload in progress.
+                let begun = std::time::Instant::now();
                 let start = async {
                     let mut started = run::start(&backend, &spec, &name, &cleanup).await?;
                     let t = std::time::Instant::now();
@@ -429,10 +436,10 @@ impl Sandbox {
                 drop(busy);
                 match started {
                     // Shutdown began meanwhile: dropping it removes the container.
-                    Ok(_) if shutdown.is_cancelled() => pool.failed(),
-                    Ok(ready) => pool.put(ready, &image),
+                    Ok(_) if shutdown.is_cancelled() => pool.failed(&preload),
+                    Ok(ready) => pool.put(ready, &image, preload, begun.elapsed()),
                     Err(e) => {
-                        pool.failed();
+                        pool.failed(&preload);
                         tracing::warn!("could not start a pooled sandbox container: {e}");
                     }
                 }
@@ -460,7 +467,7 @@ impl Sandbox {
         // A pooled container takes the state; a session with packages gets a container
         // started with its set on sys.path, its modules preloaded, before the state loads.
         let pooled = if package_set.is_none() {
-            self.pool.take()
+            self.pool.take(&pool::Wants::Imports(Vec::new()))
         } else {
             None
         };

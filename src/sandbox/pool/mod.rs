@@ -33,8 +33,21 @@
 //! divided among the pools in use, never below the base). After `--pool-idle-secs` without an
 //! execution the target falls back to the base (to nothing for an HTTP tenant: an idle tenant
 //! gives its containers back) and the containers above it are removed.
+//!
+//! The pool also keeps ahead of the calls by their observed pace ([`pace`]): an execution that
+//! leaves fewer containers ready or on their way than the calls of one start's time would use
+//! raises the target before the pool is empty; a replacement imports the tenant's usual modules
+//! only when the containers ahead of it last until it is ready ([`Pool::reserve`]), and only a
+//! share of the pool carries them ([`preload`]). An execution takes the container that fits the
+//! imports its code names. What the pool gives up when it cannot keep up, and in which order,
+//! is in [`account`].
 
+pub mod account;
+mod budget;
+pub mod pace;
 pub mod preload;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -44,54 +57,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, oneshot};
 
 use crate::sandbox::run::Started;
+use account::{Account, Degrade, KeepingUp};
+pub use budget::PoolBudget;
+use pace::Pace;
 
-/// The server-wide budget of pooled containers (waiting or starting), shared by every tenant's
-/// pool: `--pool-max`.
-#[derive(Debug)]
-pub struct PoolBudget {
-    max: usize,
-    /// Containers the pools hold (ready or starting).
-    held: AtomicUsize,
-    /// Pools whose target is above zero.
-    in_use: AtomicUsize,
-}
-
-impl PoolBudget {
-    pub fn new(max: usize) -> Arc<Self> {
-        Arc::new(Self {
-            max,
-            held: AtomicUsize::new(0),
-            in_use: AtomicUsize::new(0),
-        })
-    }
-
-    pub fn max(&self) -> usize {
-        self.max
-    }
-
-    /// Containers the pools hold now (ready or starting).
-    pub fn held(&self) -> usize {
-        self.held.load(Ordering::SeqCst)
-    }
-
-    /// Takes up to `n` from the budget; returns how many it got.
-    fn grant(&self, n: usize) -> usize {
-        let mut granted = 0;
-        let _ = self
-            .held
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
-                granted = n.min(self.max.saturating_sub(held));
-                Some(held + granted)
-            });
-        granted
-    }
-
-    fn release(&self, n: usize) {
-        self.held.fetch_sub(n, Ordering::SeqCst);
-    }
-}
-
-/// How long after an execution found the pool empty its replacements skip `--preload`.
+/// How long after an execution found the pool empty containers prepared for sessions give way.
 pub const PRESSURE_WINDOW: Duration = Duration::from_secs(10);
 
 /// Successful starts remembered for the refill rate.
@@ -120,15 +90,58 @@ pub struct Pool {
     image: Mutex<String>,
     /// Replacements being created right now.
     pending: AtomicUsize,
+    /// Of those, the ones that import modules ahead.
+    pending_preloaded: AtomicUsize,
     /// Pooled starts that failed since the last one that succeeded.
     failures: AtomicU32,
     /// Signalled (one stored permit) when a pooled start fails.
     failed: Notify,
+    /// How fast executions ask and containers get ready.
+    pace: Pace,
+    /// What the pool gave up when it could not keep up.
+    account: Account,
+}
+
+/// A container waiting for a job, and the modules it imported ahead.
+struct Waiting {
+    started: Started,
+    preload: Vec<String>,
+}
+
+impl Waiting {
+    /// How well it fits a job: one that imported a module the job names fits best, a plain
+    /// one next (its start cost least), one that imported modules the job does not name last.
+    fn fit(&self, wants: &Wants) -> Option<u8> {
+        let tops = || (self.preload.iter()).map(|m| m.split('.').next().unwrap_or(m));
+        match wants {
+            Wants::Plain if self.preload.is_empty() => Some(1),
+            Wants::Plain => None,
+            Wants::Imports(names) if tops().any(|t| names.iter().any(|n| n == t)) => Some(2),
+            Wants::Imports(_) if self.preload.is_empty() => Some(1),
+            Wants::Imports(_) => Some(0),
+        }
+    }
+}
+
+/// What an execution wants of a pooled container.
+#[derive(Debug, Clone)]
+pub enum Wants {
+    /// Any; best one that imported these top-level modules ahead (its code names them).
+    Imports(Vec<String>),
+    /// Only one that imported nothing ahead (its package set replaces the image's modules).
+    Plain,
+}
+
+/// What the replacements should import ahead: `modules`, in `keep` of the pool's containers.
+#[derive(Debug, Clone, Default)]
+pub struct Wanted {
+    pub modules: Vec<String>,
+    pub keep: usize,
 }
 
 struct Slots {
     /// Containers waiting for a job, oldest first.
-    ready: VecDeque<Started>,
+    ready: VecDeque<Waiting>,
     /// Executions waiting for a replacement, oldest first. A waiter that gave up has dropped
     /// its receiver; its sender is skipped.
     waiters: VecDeque<oneshot::Sender<Started>>,
@@ -181,6 +194,12 @@ pub struct PoolSnapshot {
     pub refill_per_second: f64,
     /// Pooled containers started since the server started.
     pub started_total: u64,
+    /// Ready containers that imported the tenant's usual modules ahead.
+    pub preloaded_ready: usize,
+    /// Executions that asked the pool per second over the last 10 seconds.
+    pub asks_per_second: f64,
+    /// Whether the pool keeps up, and what it gave up when it did not.
+    pub keeping_up: KeepingUp,
 }
 
 impl Pool {
@@ -211,8 +230,11 @@ impl Pool {
                 waiters: VecDeque::new(),
             }),
             pending: AtomicUsize::new(0),
+            pending_preloaded: AtomicUsize::new(0),
             failures: AtomicU32::new(0),
             failed: Notify::new(),
+            pace: Pace::default(),
+            account: Account::default(),
         }
     }
 
@@ -229,21 +251,21 @@ impl Pool {
         self.slots().ready.len()
     }
 
-    /// A ready container, if there is one: the newest, which carries the current preload (the
-    /// learned one; older containers may have started under pressure, without it). Containers
-    /// that ended while they waited are dropped (and so removed).
-    pub(crate) fn take(&self) -> Option<Started> {
-        self.take_from(&mut self.slots())
+    /// The ready container that fits `wants` best, if there is one (the newest of equals).
+    /// Containers that ended while they waited are dropped (and so removed).
+    pub(crate) fn take(&self, wants: &Wants) -> Option<Started> {
+        self.take_from(&mut self.slots(), wants)
     }
 
-    fn take_from(&self, slots: &mut Slots) -> Option<Started> {
-        while let Some(mut started) = slots.ready.pop_back() {
-            self.budget.release(1);
-            if started.is_waiting() {
-                return Some(started);
-            }
-        }
-        None
+    fn take_from(&self, slots: &mut Slots, wants: &Wants) -> Option<Started> {
+        let before = slots.ready.len();
+        slots.ready.retain_mut(|w| w.started.is_waiting());
+        self.budget.release(before - slots.ready.len());
+        let best = (slots.ready.iter().enumerate())
+            .filter_map(|(i, w)| Some((w.fit(wants)?, i)))
+            .max()?;
+        self.budget.release(1);
+        slots.ready.remove(best.1).map(|w| w.started)
     }
 
     /// The most this pool may grow to: the budget shared among the pools in use, never below
@@ -259,9 +281,12 @@ impl Pool {
 
     /// Notes an execution asking for a container: the pool is in use again (back to its base
     /// if it had fallen below), and grows by one when the execution `missed` (found it empty)
-    /// or left it `empty`. A miss also puts the pool under pressure.
-    fn used(&self, missed: bool, empty: bool) {
-        let empty = missed || empty;
+    /// or left fewer containers ready (`left`) or on their way than the calls of one start's
+    /// time would use. A miss also puts the pool under pressure.
+    fn used(&self, missed: bool, left: usize) {
+        self.pace.asked();
+        let ahead = left + self.pending.load(Ordering::SeqCst);
+        let empty = missed || left == 0 || !self.pace.keeps_up(false, ahead);
         *self.last_use.lock().expect("pool lock") = tokio::time::Instant::now();
         if self.base == 0 {
             return;
@@ -283,10 +308,7 @@ impl Pool {
             });
     }
 
-    /// Whether executions have outpaced the pool lately ([`PRESSURE_WINDOW`]): replacements
-    /// started then skip `--preload`, so they are ready for a job as soon as their interpreter
-    /// is (a preload of numpy and pandas is about a second of CPU, which under a burst is the
-    /// ceiling itself, spent on containers whose job rarely needs it).
+    /// Whether executions have outpaced the pool lately ([`PRESSURE_WINDOW`]).
     pub(crate) fn under_pressure(&self) -> bool {
         self.last_miss
             .lock()
@@ -310,10 +332,13 @@ impl Pool {
         if before > 0 && self.idle_floor == 0 {
             self.budget.in_use.fetch_sub(1, Ordering::SeqCst);
         }
-        let dropped: Vec<Started> = {
+        let dropped: Vec<Waiting> = {
             let ready = &mut self.slots().ready;
-            // The oldest go: the newest carry the current preload.
+            // Plain ones go first, the oldest first: an import paid for is kept.
             let drop = ready.len().saturating_sub(self.idle_floor);
+            ready
+                .make_contiguous()
+                .sort_by_key(|w| !w.preload.is_empty());
             ready.drain(..drop).collect()
         };
         self.budget.release(dropped.len());
@@ -343,6 +368,11 @@ impl Pool {
             server_max: self.budget.max,
             refill_per_second: recent as f64 / RATE_WINDOW.as_secs_f64(),
             started_total: self.started_total.load(Ordering::SeqCst),
+            preloaded_ready: (self.slots().ready.iter())
+                .filter(|w| !w.preload.is_empty())
+                .count(),
+            asks_per_second: self.pace.asks_per_second(),
+            keeping_up: self.account.snapshot(),
         }
     }
 
@@ -350,44 +380,76 @@ impl Pool {
     /// other execution waits for, that replacement once it lands (at most `limit` from now).
     /// A replacement started earlier is closer to ready than a container started now, and a
     /// cold start beside running replacements only makes them all slower on a busy engine.
-    /// Waiters are served in the order they came. `None`: start one (cold).
-    pub(crate) async fn take_or_wait(&self, limit: Duration) -> Option<Started> {
+    /// Waiters are served in the order they came; an execution that wants a plain container
+    /// does not wait (a replacement may import modules ahead). `None`: start one (cold).
+    pub(crate) async fn take_or_wait(&self, limit: Duration, wants: &Wants) -> Option<Started> {
         let mut waiting = {
             let mut slots = self.slots();
             // Those who came first are served first: no taking past them.
             let taken = match slots.waiting() {
-                0 => self.take_from(&mut slots),
+                0 => self.take_from(&mut slots, wants),
                 _ => None,
             };
-            self.used(taken.is_none(), slots.ready.is_empty());
+            self.used(taken.is_none(), slots.ready.len());
             if taken.is_some() {
                 return taken;
             }
-            if slots.waiting() >= self.pending.load(Ordering::SeqCst) {
+            if matches!(wants, Wants::Plain)
+                || slots.waiting() >= self.pending.load(Ordering::SeqCst)
+            {
+                self.account.note(Degrade::ColdStart);
                 return None;
             }
             let (handed, waiting) = oneshot::channel();
             slots.waiters.push_back(handed);
             waiting
         };
-        match tokio::time::timeout(limit, &mut waiting).await {
+        let handed = match tokio::time::timeout(limit, &mut waiting).await {
             Ok(handed) => handed.ok(),
             // Given up; a container handed over at this very moment is still taken.
             Err(_) => {
                 waiting.close();
                 waiting.try_recv().ok()
             }
-        }
+        };
+        self.account.note(match handed {
+            Some(_) => Degrade::Waited,
+            None => Degrade::ColdStart,
+        });
+        handed
     }
 
-    /// How many replacements to start now, reserving them (release each with
-    /// [`Pool::put`] or [`Pool::failed`]).
-    pub(crate) fn reserve(&self) -> usize {
-        let have = self.ready() + self.pending.load(Ordering::SeqCst);
-        let missing = self.target().saturating_sub(have);
+    /// Reserves the replacements to start now (release each with [`Pool::put`] or
+    /// [`Pool::failed`]) and says, for each, the modules it imports ahead: `wanted`'s, while
+    /// fewer than `wanted.keep` ready or starting containers carry them and the containers
+    /// ahead of it last (at the observed pace) until a preloaded one is ready; else none. A
+    /// preload skipped for the pace is counted.
+    pub(crate) fn reserve(&self, wanted: &Wanted) -> Vec<Vec<String>> {
+        let (ready, preloaded_ready) = {
+            let slots = self.slots();
+            let preloaded = slots.ready.iter().filter(|w| !w.preload.is_empty()).count();
+            (slots.ready.len(), preloaded)
+        };
+        let ahead = ready + self.pending.load(Ordering::SeqCst);
+        let missing = self.target().saturating_sub(ahead);
         let granted = self.budget.grant(missing);
         self.pending.fetch_add(granted, Ordering::SeqCst);
-        granted
+        let mut carrying = preloaded_ready + self.pending_preloaded.load(Ordering::SeqCst);
+        let keeps_up = self.pace.keeps_up(true, ahead);
+        (0..granted)
+            .map(|_| {
+                if wanted.modules.is_empty() || carrying >= wanted.keep {
+                    return Vec::new();
+                }
+                if !keeps_up {
+                    self.account.note(Degrade::PreloadSkipped);
+                    return Vec::new();
+                }
+                carrying += 1;
+                self.pending_preloaded.fetch_add(1, Ordering::SeqCst);
+                wanted.modules.clone()
+            })
+            .collect()
     }
 
     /// The image id new pooled containers are made from.
@@ -408,9 +470,11 @@ impl Pool {
         true
     }
 
-    /// Adds a started container made from `image`; one made from an image the pool has since
-    /// left is dropped instead.
-    pub(crate) fn put(&self, started: Started, image: &str) {
+    /// Adds a started container made from `image` that imported `preload` ahead and took
+    /// `took` to get ready; one made from an image the pool has since left is dropped instead.
+    pub(crate) fn put(&self, started: Started, image: &str, preload: Vec<String>, took: Duration) {
+        self.pace.started(!preload.is_empty(), took);
+        self.settle_pending(&preload);
         self.started_total.fetch_add(1, Ordering::SeqCst);
         self.started_recent
             .lock()
@@ -427,7 +491,7 @@ impl Pool {
             return;
         }
         let mut started = started;
-        // The execution that has waited longest takes it.
+        // The execution that has waited longest takes it, whatever it imported.
         while let Some(waiter) = slots.waiters.pop_front() {
             match waiter.send(started) {
                 Ok(()) => {
@@ -440,13 +504,16 @@ impl Pool {
         }
         // Above the target (it shrank while this one started): dropped, and so removed.
         if slots.ready.len() < self.target() {
-            slots.ready.push_back(started);
+            slots.ready.push_back(Waiting { started, preload });
         } else {
             self.budget.release(1);
         }
     }
 
-    pub(crate) fn failed(&self) {
+    /// A reserved start that gave no container (it failed, or shutdown began); `preload` is
+    /// what it was to import ahead.
+    pub(crate) fn failed(&self, preload: &[String]) {
+        self.settle_pending(preload);
         let mut slots = self.slots();
         self.budget.release(1);
         self.failures.fetch_add(1, Ordering::SeqCst);
@@ -454,6 +521,13 @@ impl Pool {
         self.release_waiters(&mut slots);
         drop(slots);
         self.failed.notify_one();
+    }
+
+    /// Notes that a reserved start with `preload` is no longer on its way.
+    fn settle_pending(&self, preload: &[String]) {
+        if !preload.is_empty() {
+            self.pending_preloaded.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 
     /// Sends the waiters no pending replacement will serve off to start their own (the
@@ -474,95 +548,8 @@ impl Pool {
 
     /// Empties the pool; the dropped containers are removed by their guards.
     pub(crate) fn drain(&self) -> usize {
-        let drained: Vec<Started> = self.slots().ready.drain(..).collect();
+        let drained: Vec<Waiting> = self.slots().ready.drain(..).collect();
         self.budget.release(drained.len());
         drained.len()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reserve_counts_what_is_missing_once() {
-        let pool = Pool::new(3, 3, PoolBudget::new(3), 100, "sha256:a".into());
-        assert_eq!(pool.reserve(), 3);
-        assert_eq!(pool.reserve(), 0, "pending replacements count");
-        pool.failed();
-        assert_eq!(pool.reserve(), 1);
-        assert!(pool.take().is_none());
-    }
-
-    #[test]
-    fn an_empty_pool_is_a_cold_path() {
-        let pool = Pool::new(0, 0, PoolBudget::new(0), 100, "sha256:a".into());
-        assert_eq!(pool.reserve(), 0);
-        assert!(pool.take().is_none());
-        assert_eq!(pool.drain(), 0);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn waits_only_for_replacements_no_one_else_waits_for() {
-        let pool = std::sync::Arc::new(Pool::new(2, 2, PoolBudget::new(2), 100, "sha256:a".into()));
-        let limit = Duration::from_secs(30);
-        assert!(
-            pool.take_or_wait(limit).await.is_none(),
-            "nothing on its way"
-        );
-        assert_eq!(pool.reserve(), 2);
-        // Two waiters for two pending replacements; a third goes cold at once.
-        let (a, b) = (pool.clone(), pool.clone());
-        let wa = tokio::spawn(async move { a.take_or_wait(limit).await.is_none() });
-        let wb = tokio::spawn(async move { b.take_or_wait(limit).await.is_none() });
-        tokio::task::yield_now().await;
-        assert!(!wa.is_finished() && !wb.is_finished(), "both wait");
-        assert!(pool.take_or_wait(limit).await.is_none());
-        // Both replacements fail: the waiters give up and go cold.
-        pool.failed();
-        pool.failed();
-        assert!(wa.await.unwrap() && wb.await.unwrap());
-        assert_eq!(pool.slots().waiting(), 0);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_wait_is_bounded() {
-        let pool = Pool::new(1, 1, PoolBudget::new(1), 100, "sha256:a".into());
-        assert_eq!(pool.reserve(), 1);
-        let started = tokio::time::Instant::now();
-        assert!(pool.take_or_wait(Duration::from_secs(5)).await.is_none());
-        assert_eq!(started.elapsed(), Duration::from_secs(5));
-    }
-
-    #[test]
-    fn retries_back_off_to_a_bound() {
-        let delays: Vec<u64> = (1..=7).map(|n| retry_delay(n).as_secs()).collect();
-        assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30]);
-        assert_eq!(retry_delay(0), Duration::from_secs(1));
-        assert_eq!(retry_delay(u32::MAX), MAX_RETRY_DELAY);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn failures_are_signalled_and_counted() {
-        let pool = Pool::new(2, 2, PoolBudget::new(2), 100, "sha256:a".into());
-        assert_eq!(pool.reserve(), 2);
-        pool.failed();
-        pool.failed();
-        // Both failures are signalled by one stored permit; the count says how many.
-        assert_eq!(pool.next_failure().await, 2);
-        let waited = tokio::time::timeout(Duration::from_secs(5), pool.next_failure()).await;
-        assert!(waited.is_err(), "no further failure to report");
-        assert_eq!(pool.reserve(), 2);
-        pool.failed();
-        assert_eq!(pool.next_failure().await, 3);
-    }
-
-    #[test]
-    fn retargeting_changes_the_image_once() {
-        let pool = Pool::new(1, 1, PoolBudget::new(1), 100, "sha256:a".into());
-        assert!(!pool.retarget("sha256:a"));
-        assert!(pool.retarget("sha256:b"));
-        assert_eq!(pool.image(), "sha256:b");
-        assert!(!pool.retarget("sha256:b"));
     }
 }

@@ -6,6 +6,7 @@
 use serde_json::json;
 
 use crate::sandbox::PoolBudget;
+use crate::sandbox::pool::account::PoolPace;
 use crate::sandbox::tests::fake::{Step, ok};
 use crate::sandbox::tests::*;
 
@@ -187,6 +188,10 @@ async fn replacements_skip_the_preload_while_executions_outpace_the_pool() {
         preloads[1..].iter().all(Vec::is_empty),
         "replacements under pressure skip it: {preloads:?}"
     );
+    let behind = rig.sandbox.pool_snapshot().keeping_up;
+    assert!(behind.preload_skipped >= 1, "{behind:?}");
+    assert_eq!(behind.waits + behind.cold_starts, 1, "{behind:?}");
+    assert_ne!(behind.pace, PoolPace::KeepingUp);
     tokio::time::sleep(crate::sandbox::pool::PRESSURE_WINDOW).await;
     let before = preloads.len();
     assert_eq!(rig.run(10).await.unwrap().status, Status::Ok);
@@ -197,6 +202,10 @@ async fn replacements_skip_the_preload_while_executions_outpace_the_pool() {
         preloads[before..],
         [vec!["pandas".to_string()]],
         "the pressure has passed"
+    );
+    assert_eq!(
+        rig.sandbox.pool_snapshot().keeping_up.pace,
+        PoolPace::KeepingUp
     );
     rig.finish().await;
 }

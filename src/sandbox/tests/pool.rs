@@ -8,7 +8,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::sandbox::engine::backend::EngineEvent;
-use crate::sandbox::pool::Pool;
+use crate::sandbox::pool::{Pool, Wanted, Wants};
 use crate::sandbox::tests::fake::{Step, ok};
 use crate::sandbox::tests::*;
 
@@ -114,11 +114,13 @@ type Waiter = tokio::task::JoinHandle<Option<String>>;
 /// Two replacements on their way, and two executions waiting for them, the first first.
 async fn two_waiters(rig: &Rig) -> (Arc<Pool>, Waiter, Waiter) {
     let pool = rig.sandbox.pool.clone();
-    assert_eq!(pool.reserve(), 2);
+    assert_eq!(pool.reserve(&Wanted::default()).len(), 2);
     let wait = || {
         let pool = pool.clone();
         tokio::spawn(async move {
-            let taken = pool.take_or_wait(Duration::from_secs(30)).await;
+            let taken = pool
+                .take_or_wait(Duration::from_secs(30), &Wants::Imports(Vec::new()))
+                .await;
             taken.map(|s| s.name().to_string())
         })
     };
@@ -134,14 +136,26 @@ async fn waiters_are_served_in_the_order_they_came() {
     let rig = Rig::new(Vec::new(), settings(2, 2));
     let (pool, first, second) = two_waiters(&rig).await;
     assert!(
-        pool.take_or_wait(Duration::from_secs(30)).await.is_none(),
+        pool.take_or_wait(Duration::from_secs(30), &Wants::Imports(Vec::new()))
+            .await
+            .is_none(),
         "a third finds both replacements spoken for and starts its own"
     );
-    pool.put(started(&rig, "landed-1").await, &pool.image());
+    pool.put(
+        started(&rig, "landed-1").await,
+        &pool.image(),
+        Vec::new(),
+        Duration::ZERO,
+    );
     assert_eq!(first.await.unwrap().as_deref(), Some("landed-1"));
     tokio::task::yield_now().await;
     assert!(!second.is_finished(), "the second waits for the next one");
-    pool.put(started(&rig, "landed-2").await, &pool.image());
+    pool.put(
+        started(&rig, "landed-2").await,
+        &pool.image(),
+        Vec::new(),
+        Duration::ZERO,
+    );
     assert_eq!(second.await.unwrap().as_deref(), Some("landed-2"));
     assert_eq!(pool.ready(), 0, "both were handed over, none kept");
     assert_eq!(rig.sandbox.settings.pool_budget.held(), 0);
@@ -153,10 +167,15 @@ async fn a_failed_replacement_sends_the_newest_waiter_cold() {
     let rig = Rig::new(Vec::new(), settings(2, 2));
     let (pool, first, second) = two_waiters(&rig).await;
     // One replacement fails: one of the two waiters has nothing to wait for, the newest.
-    pool.failed();
+    pool.failed(&[]);
     assert_eq!(second.await.unwrap(), None, "the newest goes cold");
     assert!(!first.is_finished(), "the oldest keeps its place");
-    pool.put(started(&rig, "landed").await, &pool.image());
+    pool.put(
+        started(&rig, "landed").await,
+        &pool.image(),
+        Vec::new(),
+        Duration::ZERO,
+    );
     assert_eq!(first.await.unwrap().as_deref(), Some("landed"));
     rig.finish().await;
 }
@@ -366,5 +385,81 @@ async fn shutdown_sweeps_containers_of_this_instance_that_no_guard_holds() {
         image_tree: None,
     };
     rig.engine.create("stray", &spec).await.unwrap();
+    rig.finish().await;
+}
+
+/// The names of what `take` gave.
+fn named(taken: Option<crate::sandbox::run::Started>) -> Option<String> {
+    taken.map(|s| s.name().to_string())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_execution_takes_the_container_that_fits_the_imports_its_code_names() {
+    let rig = Rig::new(Vec::new(), settings(3, 2));
+    let pool = rig.sandbox.pool.clone();
+    let usual = Wanted {
+        modules: vec!["pandas".into()],
+        keep: 1,
+    };
+    let plans = pool.reserve(&usual);
+    let pandas = vec!["pandas".to_string()];
+    assert_eq!(plans, [pandas.clone(), vec![], vec![]], "one carries them");
+    for (i, preload) in plans.into_iter().enumerate() {
+        let c = started(&rig, &format!("c{i}")).await;
+        pool.put(c, &pool.image(), preload, Duration::ZERO);
+    }
+    assert_eq!(pool.snapshot().preloaded_ready, 1);
+    let numpy = Wants::Imports(vec!["numpy".into()]);
+    assert_eq!(
+        named(pool.take(&numpy)).unwrap(),
+        "c2",
+        "the newest plain one"
+    );
+    let data = Wants::Imports(vec!["sys".into(), "pandas".into()]);
+    assert_eq!(named(pool.take(&data)).unwrap(), "c0");
+    assert_eq!(named(pool.take(&Wants::Plain)).unwrap(), "c1");
+    // Every container imported ahead (`--preload`): a plain one is never among them.
+    let every = Wanted {
+        modules: pandas.clone(),
+        keep: usize::MAX,
+    };
+    let plans = pool.reserve(&every);
+    assert!(
+        plans.len() == 3 && plans.iter().all(|p| *p == pandas),
+        "{plans:?}"
+    );
+    for (i, preload) in plans.into_iter().enumerate() {
+        let c = started(&rig, &format!("d{i}")).await;
+        pool.put(c, &pool.image(), preload, Duration::ZERO);
+    }
+    assert!(pool.take(&Wants::Plain).is_none());
+    let nothing = Wants::Imports(Vec::new());
+    assert!(pool.take(&nothing).is_some(), "better than a cold start");
+    assert_eq!(pool.drain(), 2);
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_pool_grows_before_it_is_empty_when_the_calls_outpace_its_starts() {
+    let mut s = settings(4, 4);
+    s.pool_budget = crate::sandbox::PoolBudget::new(8);
+    let rig = Rig::new(Vec::new(), s);
+    let pool = rig.sandbox.pool.clone();
+    for (i, preload) in pool.reserve(&Wanted::default()).into_iter().enumerate() {
+        let c = started(&rig, &format!("c{i}")).await;
+        // A start takes a second on this machine.
+        pool.put(c, &pool.image(), preload, Duration::from_secs(1));
+    }
+    let limit = Duration::from_secs(30);
+    let nothing = Wants::Imports(Vec::new());
+    let mut targets = Vec::new();
+    for _ in 0..3 {
+        assert!(pool.take_or_wait(limit, &nothing).await.is_some());
+        targets.push(pool.target());
+    }
+    // Three calls within a start's time leave one ready: the fourth would empty it.
+    assert_eq!(targets, [4, 4, 5]);
+    assert_eq!(pool.snapshot().keeping_up.cold_starts, 0);
+    assert_eq!(pool.drain(), 1);
     rig.finish().await;
 }
