@@ -217,6 +217,25 @@ fn containers(e: &mut Exposition, tenants: &[(&str, &App)]) {
             n as f64,
         );
     }
+    // How the pool kept up, besides its cold starts (the counter above).
+    let counters: [(&str, &str, Read); 2] = [
+        (
+            "cem_pool_waits_total",
+            "Executions that waited for a pooled container on its way.",
+            |s| s.pool.keeping_up.waits as f64,
+        ),
+        (
+            "cem_pool_preload_skipped_total",
+            "Pooled containers started without the tenant's usual imports because the calls came faster than such a container gets ready.",
+            |s| s.pool.keeping_up.preload_skipped as f64,
+        ),
+    ];
+    for (name, help, read) in counters {
+        e.family(name, Kind::Counter, help);
+        for (tenant, _, s) in &stats {
+            e.sample(name, &[("tenant", tenant)], read(s));
+        }
+    }
 }
 
 fn upstreams(e: &mut Exposition, shared: &Shared, tenants: &[(&str, &App)]) {
