@@ -470,3 +470,42 @@ async fn the_pool_preloads_what_recent_code_imported() {
     }
     panic!("no pooled container preloads csv,decimal: {seen:?}");
 }
+
+#[tokio::test]
+async fn a_call_takes_the_pooled_container_that_imported_what_its_code_imports() {
+    let t = TestApp::start_with(|c| {
+        c.sandbox.preload = Some(vec!["auto".into()]);
+        (c.pool.pool_size, c.pool.pool_max) = (2, 2);
+    })
+    .await;
+    let settled = async || {
+        for _ in 0..200 {
+            let pool = t.app.sandbox().pool_snapshot();
+            if pool.ready == 2 && pool.starting == 0 {
+                return pool;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the pool did not settle");
+    };
+    settled().await;
+    assert_ok(&t.run("import colorsys\nresult = 1").await);
+    // Three calls that import nothing: one in four imported colorsys, so one of the two
+    // pooled containers keeps it, and those calls take the plain one.
+    for _ in 0..3 {
+        assert_eq!(settled().await.preloaded_ready, 1);
+        assert_ok(&t.run("result = 1").await);
+    }
+    let pool = settled().await;
+    assert_eq!(pool.preloaded_ready, 1, "{pool:?}");
+    let out = t
+        .run("import sys\nresult = 'colorsys' in sys.modules\nimport colorsys")
+        .await;
+    assert_ok(&out);
+    assert_eq!(
+        out.result,
+        serde_json::json!(true),
+        "it ran in the plain one"
+    );
+    t.finish().await;
+}
