@@ -173,7 +173,7 @@ fn executions(e: &mut Exposition, tenants: &[(&str, &App)]) {
 fn containers(e: &mut Exposition, tenants: &[(&str, &App)]) {
     let stats: Vec<_> = tenants
         .iter()
-        .map(|(t, app)| (*t, *app, app.execution_stats()))
+        .map(|(t, app)| (*t, app.execution_stats()))
         .collect();
     type Read = fn(&crate::sandbox::stats::StatsSnapshot) -> f64;
     let gauges: [(&str, &str, Read); 4] = [
@@ -200,25 +200,17 @@ fn containers(e: &mut Exposition, tenants: &[(&str, &App)]) {
     ];
     for (name, help, read) in gauges {
         e.family(name, Kind::Gauge, help);
-        for (tenant, _, s) in &stats {
+        for (tenant, s) in &stats {
             e.sample(name, &[("tenant", tenant)], read(s));
         }
     }
-    e.family(
-        "cem_pool_empty_takes_total",
-        Kind::Counter,
-        "Executions that found no pooled container ready in time and started their own.",
-    );
-    for (tenant, app, _) in &stats {
-        let n = app.stats().pool_empty_takes();
-        e.sample(
+    // How the pool kept up.
+    let counters: [(&str, &str, Read); 3] = [
+        (
             "cem_pool_empty_takes_total",
-            &[("tenant", tenant)],
-            n as f64,
-        );
-    }
-    // How the pool kept up, besides its cold starts (the counter above).
-    let counters: [(&str, &str, Read); 2] = [
+            "Executions that found no pooled container ready in time and started their own.",
+            |s| s.pool.keeping_up.cold_starts as f64,
+        ),
         (
             "cem_pool_waits_total",
             "Executions that waited for a pooled container on its way.",
@@ -232,7 +224,7 @@ fn containers(e: &mut Exposition, tenants: &[(&str, &App)]) {
     ];
     for (name, help, read) in counters {
         e.family(name, Kind::Counter, help);
-        for (tenant, _, s) in &stats {
+        for (tenant, s) in &stats {
             e.sample(name, &[("tenant", tenant)], read(s));
         }
     }

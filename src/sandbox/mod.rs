@@ -303,7 +303,6 @@ impl Sandbox {
         let ready = self.pool.take_or_wait(limit, wants).await;
         self.stats.phase(Phase::PoolWait, asked.elapsed());
         if ready.is_none() {
-            self.stats.record_pool_empty();
             // Executions outpace the pool: containers prepared for sessions give way.
             let relieved = std::mem::take(&mut *self.pressure.lock().expect("pressure lock"));
             relieved.cancel();

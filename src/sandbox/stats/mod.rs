@@ -108,8 +108,6 @@ pub struct Stats {
     started: Instant,
     /// Every timing of each phase, bucketed (for the metrics endpoint).
     histograms: [Histogram; Phase::ALL.len()],
-    /// Executions that asked the pool for a container and got none in time (they ran cold).
-    pool_empty: AtomicU64,
     by_status: Mutex<HashMap<Status, u64>>,
     engine_failures: AtomicU64,
     latencies_ms: Mutex<VecDeque<f64>>,
@@ -162,7 +160,6 @@ impl Stats {
         Self {
             started: Instant::now(),
             histograms: Default::default(),
-            pool_empty: AtomicU64::new(0),
             by_status: Mutex::new(HashMap::new()),
             engine_failures: AtomicU64::new(0),
             latencies_ms: Mutex::new(VecDeque::with_capacity(LATENCY_WINDOW)),
@@ -188,19 +185,9 @@ impl Stats {
         self.histograms[phase as usize].snapshot()
     }
 
-    /// Counts an execution that found the pool empty by its start deadline.
-    pub fn record_pool_empty(&self) {
-        self.pool_empty.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Executions that failed because the engine did, since the server started.
     pub fn engine_failures(&self) -> u64 {
         self.engine_failures.load(Ordering::Relaxed)
-    }
-
-    /// Executions that found the pool empty since the server started.
-    pub fn pool_empty_takes(&self) -> u64 {
-        self.pool_empty.load(Ordering::Relaxed)
     }
 
     /// Executions by status since the server started (every status, zeros included).
