@@ -3,10 +3,11 @@
 //! The two fail differently. BM25F is near its ceiling when the query shares a word with the
 //! tool, and returns noise when it shares none ("is it going to rain" matches any tool whose
 //! text says "going"); the model ranks by meaning but can miss the one exact word that matters
-//! (a product name, an API verb) and cannot read a misspelt one, which typo tolerance can. Rank fusion with equal weights lets that noise push the
-//! right tools out of the top five, so the lexical side gets a small weight on its raw score:
-//! enough to order tools the model finds equally close, and to lift a tool that shares a rare
-//! word, not enough to outvote the model. The weight was chosen on the development query set
+//! (a product name, an API verb) and cannot read a misspelt one, which typo tolerance can.
+//! Rank fusion with equal weights lets that noise push the right tools out of the top five,
+//! so the lexical side gets a small weight on its raw score: enough to order tools the model
+//! finds equally close, and to lift a tool that shares a rare word, not enough to outvote the
+//! model. The weight was chosen on the development query set
 //! (`benches/data/discovery_queries.jsonl`) and checked on the held-out one
 //! (`discovery_heldout.jsonl`); `cargo bench --bench discovery` prints both.
 
