@@ -45,6 +45,10 @@ impl Workspace {
     /// The workspace's regular files with their size, modification time and inode, up to
     /// `max_list_entries` files.
     pub fn snapshot(&self) -> Result<Snapshot> {
+        self.renewing(|| self.snapshot_once())
+    }
+
+    fn snapshot_once(&self) -> Result<Snapshot> {
         let start = self
             .open_dir_for_reading(&[])
             .map_err(|e| WorkspaceError::io("cannot open the workspace root", e))?;

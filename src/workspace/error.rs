@@ -64,6 +64,12 @@ impl WorkspaceError {
             source: source.into(),
         }
     }
+
+    /// Whether the filesystem called a handle stale (`ESTALE`): the root fd may need reopening.
+    pub(super) fn is_stale(&self) -> bool {
+        matches!(self, Self::Io { source, .. }
+            if source.raw_os_error() == Some(Errno::STALE.raw_os_error()))
+    }
 }
 
 pub(super) type Result<T, E = WorkspaceError> = std::result::Result<T, E>;

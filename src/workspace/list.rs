@@ -16,6 +16,10 @@ impl Workspace {
     /// Lists regular files below `subpath` (`""` or `"."` for the whole workspace), recursively,
     /// as paths relative to the workspace root, sorted.
     pub fn list_files(&self, subpath: &str) -> Result<Listing> {
+        self.renewing(|| self.list_files_once(subpath))
+    }
+
+    fn list_files_once(&self, subpath: &str) -> Result<Listing> {
         let comps = validate_relative_subpath(subpath, self.limits.max_path_len)?;
         let start = self
             .open_dir_for_reading(&comps)

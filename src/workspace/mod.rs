@@ -12,7 +12,9 @@
 //! The rules that follow from that:
 //!
 //! * **One trusted handle.** [`Workspace::open`] canonicalises the configured root once and keeps
-//!   an `O_PATH | O_DIRECTORY` fd to it. Nothing afterwards resolves a path string from `/`.
+//!   an `O_PATH | O_DIRECTORY` fd to it. Nothing afterwards resolves a path string from `/`,
+//!   except that a tool call which fails with `ESTALE` (shared storage after a failover) reopens
+//!   that same canonical path once and runs again (`root.rs`).
 //! * **Resolve beneath, never check-then-open.** Every operation opens its target relative to the
 //!   root fd with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)` plus
 //!   `O_NOFOLLOW | O_CLOEXEC`: the kernel refuses any symlink anywhere in the path and any escape,
@@ -85,6 +87,7 @@ mod owner;
 mod path;
 mod read;
 mod resolve;
+mod root;
 mod temp;
 mod usage;
 mod walk;
@@ -98,14 +101,13 @@ pub use error::WorkspaceError;
 pub use handover::{Handover, PRIVATE_ROOT_MODE};
 pub use path::{validate_relative_path, validate_relative_subpath};
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{self as rfs, Mode, OFlags};
-
 use error::{HumanBytes, Result};
 use resolve::{Resolver, probe_resolver};
+use root::Root;
 
 /// Default cap on a file read or written through the workspace tools (10 MiB).
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
@@ -213,7 +215,7 @@ impl SandboxUser {
 #[derive(Debug)]
 pub struct Workspace {
     root_path: PathBuf,
-    root: OwnedFd,
+    root: Root,
     limits: WorkspaceLimits,
     resolver: Resolver,
 }
@@ -242,19 +244,14 @@ impl Workspace {
         let root_path = std::fs::canonicalize(root).map_err(|e| {
             WorkspaceError::io(format!("cannot resolve workspace {}", root.display()), e)
         })?;
-        let fd = rfs::open(
-            &root_path,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| {
+        let root = Root::open(&root_path).map_err(|e| {
             WorkspaceError::io(format!("cannot open workspace {}", root_path.display()), e)
         })?;
-        let resolver = force.unwrap_or_else(|| probe_resolver(fd.as_fd()));
+        let resolver = force.unwrap_or_else(|| probe_resolver(root.fd().as_fd()));
         tracing::debug!(root = %root_path.display(), ?resolver, "workspace opened");
         Ok(Self {
             root_path,
-            root: fd,
+            root,
             limits,
             resolver,
         })

@@ -14,6 +14,10 @@ use crate::host::safe_fs::{self, kind_name};
 impl Workspace {
     /// Reads a regular file of at most `max_file_bytes`.
     pub fn read_file(&self, rel: &str) -> Result<FileContent> {
+        self.renewing(|| self.read_file_once(rel))
+    }
+
+    fn read_file_once(&self, rel: &str) -> Result<FileContent> {
         let (fd, size, comps) = self.open_regular(rel)?;
         let cap = self.limits.max_file_bytes;
         if size > cap {
@@ -41,6 +45,10 @@ impl Workspace {
     /// The size of a regular file, opened as [`Workspace::read_file`] opens it (so the same
     /// paths are refused), without reading it.
     pub fn file_size(&self, rel: &str) -> Result<u64> {
+        self.renewing(|| self.file_size_once(rel))
+    }
+
+    fn file_size_once(&self, rel: &str) -> Result<u64> {
         self.open_regular(rel).map(|(_, size, _)| size)
     }
 
@@ -50,7 +58,7 @@ impl Workspace {
         let comps = validate_relative_path(rel, self.limits.max_path_len)?;
         let fd = self
             .open_beneath(
-                self.root.as_fd(),
+                self.root.fd().as_fd(),
                 &comps,
                 OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
                 Mode::empty(),

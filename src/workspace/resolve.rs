@@ -66,9 +66,14 @@ impl Workspace {
     ) -> std::result::Result<OwnedFd, Errno> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY;
         if comps.is_empty() {
-            rfs::openat(&self.root, ".", flags | OFlags::CLOEXEC, Mode::empty())
+            rfs::openat(
+                &*self.root.fd(),
+                ".",
+                flags | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
         } else {
-            self.open_beneath(self.root.as_fd(), comps, flags, Mode::empty())
+            self.open_beneath(self.root.fd().as_fd(), comps, flags, Mode::empty())
         }
     }
 
@@ -77,11 +82,12 @@ impl Workspace {
         if comps.is_empty() {
             return self
                 .root
+                .fd()
                 .try_clone()
                 .map_err(|e| WorkspaceError::io("cannot duplicate the workspace fd", e));
         }
         self.open_beneath(
-            self.root.as_fd(),
+            self.root.fd().as_fd(),
             comps,
             OFlags::PATH | OFlags::DIRECTORY,
             Mode::empty(),
@@ -111,10 +117,11 @@ impl Workspace {
     /// Words the error for a failed resolution by looking at each component with
     /// `fstatat(AT_SYMLINK_NOFOLLOW)`. Only the message depends on this; access never does.
     fn diagnose(&self, comps: &[&str], errno: Errno) -> WorkspaceError {
+        let root = self.root.fd();
         let mut cur: Option<OwnedFd> = None;
         for (i, comp) in comps.iter().enumerate() {
             let here = show(&comps[..=i]);
-            let base = cur.as_ref().map_or(self.root.as_fd(), |f| f.as_fd());
+            let base = cur.as_ref().map_or(root.as_fd(), |f| f.as_fd());
             let st = match rfs::statat(base, *comp, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
                 Err(Errno::NOENT) => return WorkspaceError::NotFound { path: show(comps) },

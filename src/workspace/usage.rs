@@ -12,6 +12,10 @@ use super::{USAGE_MAX_DEPTH, USAGE_MAX_ENTRIES, Usage, Workspace};
 impl Workspace {
     /// Bounded walk of the whole workspace adding up allocated bytes (`st_blocks * 512`).
     pub fn usage(&self) -> Result<Usage> {
+        self.renewing(|| self.usage_once())
+    }
+
+    fn usage_once(&self) -> Result<Usage> {
         let start = self
             .open_dir_for_reading(&[])
             .map_err(|e| WorkspaceError::io("cannot open the workspace root", e))?;

@@ -23,6 +23,10 @@ impl Workspace {
     /// Readers see the old content or the new, never a mix. A temp file (`.cem-tmp-…`) is removed
     /// on every error; only a crash of the server between create and rename can leave one.
     pub fn write_file(&self, rel: &str, content: &[u8]) -> Result<u64> {
+        self.renewing(|| self.write_file_once(rel, content))
+    }
+
+    fn write_file_once(&self, rel: &str, content: &[u8]) -> Result<u64> {
         let comps = validate_relative_path(rel, self.limits.max_path_len)?;
         let len = content.len() as u64;
         if len > self.limits.max_file_bytes {
@@ -93,6 +97,10 @@ impl Workspace {
 
     /// Removes a file, symlink, FIFO or socket (never a directory); a symlink is removed itself.
     pub fn delete_file(&self, rel: &str) -> Result<()> {
+        self.renewing(|| self.delete_file_once(rel))
+    }
+
+    fn delete_file_once(&self, rel: &str) -> Result<()> {
         let comps = validate_relative_path(rel, self.limits.max_path_len)?;
         let (name, parents) = comps.split_last().expect("validated paths are non-empty");
         let dir = self.open_dir(parents).map_err(|e| match e {
@@ -118,6 +126,7 @@ impl Workspace {
         }
         let mut cur = self
             .root
+            .fd()
             .try_clone()
             .map_err(|e| WorkspaceError::io("cannot duplicate the workspace fd", e))?;
         for (i, comp) in comps.iter().enumerate() {

@@ -176,7 +176,7 @@ fn fallback_walk_refuses_dot_components_itself() {
         Workspace::open_with(&f.root, WorkspaceLimits::default(), Some(Resolver::Walk)).unwrap();
     for comps in [&["..", "outside", "secret"][..], &["."], &[""], &["a/b"]] {
         assert_eq!(
-            ws.open_beneath(ws.root.as_fd(), comps, OFlags::RDONLY, Mode::empty())
+            ws.open_beneath(ws.root.fd().as_fd(), comps, OFlags::RDONLY, Mode::empty())
                 .unwrap_err(),
             Errno::INVAL
         );

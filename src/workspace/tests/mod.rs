@@ -8,9 +8,11 @@ mod links;
 mod listing;
 mod owner;
 mod path;
+mod root;
 
 use super::*;
 use proptest::prelude::*;
+use rustix::fs::{self as rfs, Mode, OFlags};
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fs;
