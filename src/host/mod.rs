@@ -1,8 +1,10 @@
 //! The host the server runs on: the data directory's storage (local or shared across a
 //! swarm), processes' start times and liveness (owner labels, temp files), the file
-//! primitives that never follow a link ([`safe_fs`]), and running storage work from async code.
+//! primitives that never follow a link ([`safe_fs`]), directory handles that survive shared
+//! storage going stale under them ([`renewable_dir`]), and running storage work from async code.
 
 pub(crate) mod process;
+pub(crate) mod renewable_dir;
 pub(crate) mod runtime_leftovers;
 pub(crate) mod safe_fs;
 pub mod storage;

@@ -1,6 +1,8 @@
 //! Errors of the skills store. They reach a model through the skills tools and the sandbox's
 //! `skills` calls, so each message says what is allowed or what to do next.
 
+use crate::host::renewable_dir::is_stale;
+
 /// The naming rule of `skills::name` in words, as error messages give it.
 pub const NAME_RULE: &str = "a skill name is 1 to 64 ASCII letters, digits and underscores, \
      starts with a letter or a single underscore (not a digit, not \"__\") and is not a Python \
@@ -80,6 +82,11 @@ impl SkillError {
             context: context.into(),
             source: source.into(),
         }
+    }
+
+    /// Whether the filesystem called a handle stale (`ESTALE`): the store's fd may need reopening.
+    pub(super) fn is_stale(&self) -> bool {
+        matches!(self, Self::Io { source, .. } if is_stale(source))
     }
 }
 

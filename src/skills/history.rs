@@ -52,6 +52,10 @@ impl SkillStore {
     /// Metadata of the earlier versions of `name` kept in the history, oldest first (the current
     /// version is not included). Works for a deleted skill too.
     pub fn history(&self, name: &str) -> Result<Vec<SkillMeta>> {
+        self.renewing(|| self.history_once(name))
+    }
+
+    fn history_once(&self, name: &str) -> Result<Vec<SkillMeta>> {
         validate_name(name)?;
         let _lock = self.lock(false)?;
         let Some(hdir) = self.history_dir(name, false)? else {
@@ -78,6 +82,10 @@ impl SkillStore {
 
     /// Loads an earlier version of `name` from the history.
     pub fn load_version(&self, name: &str, version: u64) -> Result<Skill> {
+        self.renewing(|| self.load_version_once(name, version))
+    }
+
+    fn load_version_once(&self, name: &str, version: u64) -> Result<Skill> {
         validate_name(name)?;
         let _lock = self.lock(false)?;
         let not_found = |kept: Vec<u64>| SkillError::VersionNotFound {
@@ -142,7 +150,8 @@ impl SkillStore {
 
     /// `.history/NAME`, optionally created.
     pub(super) fn history_dir(&self, name: &str, create: bool) -> Result<Option<OwnedFd>> {
-        let Some(h) = self.open_dir(self.root.as_fd(), HISTORY_DIR, HISTORY_DIR, create)? else {
+        let Some(h) = self.open_dir(self.root.fd().as_fd(), HISTORY_DIR, HISTORY_DIR, create)?
+        else {
             return Ok(None);
         };
         self.open_dir(h.as_fd(), name, &format!("{HISTORY_DIR}/{name}"), create)
@@ -247,7 +256,8 @@ impl SkillStore {
 
     /// Keeps the histories of at most `max_skills` deleted skills, removing the oldest.
     pub(super) fn prune_deleted_histories(&self) -> Result<()> {
-        let Some(h) = self.open_dir(self.root.as_fd(), HISTORY_DIR, HISTORY_DIR, false)? else {
+        let Some(h) = self.open_dir(self.root.fd().as_fd(), HISTORY_DIR, HISTORY_DIR, false)?
+        else {
             return Ok(());
         };
         let mut deleted = Vec::new();

@@ -27,6 +27,10 @@ pub(super) struct Current {
 impl SkillStore {
     /// Loads skill `name` with its code.
     pub fn load(&self, name: &str) -> Result<Skill> {
+        self.renewing(|| self.load_once(name))
+    }
+
+    fn load_once(&self, name: &str) -> Result<Skill> {
         validate_name(name)?;
         let _lock = self.lock(false)?;
         match self.read_current(name)? {
@@ -50,6 +54,10 @@ impl SkillStore {
     /// non-regular file, malformed metadata, an I/O error) are skipped and logged; `.history`,
     /// temp files and files whose names are not skill names are ignored.
     pub fn list(&self) -> Result<Vec<SkillMeta>> {
+        self.renewing(|| self.list_once())
+    }
+
+    fn list_once(&self) -> Result<Vec<SkillMeta>> {
         let _lock = self.lock(false)?;
         let mut out = Vec::new();
         for (name, ft) in self.scan_entries()? {
@@ -119,11 +127,11 @@ impl SkillStore {
     /// `meta_problem`.
     pub(super) fn read_current(&self, name: &str) -> Result<Option<Current>> {
         let py = format!("{name}.py");
-        let Some((code, mtime)) = self.read_code(self.root.as_fd(), &py, &py)? else {
+        let Some((code, mtime)) = self.read_code(self.root.fd().as_fd(), &py, &py)? else {
             return Ok(None);
         };
         let json = format!("{name}.json");
-        let (raw, mut meta_problem) = match self.read_meta(self.root.as_fd(), &json, &json)? {
+        let (raw, mut meta_problem) = match self.read_meta(self.root.fd().as_fd(), &json, &json)? {
             MetaRead::Missing => (RawMeta::default(), None),
             MetaRead::Malformed(reason) => (RawMeta::default(), Some(reason)),
             MetaRead::Found(raw) => (raw, None),
@@ -147,7 +155,7 @@ impl SkillStore {
     /// completed from the code.
     fn read_listed(&self, name: &str) -> Result<Option<SkillMeta>> {
         let json = format!("{name}.json");
-        let raw = match self.read_meta(self.root.as_fd(), &json, &json)? {
+        let raw = match self.read_meta(self.root.fd().as_fd(), &json, &json)? {
             MetaRead::Missing => RawMeta::default(),
             MetaRead::Malformed(reason) => {
                 return Err(SkillError::Corrupt {
@@ -164,14 +172,14 @@ impl SkillStore {
             && raw.created.is_some()
             && raw.updated.is_some();
         let result = if complete {
-            let st = match rfs::statat(&self.root, py.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            let st = match rfs::statat(&*self.root.fd(), py.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
                 Err(Errno::NOENT) => return Ok(None),
                 Err(e) => return Err(SkillError::io(format!("cannot stat {py}"), e)),
             };
             complete_meta(name, &raw, None, mtime_of(&st))
         } else {
-            let Some((code, mtime)) = self.read_code(self.root.as_fd(), &py, &py)? else {
+            let Some((code, mtime)) = self.read_code(self.root.fd().as_fd(), &py, &py)? else {
                 return Ok(None);
             };
             complete_meta(name, &raw, Some(&code), mtime)
@@ -186,7 +194,7 @@ impl SkillStore {
     /// `(name, type)` of every `NAME.py` entry whose stem is a valid name, not following links.
     fn scan_entries(&self) -> Result<Vec<(String, FileType)>> {
         let mut out = Vec::new();
-        let dir = Dir::read_from(&self.root)
+        let dir = Dir::read_from(&*self.root.fd())
             .map_err(|e| SkillError::io("cannot read the skills directory", e))?;
         for entry in dir {
             let entry = entry.map_err(|e| SkillError::io("cannot read the skills directory", e))?;
@@ -198,7 +206,7 @@ impl SkillStore {
             };
             let mut ft = entry.file_type();
             if ft == FileType::Unknown {
-                match rfs::statat(&self.root, file, AtFlags::SYMLINK_NOFOLLOW) {
+                match rfs::statat(&*self.root.fd(), file, AtFlags::SYMLINK_NOFOLLOW) {
                     Ok(st) => ft = FileType::from_raw_mode(st.st_mode),
                     Err(_) => continue,
                 }
@@ -247,7 +255,7 @@ impl SkillStore {
 
     pub(super) fn py_exists(&self, name: &str) -> Result<bool> {
         let py = format!("{name}.py");
-        match rfs::statat(&self.root, py.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+        match rfs::statat(&*self.root.fd(), py.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
             Ok(_) => Ok(true),
             Err(Errno::NOENT) => Ok(false),
             Err(e) => Err(SkillError::io(format!("cannot stat {py}"), e)),

@@ -120,7 +120,8 @@ impl SkillStore {
         if self.py_exists(name)? {
             return Ok(true);
         }
-        let Some(h) = self.open_dir(self.root.as_fd(), HISTORY_DIR, HISTORY_DIR, false)? else {
+        let Some(h) = self.open_dir(self.root.fd().as_fd(), HISTORY_DIR, HISTORY_DIR, false)?
+        else {
             return Ok(false);
         };
         match rfs::statat(&h, name, AtFlags::SYMLINK_NOFOLLOW) {

@@ -12,12 +12,14 @@ use rustix::io::Errno;
 
 use super::error::{Result, SkillError};
 use super::{DIR_MODE, FILE_MODE, LOCK_FILE, SkillLimits};
+use crate::host::renewable_dir::RenewableDir;
 
 /// A store of skills in one directory. See the module documentation.
 pub struct SkillStore {
     pub(super) dir: PathBuf,
-    /// `O_RDONLY | O_DIRECTORY` fd of the store; every path is resolved relative to it.
-    pub(super) root: OwnedFd,
+    /// `O_RDONLY | O_DIRECTORY` fd of the store; every path is resolved relative to it. Reopened
+    /// when shared storage calls it stale ([`SkillStore::renewing`]).
+    pub(super) root: RenewableDir,
     pub(super) limits: SkillLimits,
 }
 
@@ -58,12 +60,7 @@ impl SkillStore {
                 ));
             }
         }
-        let root = rfs::open(
-            dir,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| {
+        let root = RenewableDir::open(dir, OFlags::RDONLY).map_err(|e| {
             SkillError::io(
                 format!("cannot open the skills directory {}", dir.display()),
                 e,
@@ -78,13 +75,18 @@ impl SkillStore {
         if let Err(e) = store.open_lock_file(true) {
             tracing::debug!(dir = %dir.display(), error = %e, "skills store lock file not created");
         }
-        store.remove_stale_temps(store.root.as_fd());
+        store.remove_stale_temps(store.root.fd().as_fd());
         Ok(store)
     }
 
     /// The directory of the store.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Runs an operation's `op`, once more on a reopened directory if the store's fd went stale.
+    pub(super) fn renewing<T>(&self, op: impl Fn() -> Result<T>) -> Result<T> {
+        self.root.renewing(SkillError::is_stale, op)
     }
 
     /// The limits of the store.
@@ -101,7 +103,12 @@ impl SkillStore {
             OFlags::RDONLY
         } | OFlags::NOFOLLOW
             | OFlags::CLOEXEC;
-        match rfs::openat(&self.root, LOCK_FILE, flags, Mode::from_raw_mode(FILE_MODE)) {
+        match rfs::openat(
+            &*self.root.fd(),
+            LOCK_FILE,
+            flags,
+            Mode::from_raw_mode(FILE_MODE),
+        ) {
             Ok(fd) => Ok(fd),
             Err(Errno::LOOP) => Err(SkillError::Symlink {
                 path: LOCK_FILE.into(),

@@ -18,8 +18,13 @@ impl SkillStore {
     /// and description identical to the current version changes nothing and returns its
     /// metadata.
     pub fn save(&self, name: &str, code: impl AsRef<[u8]>, description: &str) -> Result<SkillMeta> {
+        let code = code.as_ref();
+        self.renewing(|| self.save_once(name, code, description))
+    }
+
+    fn save_once(&self, name: &str, code: &[u8], description: &str) -> Result<SkillMeta> {
         validate_name(name)?;
-        let code = check_code(code.as_ref(), self.limits.max_code_bytes, "The skill code")?;
+        let code = check_code(code, self.limits.max_code_bytes, "The skill code")?;
         let description = self.check_description(description)?;
         let _lock = self.lock(true)?;
 
@@ -70,6 +75,10 @@ impl SkillStore {
     /// Deletes skill `name`: its current version moves into the history (up to
     /// `max_versions_kept`), after which it no longer loads or lists.
     pub fn delete(&self, name: &str) -> Result<()> {
+        self.renewing(|| self.delete_once(name))
+    }
+
+    fn delete_once(&self, name: &str) -> Result<()> {
         validate_name(name)?;
         let _lock = self.lock(true)?;
         let Some(cur) = self.read_current(name)? else {
@@ -84,12 +93,12 @@ impl SkillStore {
             self.prune_history(hdir.as_fd(), name)?;
         }
         for file in [format!("{name}.py"), format!("{name}.json")] {
-            match rfs::unlinkat(&self.root, file.as_str(), AtFlags::empty()) {
+            match rfs::unlinkat(&*self.root.fd(), file.as_str(), AtFlags::empty()) {
                 Ok(()) | Err(Errno::NOENT) => {}
                 Err(e) => return Err(SkillError::io(format!("cannot delete {file}"), e)),
             }
         }
-        self.sync_dir(self.root.as_fd(), "the skills directory")?;
+        self.sync_dir(self.root.fd().as_fd(), "the skills directory")?;
         if let Err(e) = self.prune_deleted_histories() {
             tracing::warn!(error = %e, "cannot prune histories of deleted skills");
         }
@@ -117,7 +126,7 @@ impl SkillStore {
         let json = format!("{name}.json");
         // Refuse rather than replace a link or a directory planted at either name.
         for file in [&py, &json] {
-            match rfs::statat(&self.root, file.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            match rfs::statat(&*self.root.fd(), file.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => match FileType::from_raw_mode(st.st_mode) {
                     FileType::RegularFile => {}
                     FileType::Symlink => {
@@ -135,9 +144,9 @@ impl SkillStore {
                 Err(e) => return Err(SkillError::io(format!("cannot stat {file}"), e)),
             }
         }
-        self.write_atomic(self.root.as_fd(), &py, code.as_bytes(), &py)?;
+        self.write_atomic(self.root.fd().as_fd(), &py, code.as_bytes(), &py)?;
         let bytes = serde_json::to_vec_pretty(meta).expect("metadata serialises");
-        self.write_atomic(self.root.as_fd(), &json, &bytes, &json)?;
-        self.sync_dir(self.root.as_fd(), "the skills directory")
+        self.write_atomic(self.root.fd().as_fd(), &json, &bytes, &json)?;
+        self.sync_dir(self.root.fd().as_fd(), "the skills directory")
     }
 }

@@ -7,6 +7,7 @@ use std::fmt;
 use rustix::io::Errno;
 
 use super::Workspace;
+use crate::host::renewable_dir::is_stale;
 
 /// What a workspace tool can go wrong with; every message says what to do next.
 #[derive(Debug, thiserror::Error)]
@@ -67,8 +68,7 @@ impl WorkspaceError {
 
     /// Whether the filesystem called a handle stale (`ESTALE`): the root fd may need reopening.
     pub(super) fn is_stale(&self) -> bool {
-        matches!(self, Self::Io { source, .. }
-            if source.raw_os_error() == Some(Errno::STALE.raw_os_error()))
+        matches!(self, Self::Io { source, .. } if is_stale(source))
     }
 }
 

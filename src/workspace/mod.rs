@@ -14,7 +14,7 @@
 //! * **One trusted handle.** [`Workspace::open`] canonicalises the configured root once and keeps
 //!   an `O_PATH | O_DIRECTORY` fd to it. Nothing afterwards resolves a path string from `/`,
 //!   except that a tool call which fails with `ESTALE` (shared storage after a failover) reopens
-//!   that same canonical path once and runs again (`root.rs`).
+//!   that same canonical path once and runs again (`host::renewable_dir`).
 //! * **Resolve beneath, never check-then-open.** Every operation opens its target relative to the
 //!   root fd with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)` plus
 //!   `O_NOFOLLOW | O_CLOEXEC`: the kernel refuses any symlink anywhere in the path and any escape,
@@ -87,7 +87,6 @@ mod owner;
 mod path;
 mod read;
 mod resolve;
-mod root;
 mod temp;
 mod usage;
 mod walk;
@@ -105,9 +104,11 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::OFlags;
+
+use crate::host::renewable_dir::RenewableDir;
 use error::{HumanBytes, Result};
 use resolve::{Resolver, probe_resolver};
-use root::Root;
 
 /// Default cap on a file read or written through the workspace tools (10 MiB).
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
@@ -215,7 +216,7 @@ impl SandboxUser {
 #[derive(Debug)]
 pub struct Workspace {
     root_path: PathBuf,
-    root: Root,
+    root: RenewableDir,
     limits: WorkspaceLimits,
     resolver: Resolver,
 }
@@ -244,9 +245,10 @@ impl Workspace {
         let root_path = std::fs::canonicalize(root).map_err(|e| {
             WorkspaceError::io(format!("cannot resolve workspace {}", root.display()), e)
         })?;
-        let root = Root::open(&root_path).map_err(|e| {
-            WorkspaceError::io(format!("cannot open workspace {}", root_path.display()), e)
-        })?;
+        let root =
+            RenewableDir::open(&root_path, OFlags::PATH | OFlags::NOFOLLOW).map_err(|e| {
+                WorkspaceError::io(format!("cannot open workspace {}", root_path.display()), e)
+            })?;
         let resolver = force.unwrap_or_else(|| probe_resolver(root.fd().as_fd()));
         tracing::debug!(root = %root_path.display(), ?resolver, "workspace opened");
         Ok(Self {
@@ -260,6 +262,11 @@ impl Workspace {
     /// The canonical path of the workspace root on the host.
     pub fn root_path(&self) -> &Path {
         &self.root_path
+    }
+
+    /// Runs a tool call's `op`, once more on a reopened root if the root's fd went stale.
+    fn renewing<T>(&self, op: impl Fn() -> Result<T>) -> Result<T> {
+        self.root.renewing(WorkspaceError::is_stale, op)
     }
 
     /// The limits this workspace enforces.

@@ -11,6 +11,7 @@ mod names;
 mod python;
 mod round_trip;
 mod seeding;
+mod stale;
 
 fn store(dir: &Path) -> SkillStore {
     SkillStore::open(dir, SkillLimits::default()).unwrap()

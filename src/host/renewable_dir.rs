@@ -1,0 +1,79 @@
+//! A directory fd that is reopened from its path when the filesystem calls it stale.
+//!
+//! The workspace and the skills store resolve every path beneath one fd to their directory,
+//! opened once (so nothing later resolves a path string from `/`). On a network or replicated
+//! filesystem (NFS, GlusterFS in a swarm) that fd can go stale: after a replica is lost, or the
+//! directory is recreated on another node, every call through it fails with `ESTALE` until the
+//! process reopens it, and a long-lived server would refuse the tenant for good. So an operation
+//! that fails with `ESTALE` reopens the directory from its configured path once and runs again
+//! ([`RenewableDir::renewing`]). The path is the trusted configuration the directory was opened
+//! with, reopened with the same flags.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use rustix::fs::{self as rfs, Mode, OFlags};
+use rustix::io::Errno;
+
+/// A directory's fd, swappable while operations hold the one they started with.
+#[derive(Debug)]
+pub(crate) struct RenewableDir {
+    path: PathBuf,
+    flags: OFlags,
+    fd: RwLock<Arc<OwnedFd>>,
+}
+
+impl RenewableDir {
+    /// Opens the directory `path` with `flags` (`O_DIRECTORY | O_CLOEXEC` added).
+    pub(crate) fn open(path: &Path, flags: OFlags) -> Result<Self, Errno> {
+        let flags = flags | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        Ok(Self {
+            path: path.to_path_buf(),
+            flags,
+            fd: RwLock::new(Arc::new(rfs::open(path, flags, Mode::empty())?)),
+        })
+    }
+
+    /// The current fd; an operation keeps it for its whole run.
+    pub(crate) fn fd(&self) -> Arc<OwnedFd> {
+        self.fd
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Reopens the directory from its path and makes that the fd later operations get.
+    fn renew(&self) -> Result<(), Errno> {
+        let fresh = Arc::new(rfs::open(&self.path, self.flags, Mode::empty())?);
+        *self.fd.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+        Ok(())
+    }
+
+    /// Runs `op`; if it failed with an error `stale` recognises, reopens the directory and runs
+    /// `op` once more. A second stale failure is returned as it is; the next call tries again.
+    pub(crate) fn renewing<T, E>(
+        &self,
+        stale: impl Fn(&E) -> bool,
+        op: impl Fn() -> Result<T, E>,
+    ) -> Result<T, E> {
+        match op() {
+            Err(e) if stale(&e) => match self.renew() {
+                Ok(()) => {
+                    tracing::warn!(dir = %self.path.display(), "the directory's handle went stale (shared storage changed under it); reopened it");
+                    op()
+                }
+                Err(renew) => {
+                    tracing::warn!(dir = %self.path.display(), error = %renew, "the directory's handle went stale and reopening it failed");
+                    Err(e)
+                }
+            },
+            r => r,
+        }
+    }
+}
+
+/// Whether `e` is the filesystem calling a handle stale (`ESTALE`).
+pub(crate) fn is_stale(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(Errno::STALE.raw_os_error())
+}
