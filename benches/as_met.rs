@@ -17,6 +17,10 @@
 //! 5. 8 callers at once, beside 8 parallel `docker run --rm` loops of the same number of runs
 //!    in the same scenario (the ratio is the server's throughput over docker run's).
 //!
+//! For the paced calls it also prints where their time went: the difference of the phases of
+//! `get_execution_stats` over them (mean ms per timing and the count; creates and removes there
+//! are the pool's refills and the burst's backlog working beside the calls).
+//!
 //! Each scenario runs twice: on a quiet machine, and with one core held by a CPU-bound process
 //! (`sh -c 'while :; do :; done'`) that the bench starts before the server and stops after it.
 //! Percentiles are nearest-rank. The bench checks that no sandbox container of its servers is
@@ -31,7 +35,7 @@ use serde_json::json;
 
 use common::docker_run::{docker_print1, docker_run_args, workspace};
 use common::knobs::env_usize;
-use common::server::{BIN, Server, Storage};
+use common::server::{BIN, PHASES, Phases, Server, Storage};
 use common::stdio::{
     command_stdout, concurrent, leftover_containers, loadavg, ms, p, report_leftovers, sorted,
 };
@@ -47,6 +51,7 @@ struct Figures {
     first: f64,
     burst_p50: f64,
     paced: Vec<f64>,
+    paced_phases: Phases,
     data_first: f64,
     data_from_third: Vec<f64>,
     ratio: f64,
@@ -102,6 +107,7 @@ async fn scenario(image: &str, pids: &mut Vec<u32>) -> Figures {
     for _ in 0..env_usize("BENCH_BURST", 50) {
         burst.push(timed(&server, "print(1)").await);
     }
+    let before = Phases::from_stats(&server.executions().await);
     let paced_ms = paced(
         &server,
         "print(1)",
@@ -109,6 +115,7 @@ async fn scenario(image: &str, pids: &mut Vec<u32>) -> Figures {
         Duration::from_millis(300),
     )
     .await;
+    let paced_phases = Phases::from_stats(&server.executions().await).since(&before);
     let data = paced(
         &server,
         PANDAS,
@@ -131,6 +138,7 @@ async fn scenario(image: &str, pids: &mut Vec<u32>) -> Figures {
         first,
         burst_p50: p(&sorted(burst.into_iter()), 0.5),
         paced: sorted(paced_ms.into_iter()),
+        paced_phases,
         data_first: data[0],
         data_from_third: sorted(data[2..].iter().copied()),
         ratio: docker_time.as_secs_f64() / server_time.as_secs_f64(),
@@ -186,6 +194,16 @@ async fn run() {
         "8 callers, throughput vs 8 parallel `docker run --rm`",
         &|f| format!("{:.2}×", f.ratio),
     );
+    println!(
+        "\nWhere the paced calls' time went (mean ms per timing, count in brackets; create, \
+         start and remove there are the pool's refills and the burst's backlog):\n"
+    );
+    println!("| | {} | client p50 |", PHASES.join(" | "));
+    println!("|---|{}---:|", "---:|".repeat(PHASES.len()));
+    for (name, f) in [("quiet", &quiet), ("one core busy", &busy)] {
+        let cells = f.paced_phases.cells();
+        println!("| {name} | {} | {:.1} |", cells.join(" | "), p(&f.paced, 0.5));
+    }
     println!("\nload average after: {}", loadavg());
     report_leftovers(&left, pids.len()).await;
 }
