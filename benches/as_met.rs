@@ -52,6 +52,8 @@ struct Figures {
     burst_p50: f64,
     paced: Vec<f64>,
     paced_phases: Phases,
+    callers_phases: Phases,
+    callers_mean: f64,
     data_first: f64,
     data_from_third: Vec<f64>,
     ratio: f64,
@@ -123,10 +125,15 @@ async fn scenario(image: &str, pids: &mut Vec<u32>) -> Figures {
         Duration::from_millis(500),
     )
     .await;
+    let before = Phases::from_stats(&server.executions().await);
+    let callers_ms = std::sync::Mutex::new(Vec::new());
     let server_time = concurrent(CALLERS, CALLS_PER_CALLER, async || {
-        timed(&server, "print(1)").await
+        let took = timed(&server, "print(1)").await;
+        callers_ms.lock().unwrap().push(took);
     })
     .await;
+    let callers_phases = Phases::from_stats(&server.executions().await).since(&before);
+    let callers_ms = callers_ms.into_inner().unwrap();
     let (_dir, ws) = workspace();
     let args = docker_run_args(image, &ws, &[], "print(1)");
     let docker_time = concurrent(CALLERS, CALLS_PER_CALLER, async || {
@@ -139,6 +146,8 @@ async fn scenario(image: &str, pids: &mut Vec<u32>) -> Figures {
         burst_p50: p(&sorted(burst.into_iter()), 0.5),
         paced: sorted(paced_ms.into_iter()),
         paced_phases,
+        callers_phases,
+        callers_mean: callers_ms.iter().sum::<f64>() / callers_ms.len().max(1) as f64,
         data_first: data[0],
         data_from_third: sorted(data[2..].iter().copied()),
         ratio: docker_time.as_secs_f64() / server_time.as_secs_f64(),
@@ -195,14 +204,37 @@ async fn run() {
         &|f| format!("{:.2}×", f.ratio),
     );
     println!(
-        "\nWhere the paced calls' time went (mean ms per timing, count in brackets; create, \
-         start and remove there are the pool's refills and the burst's backlog):\n"
+        "\nWhere the time went (mean ms per timing, count in brackets; create, start and \
+         remove there are the pool's refills and the removal backlog; pooled: calls that took \
+         a pooled container):\n"
     );
-    println!("| | {} | client p50 |", PHASES.join(" | "));
-    println!("|---|{}---:|", "---:|".repeat(PHASES.len()));
-    for (name, f) in [("quiet", &quiet), ("one core busy", &busy)] {
-        let cells = f.paced_phases.cells();
-        println!("| {name} | {} | {:.1} |", cells.join(" | "), p(&f.paced, 0.5));
+    println!("| | {} | pooled | client mean |", PHASES.join(" | "));
+    println!("|---|{}---:|---:|", "---:|".repeat(PHASES.len()));
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    for (name, phases, client) in [
+        ("paced, quiet", &quiet.paced_phases, mean(&quiet.paced)),
+        (
+            "paced, one core busy",
+            &busy.paced_phases,
+            mean(&busy.paced),
+        ),
+        (
+            "8 callers, quiet",
+            &quiet.callers_phases,
+            quiet.callers_mean,
+        ),
+        (
+            "8 callers, one core busy",
+            &busy.callers_phases,
+            busy.callers_mean,
+        ),
+    ] {
+        let cells = phases.cells();
+        println!(
+            "| {name} | {} | {} | {client:.1} |",
+            cells.join(" | "),
+            phases.pooled
+        );
     }
     println!("\nload average after: {}", loadavg());
     report_leftovers(&left, pids.len()).await;

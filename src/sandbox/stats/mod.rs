@@ -32,7 +32,8 @@ pub enum Phase {
     Start,
     /// From a pooled or prepared container's start to its ready frame (its preload done).
     Ready,
-    /// An execution waiting for a pooled container on its way (only when it waited).
+    /// An execution asking the pool for a container: near 0 when one was ready, longer when it
+    /// waited for one on its way (not timed when the pool is off).
     PoolWait,
     /// Sending a session's state to a container that did not have it loaded ahead.
     StateSent,
