@@ -96,6 +96,15 @@ impl Account {
         self.counts[what as usize].load(Ordering::Relaxed)
     }
 
+    /// Whether an execution waited for a container, or started its own, in the last 10
+    /// seconds: the pool is behind, and a preload would only put it further behind.
+    pub fn behind(&self) -> bool {
+        let last = *self.last.lock().expect("account lock");
+        [Degrade::Waited, Degrade::ColdStart]
+            .into_iter()
+            .any(|d| last[d as usize].is_some_and(|t| t.elapsed() < RECENT))
+    }
+
     pub fn snapshot(&self) -> KeepingUp {
         let last = *self.last.lock().expect("account lock");
         let recent = |d: Degrade| last[d as usize].is_some_and(|t| t.elapsed() < RECENT);

@@ -422,8 +422,11 @@ impl Pool {
     /// Reserves the replacements to start now (release each with [`Pool::put`] or
     /// [`Pool::failed`]) and says, for each, the modules it imports ahead: `wanted`'s, while
     /// fewer than `wanted.keep` ready or starting containers carry them and the containers
-    /// ahead of it last (at the observed pace) until a preloaded one is ready; else none. A
-    /// preload skipped for the pace is counted.
+    /// ready now last (at the observed pace) until a preloaded one is ready; else none. Those
+    /// still starting do not count: in a burst they compete with the preload for the same CPU,
+    /// and an import nobody asked for is what makes every start slower. Nor is anything
+    /// preloaded while executions wait or start cold (the pool is behind). A preload skipped
+    /// for the pace is counted.
     pub(crate) fn reserve(&self, wanted: &Wanted) -> Vec<Vec<String>> {
         let (ready, preloaded_ready) = {
             let slots = self.slots();
@@ -435,7 +438,7 @@ impl Pool {
         let granted = self.budget.grant(missing);
         self.pending.fetch_add(granted, Ordering::SeqCst);
         let mut carrying = preloaded_ready + self.pending_preloaded.load(Ordering::SeqCst);
-        let keeps_up = self.pace.keeps_up(true, ahead);
+        let keeps_up = self.pace.keeps_up(true, ready) && !self.account.behind();
         (0..granted)
             .map(|_| {
                 if wanted.modules.is_empty() || carrying >= wanted.keep {

@@ -15,6 +15,49 @@ fn reserve_counts_what_is_missing_once() {
     assert!(pool.take(&Wants::Imports(Vec::new())).is_none());
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_preload_counts_only_the_containers_ready_as_lasting() {
+    let pandas = Wanted {
+        modules: vec!["pandas".into()],
+        keep: usize::MAX,
+    };
+    let pool = Pool::new(4, 8, PoolBudget::new(8), 100, "sha256:a".into());
+    // At rest, nothing asked lately: every replacement preloads.
+    assert!(pool.reserve(&pandas).iter().all(|p| p == &["pandas"]));
+    // Three calls within a preloaded start's time, the pool grown to 8: the 4 on their way
+    // would have covered them, but they are starting too, on the same CPU.
+    for _ in 0..3 {
+        pool.pace.asked();
+    }
+    pool.target.store(8, Ordering::SeqCst);
+    let more = pool.reserve(&pandas);
+    assert_eq!(more.len(), 4);
+    assert!(more.iter().all(Vec::is_empty), "{more:?}");
+    assert_eq!(pool.account.snapshot().preload_skipped, 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_preload_while_executions_wait_or_start_cold() {
+    let pandas = Wanted {
+        modules: vec!["pandas".into()],
+        keep: usize::MAX,
+    };
+    for behind in [Degrade::Waited, Degrade::ColdStart] {
+        let pool = Pool::new(2, 2, PoolBudget::new(2), 100, "sha256:a".into());
+        pool.account.note(behind);
+        let skipped = pool.reserve(&pandas);
+        assert!(skipped.iter().all(Vec::is_empty), "{behind:?}: {skipped:?}");
+        pool.failed(&[]);
+        pool.failed(&[]);
+        tokio::time::advance(Duration::from_secs(11)).await;
+        let later = pool.reserve(&pandas);
+        assert!(
+            later.iter().all(|p| p == &["pandas"]),
+            "{behind:?}: {later:?}"
+        );
+    }
+}
+
 #[test]
 fn an_empty_pool_is_a_cold_path() {
     let pool = Pool::new(0, 0, PoolBudget::new(0), 100, "sha256:a".into());
