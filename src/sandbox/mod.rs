@@ -212,6 +212,10 @@ impl Sandbox {
             true => pool::Wants::Plain,
             false => pool::Wants::Imports(preload::code_imports(&job.code)),
         };
+        self.learned.asked(match &wants {
+            pool::Wants::Imports(imports) => imports,
+            pool::Wants::Plain => &[],
+        });
         self.take_warm(job.memory_bytes, start_deadline, &wants)
             .await
     }

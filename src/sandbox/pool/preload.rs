@@ -8,7 +8,10 @@
 //! harness reports the modules each job's own code imported ([`Learned::record`]); every module
 //! one of the recent executions imported is a usual import, and a share of the pool carries
 //! them ([`Learned::keep`]): the share of recent executions that imported any, and at least one
-//! container while there are any. The rest of the pool starts plain, and an execution takes the
+//! container while there are any, as long as the latest call's code names one of them
+//! ([`Learned::asked`]): a burst of calls that import nothing, right after data work, starts
+//! plain containers, not imports nobody is asking for. The rest of the pool starts plain, and
+//! an execution takes the
 //! container that fits the imports its code names ([`code_imports`]): a data call finds pandas
 //! imported from the second call that imports it on, and a `print(1)` never uses up (and so
 //! never makes the pool pay again) a container that imported pandas for nothing. When the calls
@@ -36,6 +39,8 @@ pub enum Preload {
 #[derive(Debug, Default)]
 pub struct Learned {
     recent: Mutex<VecDeque<Vec<String>>>,
+    /// The top-level modules the latest execution's code names.
+    last_asked: Mutex<Vec<String>>,
 }
 
 impl Learned {
@@ -46,6 +51,12 @@ impl Learned {
             recent.pop_front();
         }
         recent.push_back(imports.to_vec());
+    }
+
+    /// Notes the top-level modules an execution's code names ([`code_imports`]) as it asks
+    /// for a container: the calls being made now.
+    pub fn asked(&self, imports: &[String]) {
+        *self.last_asked.lock().expect("preload lock") = imports.to_vec();
     }
 
     /// The usual imports: every module one of the recent executions imported, most used first
@@ -71,9 +82,16 @@ impl Learned {
     }
 
     /// How many of `target` pooled containers carry the usual imports: the share of recent
-    /// executions that imported anything, rounded up (so at least one while there are any).
+    /// executions that imported anything, rounded up (so at least one while there are any);
+    /// none while the latest call's code names none of them.
     pub fn keep(&self, target: usize) -> usize {
         let recent = self.recent.lock().expect("preload lock");
+        let asked = self.last_asked.lock().expect("preload lock");
+        let top = |m: &String| m.split('.').next().unwrap_or_default().to_string();
+        let wanted_now = (recent.iter().flatten()).any(|m| asked.contains(&top(m)));
+        if !wanted_now {
+            return 0;
+        }
         let importing = recent.iter().filter(|i| !i.is_empty()).count();
         (importing * target).div_ceil(recent.len().max(1))
     }
@@ -128,6 +146,7 @@ mod tests {
         assert_eq!(learned.keep(4), 0);
         learned.record(&[]);
         learned.record(&names(&["pandas", "numpy"]));
+        learned.asked(&names(&["numpy"]));
         assert_eq!(learned.modules(), names(&["pandas", "numpy"]));
         assert_eq!(learned.keep(4), 2, "1 of 2 executions: half of 4");
         learned.record(&names(&["json", "pandas"]));
@@ -143,8 +162,14 @@ mod tests {
     fn code_that_imports_nothing_soon_gets_nothing_preloaded() {
         let learned = Learned::default();
         for _ in 0..WINDOW {
-            learned.record(&names(&["pandas"]));
+            learned.record(&names(&["pandas.core.frame"]));
         }
+        learned.asked(&names(&["pandas"]));
+        assert_eq!(learned.keep(4), 4);
+        // The latest call names none of them: nothing more is preloaded for now.
+        learned.asked(&[]);
+        assert_eq!(learned.keep(4), 0);
+        learned.asked(&names(&["json", "pandas"]));
         assert_eq!(learned.keep(4), 4);
         for _ in 0..WINDOW {
             learned.record(&[]);

@@ -226,7 +226,12 @@ async fn a_learned_preload_follows_what_the_code_imports() {
         [Vec::<String>::new()],
         "nothing learned yet"
     );
-    assert_eq!(rig.run(10).await.unwrap().status, Status::Ok);
+    let data = Job {
+        code: "import pandas as pd\nprint(pd.__version__)".into(),
+        ..job(10)
+    };
+    let run = rig.sandbox.run(data.clone(), CancellationToken::new());
+    assert_eq!(run.await.unwrap().status, Status::Ok);
     settle().await;
     let preloads = rig.engine.preloads();
     assert_eq!(
@@ -234,6 +239,12 @@ async fn a_learned_preload_follows_what_the_code_imports() {
         &["pandas".to_string(), "numpy".to_string()],
         "{preloads:?}"
     );
+    // A call whose code imports none of them is replaced by a plain container.
+    let before = preloads.len();
+    assert_eq!(rig.run(10).await.unwrap().status, Status::Ok);
+    settle().await;
+    let preloads = rig.engine.preloads();
+    assert_eq!(preloads[before..], [Vec::<String>::new()], "{preloads:?}");
     rig.finish().await;
 }
 
