@@ -8,15 +8,15 @@
 //! harness reports the modules each job's own code imported ([`Learned::record`]); every module
 //! one of the recent executions imported is a usual import, and a share of the pool carries
 //! them ([`Learned::keep`]): the share of recent executions that imported any, and at least one
-//! container while there are any, as long as the latest call's code names one of them
-//! ([`Learned::asked`]): a burst of calls that import nothing, right after data work, starts
-//! plain containers, not imports nobody is asking for. The rest of the pool starts plain, and
-//! an execution takes the
-//! container that fits the imports its code names ([`code_imports`]): a data call finds pandas
-//! imported from the second call that imports it on, and a `print(1)` never uses up (and so
-//! never makes the pool pay again) a container that imported pandas for nothing. When the calls
-//! come faster than a preloaded container gets ready, the pool starts plain ones instead (see
-//! `Pool::reserve`).
+//! container while there are any. Only while the calls being made ask for them, though: when
+//! the latest call's code names none of them ([`Learned::asked`]), as in a burst of `print(1)`
+//! calls right after data work, replacements start plain rather than import what nobody is
+//! asking for. The rest of the pool starts plain, and an execution takes the container that
+//! fits the imports its code names ([`code_imports`]): a data call finds pandas imported from
+//! the second call that imports it on, and a `print(1)` never uses up (and so never makes the
+//! pool pay again) a container that imported pandas for nothing. When the calls come faster
+//! than a preloaded container gets ready, or executions wait for containers, the pool starts
+//! plain ones instead (see `Pool::reserve`).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;

@@ -9,6 +9,18 @@ fn stale() -> WorkspaceError {
     WorkspaceError::io("open", Errno::STALE)
 }
 
+/// Runs an operation that always fails stale; returns the error and how often it ran.
+fn always_stale(ws: &Workspace) -> (WorkspaceError, usize) {
+    let runs = Cell::new(0);
+    let err = ws
+        .renewing(|| -> Result<()> {
+            runs.set(runs.get() + 1);
+            Err(stale())
+        })
+        .unwrap_err();
+    (err, runs.get())
+}
+
 #[test]
 fn a_stale_root_is_reopened_from_its_path_and_the_operation_runs_again() {
     let f = Fixture::new();
@@ -59,15 +71,9 @@ fn other_errors_run_once_and_a_second_stale_is_returned() {
     assert_eq!(runs.get(), 1, "only a stale handle is worth a second run");
     assert_eq!(Arc::as_ptr(&ws.root.fd()), before, "nothing was reopened");
 
-    runs.set(0);
-    let err = ws
-        .renewing(|| -> Result<()> {
-            runs.set(runs.get() + 1);
-            Err(stale())
-        })
-        .unwrap_err();
+    let (err, runs) = always_stale(&ws);
     assert!(err.is_stale(), "{err}");
-    assert_eq!(runs.get(), 2, "one renewal per operation, not a loop");
+    assert_eq!(runs, 2, "one renewal per operation, not a loop");
 }
 
 #[test]
@@ -75,13 +81,7 @@ fn a_root_that_cannot_be_reopened_keeps_the_stale_error() {
     let f = Fixture::new();
     let ws = Workspace::open(&f.root, WorkspaceLimits::default()).unwrap();
     fs::rename(&f.root, f.root.with_file_name("ws-gone")).unwrap();
-    let runs = Cell::new(0);
-    let err = ws
-        .renewing(|| -> Result<()> {
-            runs.set(runs.get() + 1);
-            Err(stale())
-        })
-        .unwrap_err();
+    let (err, runs) = always_stale(&ws);
     assert!(err.is_stale(), "{err}");
-    assert_eq!(runs.get(), 1, "no second run without a fresh handle");
+    assert_eq!(runs, 1, "no second run without a fresh handle");
 }
