@@ -35,7 +35,8 @@ impl RenewableDir {
         })
     }
 
-    /// The current fd; an operation keeps it for its whole run.
+    /// The current fd. An operation that must see one directory throughout takes it once and
+    /// keeps it; a renewal meanwhile only changes what later calls get.
     pub(crate) fn fd(&self) -> Arc<OwnedFd> {
         self.fd
             .read()
