@@ -155,11 +155,7 @@ async fn scenario(image: &str, pids: &mut Vec<u32>) -> Figures {
 }
 
 fn main() {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(run());
+    common::block_on(run());
 }
 
 async fn run() {

@@ -289,11 +289,7 @@ fn main() {
         }
         Ok(other) => panic!("BENCH_ENGINE={other:?}: use `default`, `overlay2` or `overlay2-crun`"),
     };
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(run());
+    common::block_on(run());
     drop(engine);
 }
 

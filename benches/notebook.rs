@@ -296,11 +296,7 @@ fn shell_quote(s: &str) -> String {
 }
 
 fn main() {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(run());
+    common::block_on(run());
 }
 
 async fn run() {

@@ -97,11 +97,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-        .block_on(run());
+    common::block_on(run());
 }
 
 async fn run() {

@@ -44,11 +44,7 @@ const READ: &str = "result = abs(float(df.a.sum()) - expected) < 1e-6";
 const CHART: &str = "import matplotlib.pyplot as plt\nplt.bar(['a', 'b'], [1, 2])\nplt.show()";
 
 fn main() {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-        .block_on(run());
+    common::block_on(run());
 }
 
 /// A row's samples (client latency, ms) and its aim (p50, p99).

@@ -12,6 +12,15 @@ pub mod server;
 pub mod stdio;
 pub mod upstreams;
 
+/// Runs a bench's `run` to its end on a multi-threaded runtime, as the server runs.
+pub fn block_on<F: std::future::Future>(run: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(run)
+}
+
 #[path = "../../tests/common/config.rs"]
 pub mod config;
 #[path = "../../tests/common/docker.rs"]
