@@ -17,9 +17,9 @@
 //! 5. 8 callers at once, beside 8 parallel `docker run --rm` loops of the same number of runs
 //!    in the same scenario (the ratio is the server's throughput over docker run's).
 //!
-//! For the paced calls it also prints where their time went: the difference of the phases of
-//! `get_execution_stats` over them (mean ms per timing and the count; creates and removes there
-//! are the pool's refills and the burst's backlog working beside the calls).
+//! For the paced calls and the 8 callers it also prints where their time went: the difference
+//! of the phases of `get_execution_stats` over them (mean ms per timing and the count; creates
+//! and removes there are the pool's refills and the removal backlog working beside the calls).
 //!
 //! Each scenario runs twice: on a quiet machine, and with one core held by a CPU-bound process
 //! (`sh -c 'while :; do :; done'`) that the bench starts before the server and stops after it.
@@ -53,7 +53,7 @@ struct Figures {
     paced: Vec<f64>,
     paced_phases: Phases,
     callers_phases: Phases,
-    callers_mean: f64,
+    callers: Vec<f64>,
     data_first: f64,
     data_from_third: Vec<f64>,
     ratio: f64,
@@ -133,7 +133,6 @@ async fn scenario(image: &str, pids: &mut Vec<u32>) -> Figures {
     })
     .await;
     let callers_phases = Phases::from_stats(&server.executions().await).since(&before);
-    let callers_ms = callers_ms.into_inner().unwrap();
     let (_dir, ws) = workspace();
     let args = docker_run_args(image, &ws, &[], "print(1)");
     let docker_time = concurrent(CALLERS, CALLS_PER_CALLER, async || {
@@ -147,7 +146,7 @@ async fn scenario(image: &str, pids: &mut Vec<u32>) -> Figures {
         paced: sorted(paced_ms.into_iter()),
         paced_phases,
         callers_phases,
-        callers_mean: callers_ms.iter().sum::<f64>() / callers_ms.len().max(1) as f64,
+        callers: callers_ms.into_inner().unwrap(),
         data_first: data[0],
         data_from_third: sorted(data[2..].iter().copied()),
         ratio: docker_time.as_secs_f64() / server_time.as_secs_f64(),
@@ -217,12 +216,12 @@ async fn run() {
         (
             "8 callers, quiet",
             &quiet.callers_phases,
-            quiet.callers_mean,
+            mean(&quiet.callers),
         ),
         (
             "8 callers, one core busy",
             &busy.callers_phases,
-            busy.callers_mean,
+            mean(&busy.callers),
         ),
     ] {
         let cells = phases.cells();

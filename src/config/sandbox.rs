@@ -38,7 +38,8 @@ pub struct SandboxConfig {
     /// Modules pooled containers import before their job arrives, comma-separated, so code that
     /// uses them does not wait for the import. Default (`auto`): what the tenant's last ten
     /// executions imported, in the share of the pool those executions make up (at least one
-    /// container), so code that imports nothing never pays for them. `none` turns it off; a
+    /// container, while the latest call's code imports one of them), so code that imports
+    /// nothing never pays for them. `none` turns it off; a
     /// list fixes it for every container. Each module costs idle memory and start-up CPU.
     #[arg(long, env = "CEM_PRELOAD", value_delimiter = ',')]
     pub preload: Option<Vec<String>>,

@@ -87,8 +87,11 @@ impl Learned {
     pub fn keep(&self, target: usize) -> usize {
         let recent = self.recent.lock().expect("preload lock");
         let asked = self.last_asked.lock().expect("preload lock");
-        let top = |m: &String| m.split('.').next().unwrap_or_default().to_string();
-        let wanted_now = (recent.iter().flatten()).any(|m| asked.contains(&top(m)));
+        let wanted_now = (recent.iter().flatten()).any(|m| {
+            asked
+                .iter()
+                .any(|a| m.split('.').next() == Some(a.as_str()))
+        });
         if !wanted_now {
             return 0;
         }
