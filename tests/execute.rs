@@ -33,6 +33,8 @@ result = {
     "files": list_files(),
     "workspace": workspace,
     "modules": [m.__name__ for m in (json, re, math, statistics, collections)],
+    "median": statistics.median([3, 1, 2]),
+    "statistics_dir": "mean" in dir(statistics),
     "dates": [datetime.__name__, date.__name__, timedelta(days=1).days],
     "extra": extra * 2,
     "not_json": {1, 2} and date(2024, 1, 2),
@@ -59,6 +61,10 @@ print(delete_file("data/rows.json"))
         r["modules"],
         json!(["json", "re", "math", "statistics", "collections"])
     );
+    assert_eq!(
+        (&r["median"], &r["statistics_dir"]),
+        (&json!(2), &json!(true))
+    );
     assert_eq!(r["dates"], json!(["datetime", "date", 1]));
     assert_eq!(r["extra"], 42);
     assert_eq!(r["not_json"], "2024-01-02");
@@ -67,6 +73,25 @@ print(delete_file("data/rows.json"))
         vec!["active 20", "{", " ", "Deleted data/rows.json"]
     );
     assert!(!t.workspace().join("data/rows.json").exists());
+    t.finish().await;
+}
+
+/// Every execution's container pays the harness's start-up, beside the executions running then:
+/// modules few jobs use wait for their first use. (The harness's own imports still load.)
+#[tokio::test]
+async fn the_harness_starts_without_the_modules_few_jobs_use() {
+    let t = TestApp::start().await;
+    let o = t
+        .run(
+            r#"
+import sys
+later = ["statistics", "dataclasses", "shutil", "urllib.parse", "bz2", "lzma"]
+result = {"loaded": [m for m in later if m in sys.modules], "harness": "json" in sys.modules}
+"#,
+        )
+        .await;
+    assert_ok(&o);
+    assert_eq!(o.result, json!({"loaded": [], "harness": true}));
     t.finish().await;
 }
 

@@ -73,7 +73,7 @@ async fn variables_functions_classes_and_modules_carry_into_a_fresh_container() 
         &t,
         "new",
         r#"
-import socket, os, collections
+import socket, os, collections, statistics
 from dataclasses import dataclass
 total = 41
 names = ["ann", "bob"]
@@ -116,6 +116,10 @@ result = "ok"
     }
     let not: Vec<_> = state.not_carried.iter().map(|n| n.name.as_str()).collect();
     assert!(not.contains(&"handle") && not.contains(&"gen"), "{state:?}");
+    // Helper modules the code imported again stay helpers, even one imported on first use.
+    for helper in ["collections", "statistics"] {
+        assert!(!state.carried.contains(&helper.to_string()), "{state:?}");
+    }
     let reason = &state
         .not_carried
         .iter()
@@ -136,6 +140,7 @@ result = {
     "norm2": p.norm2(),
     "is_point": isinstance(p, Point),
     "counts": counts["a"],
+    "median": statistics.median([5, 1, 3]),
     "os": os.sep,
     "scratch_gone": not os.path.exists("/tmp/scratch"),
     "other_container": whoami() != me,
@@ -152,6 +157,7 @@ result = {
     assert_eq!(r["norm2"], 25);
     assert_eq!(r["is_point"], true);
     assert_eq!(r["counts"], 2);
+    assert_eq!(r["median"], 3);
     assert_eq!(r["os"], "/");
     assert_eq!(r["scratch_gone"], true, "/tmp is the container's own");
     let gvisor = t.app.shared().runtime_kind()

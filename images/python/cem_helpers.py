@@ -8,7 +8,9 @@ other. The harness imports this module at start-up and gives it the channel with
 here imports the harness. GLOBALS is what the harness puts into the code's globals.
 
 - Stdlib only, imported at the harness's start-up, before the job arrives: pandas, numpy,
-  matplotlib and PIL values are recognised by their class, never imported.
+  matplotlib and PIL values are recognised by their class, never imported. What few jobs use
+  and costs a start-up measurable CPU (statistics, urllib.parse) is imported on first use: every
+  container pays its start-up, on a machine where starts and executions share the cores.
 - Workspace paths are resolved and checked against /workspace (symbolic links included).
 - Frames (image, link, call) go through the harness's channel. A process without it (a subprocess
   of user code that imports this module) can use the file and data helpers; the rest raise.
@@ -16,9 +18,8 @@ here imports the harness. GLOBALS is what the harness puts into the code's globa
   as raised by the helper the code called.
 """
 
-import base64, collections, io, json, math, os, re, statistics, threading
+import base64, collections, importlib, io, json, math, os, re, threading, types
 from datetime import date, datetime, timedelta
-from urllib.parse import quote
 
 WORKSPACE = "/workspace"
 MAX_IMAGE_BYTES = 6 << 20  # an image frame's data, before base64 (the frame stays under 8 MiB)
@@ -218,6 +219,7 @@ def resource_link(filename, description=None):
     if description is not None:
         frame["description"] = str(description)[:1000]
     _channel().send(frame)
+    from urllib.parse import quote
     return "workspace:///" + quote(rel)
 
 
@@ -387,6 +389,20 @@ def load_skill(name):
 def list_skills():
     return _server_call("list_skills")
 
+
+class OnFirstUse(types.ModuleType):
+    """A module among the globals that is imported when code first uses it: `statistics` costs
+    about 10 ms of CPU in every container's start, and most code never touches it. Code that
+    imports it binds the real module (cem_state counts that as the helper still)."""
+
+    def __getattr__(self, name):
+        return getattr(importlib.import_module(self.__name__), name)
+
+    def __dir__(self):
+        return dir(importlib.import_module(self.__name__))
+
+
+statistics = OnFirstUse("statistics")
 
 GLOBALS = dict(
     json=json, re=re, math=math, statistics=statistics, collections=collections,

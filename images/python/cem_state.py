@@ -23,7 +23,7 @@ Why it is built this way:
 - Stdlib only.
 """
 
-import dataclasses, hashlib, importlib, io, marshal, pickle, reprlib, sys, types
+import hashlib, importlib, io, marshal, pickle, reprlib, sys, types
 
 MB = 1 << 20
 
@@ -107,7 +107,18 @@ def _fill_class(cls, attrs):
             pass  # read-only attributes of the type itself
 
 
+def _is_helper(helper, value):
+    """Whether `value` is still the helper: the same object, or the module a helper imported on
+    first use stands for (code that runs `import statistics` binds the real one)."""
+    if helper is value:
+        return True
+    modules = isinstance(helper, types.ModuleType) and isinstance(value, types.ModuleType)
+    return modules and value.__name__ == helper.__name__
+
+
 def _dataclass_marker(name):
+    import dataclasses  # imported already by the code whose state holds the marker
+
     return getattr(dataclasses, name)
 
 
@@ -133,9 +144,12 @@ def _globals_module(fn):
 
 class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):
-        if obj is dataclasses.MISSING:
+        # Only code that imported dataclasses can hold its markers (importing it here would cost
+        # every container's start about 13 ms of CPU).
+        dataclasses = sys.modules.get("dataclasses")
+        if dataclasses is not None and obj is dataclasses.MISSING:
             return _dataclass_marker, ("MISSING",)
-        if isinstance(obj, dataclasses._FIELD_BASE):
+        if dataclasses is not None and isinstance(obj, dataclasses._FIELD_BASE):
             return _dataclass_marker, (obj.name,)
         if isinstance(obj, types.MappingProxyType):  # a dataclass field's metadata
             return _mapping_proxy, (dict(obj),)
@@ -192,7 +206,7 @@ def snapshot(namespace, skip, max_bytes):
     for name, value in list(namespace.items()):
         if name.startswith("__") and name.endswith("__"):
             continue
-        if name in skip and skip[name] is value:
+        if name in skip and _is_helper(skip[name], value):
             continue
         if isinstance(value, types.ModuleType):
             module = getattr(value, "__name__", None)
