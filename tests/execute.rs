@@ -85,7 +85,7 @@ async fn the_harness_starts_without_the_modules_few_jobs_use() {
         .run(
             r#"
 import sys
-later = ["statistics", "dataclasses", "shutil", "urllib.parse", "bz2", "lzma"]
+later = ["statistics", "dataclasses", "shutil", "urllib.parse", "bz2", "lzma", "hashlib"]
 result = {"loaded": [m for m in later if m in sys.modules], "harness": "json" in sys.modules}
 "#,
         )
