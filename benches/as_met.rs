@@ -21,6 +21,10 @@
 //! of the phases of `get_execution_stats` over them (mean ms per timing and the count; creates
 //! and removes there are the pool's refills and the removal backlog working beside the calls).
 //!
+//! With `BENCH_SERIES=1` it prints each paced call in order with the pool's state just before
+//! it (one `get_execution_stats` call more between the calls): which calls of a run were slow,
+//! and what the pool was doing then.
+//!
 //! Each scenario runs twice: on a quiet machine, and with one core held by a CPU-bound process
 //! (`sh -c 'while :; do :; done'`) that the bench starts before the server and stops after it.
 //! Percentiles are nearest-rank. The bench checks that no sandbox container of its servers is
@@ -93,12 +97,31 @@ async fn timed(server: &Server, code: &str) -> f64 {
 }
 
 async fn paced(server: &Server, code: &str, n: usize, gap: Duration) -> Vec<f64> {
+    let series = std::env::var_os("BENCH_SERIES").is_some();
     let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
+    for i in 0..n {
         tokio::time::sleep(gap).await;
-        out.push(timed(server, code).await);
+        let pool = match series {
+            true => pool_state(server).await,
+            false => String::new(),
+        };
+        let took = timed(server, code).await;
+        if series {
+            eprintln!("[as_met] paced call {i:2}: {took:7.1} ms; before it: {pool}");
+        }
+        out.push(took);
     }
     out
+}
+
+/// The pool and the removal backlog as `get_execution_stats` has them now.
+async fn pool_state(server: &Server) -> String {
+    let e = server.executions().await;
+    let pool = &e["pool"];
+    format!(
+        "ready {}, starting {}, target {}, removal backlog {}",
+        pool["ready"], pool["starting"], pool["target"], e["removal_backlog"]
+    )
 }
 
 async fn scenario(image: &str, pids: &mut Vec<u32>) -> Figures {
