@@ -5,7 +5,6 @@
 #![deny(clippy::too_many_lines)]
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -105,8 +104,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let listen = config.transport.listen;
             match transport {
                 Transport::Stdio => {
-                    let app = Arc::new(App::start(config).await.context("cannot start")?);
-                    serve::serve_stdio(app, serve::shutdown_signal()).await?
+                    let starting = App::begin(config).context("cannot start")?;
+                    serve::serve_stdio(starting, serve::shutdown_signal()).await?
                 }
                 Transport::Http => {
                     let access = serve::http_access(config).await?;

@@ -54,6 +54,7 @@ async fn an_installed_binary_serves_tools_skills_and_executions_without_its_sour
     let stdout = child.stdout.take().unwrap();
     let stdin = child.stdin.take().unwrap();
     let client = ().serve((stdout, stdin)).await.expect("MCP handshake");
+    common::wait_started(&client).await;
 
     let (err, v) = call_tool(&client, "get_execution_stats", json!({})).await;
     assert!(!err, "{v}");

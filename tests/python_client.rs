@@ -2,7 +2,8 @@
 //! examples of the Python server this one replaces (the original examples,
 //! `tests/python/original_examples.py`) and reads the saved skills through the Skills extension
 //! (`tests/python/skill_resources.py`), against the real binary over stdio and streamable HTTP,
-//! each on a legacy session and on a 2026-07-28 one.
+//! each on a legacy session and on a 2026-07-28 one; and a first start that answers its client
+//! before it is done (`tests/python/first_answer.py`).
 //! The interpreter is `$CEM_TEST_PYTHON` (CI points it at a venv with `mcp` installed), else a
 //! venv the tests make with the pinned SDK (`common::upstreams::sdk_python`).
 
@@ -16,4 +17,9 @@ fn official_python_client_runs_the_original_examples() {
 #[test]
 fn official_python_client_reads_saved_skills_as_mcp_skills() {
     common::run_python_client("skill_resources.py");
+}
+
+#[test]
+fn the_first_start_answers_the_handshake_before_it_is_done() {
+    common::run_python_client("first_answer.py");
 }

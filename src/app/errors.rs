@@ -81,6 +81,11 @@ pub enum StartError {
         uid: u32,
         source: std::io::Error,
     },
+    /// The starting task ended without a result (it panicked).
+    #[error(
+        "the server's start stopped unexpectedly; its log (stderr) says where. Restart the server, and report the log if it happens again"
+    )]
+    Interrupted,
 }
 
 /// Why an execution request did not run.

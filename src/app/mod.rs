@@ -11,6 +11,7 @@ pub mod events;
 pub mod execution;
 pub mod open;
 mod shared;
+pub mod starting;
 pub mod stats;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ pub use execution::Executed;
 pub use execution::sessions::SessionArg;
 pub use open::image_tree::decide as decide_image_tree;
 pub use shared::Shared;
+pub use starting::{StartState, Starting};
 
 use crate::app::execution::calls::ServerCalls;
 use crate::config::Config;
@@ -90,7 +92,33 @@ impl App {
     /// A single-tenant server: [`Shared::start`], then [`App::open`] on `--workspace` and
     /// `--skills-dir`.
     pub async fn start(config: Config) -> Result<Self, StartError> {
-        let shared = Shared::start(config).await?;
+        Self::start_reporting(config, &starting::Progress::silent()).await
+    }
+
+    /// [`App::start`] in a task of its own, after the checks that need no engine
+    /// ([`Shared::check`]): a transport serves the returned [`Starting`] at once, so a client's
+    /// handshake is answered while the image is built or its tree copied.
+    pub fn begin(config: Config) -> Result<Starting, StartError> {
+        Shared::check(&config)?;
+        let (progress, starting) = starting::Progress::new("connecting to the engine");
+        let start = async move {
+            let result = Self::start_reporting(config, &progress).await;
+            progress.finish(result.map(Arc::new));
+        };
+        tokio::spawn(start.in_current_span());
+        Ok(starting)
+    }
+
+    async fn start_reporting(
+        config: Config,
+        progress: &starting::Progress,
+    ) -> Result<Self, StartError> {
+        let shared = Shared::start_reporting(config, progress).await?;
+        progress.step(
+            "opening the workspace, skills and sandbox pool",
+            std::time::Duration::from_secs(1),
+            std::time::Duration::ZERO,
+        );
         let dirs = shared.config.storage.single_tenant_dirs();
         Self::open(shared, dirs, None).await
     }

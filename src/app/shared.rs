@@ -10,6 +10,7 @@ use tokio::sync::Semaphore;
 
 use crate::app::StartError;
 use crate::app::open::engine_limits::EngineLimits;
+use crate::app::starting::Progress;
 use crate::config::Config;
 use crate::discovery::Discovery;
 use crate::discovery::semantic::Ranking;
@@ -144,14 +145,39 @@ impl Shared {
     /// Connects to the engine, removes containers a crashed server left, makes sure the image
     /// exists (building it on first start) and loads the tool registry.
     pub async fn start(config: Config) -> Result<Arc<Self>, StartError> {
+        Self::start_reporting(config, &Progress::silent()).await
+    }
+
+    /// The checks of a start that need neither the engine nor the network: the flags, the
+    /// data directory's storage and the upstreams file. A server makes them before it answers
+    /// anyone, so a mistake there stops it at once.
+    pub fn check(config: &Config) -> Result<(), StartError> {
         config.validate()?;
-        check_storage(&config)?;
+        check_storage(config)?;
+        if let Some(path) = &config.gateway.upstreams {
+            check_upstreams(config, &crate::gateway::upstreams_file::read(path)?)?;
+        }
+        Ok(())
+    }
+
+    /// [`Shared::start`], naming each step to `progress` as it enters it.
+    pub async fn start_reporting(
+        config: Config,
+        progress: &Progress,
+    ) -> Result<Arc<Self>, StartError> {
+        Self::check(&config)?;
         let pii_key = match &config.pii.pii_key_file {
             Some(path) => Some(PiiKey::from_file(path)?),
             None => None,
         };
+        progress.step("connecting to the engine", SECOND, AFTER_IMAGE);
         let side = prepare_engine(&config).await?;
-        let (image, image_id) = sandbox_image(&config, &side.engine).await?;
+        let (image, image_id) = sandbox_image(&config, &side.engine, progress).await?;
+        progress.step(
+            "checking that the engine enforces the sandbox's limits",
+            LIMITS,
+            AFTER_IMAGE - LIMITS,
+        );
         let engine_limits = crate::app::open::engine_limits::check(
             &config,
             side.runtime_kind,
@@ -160,13 +186,20 @@ impl Shared {
             &image,
         )
         .await?;
+        progress.step(
+            "copying the image's /usr for the sandboxes (--image-tree)",
+            TREE,
+            AFTER_IMAGE - LIMITS - TREE,
+        );
         let tree =
             crate::app::open::image_tree::serve(&config, &side.engine, &image_id, &side.host_paths)
                 .await;
+        progress.step("loading the tool catalog", SECOND, 2 * SECOND);
         let registry_dir = config.storage.registry_dir();
         // One ranking, so the catalog and the upstreams' live tools share one model.
         let ranking = config.discovery.ranking();
         let discovery = Arc::new(open_discovery(&registry_dir, ranking.clone())?);
+        progress.step("opening the package cache", SECOND, SECOND);
         let (packages, package_policy) = open_packages(&config, &side, &image, &engine_limits)?;
         Ok(Arc::new(Self {
             packages,
@@ -196,6 +229,19 @@ impl Shared {
         }))
     }
 }
+
+/// How long a start's steps usually take, for the "about how long" of a client that asks
+/// while it runs (measured on a 2-core machine; a guide, not a promise).
+const SECOND: Duration = Duration::from_secs(1);
+/// A first build of the sandbox image, with its offline base when no registry answers.
+const IMAGE_BUILD: Duration = Duration::from_secs(240);
+/// The probes of the memory and pids limits.
+const LIMITS: Duration = Duration::from_secs(5);
+/// A first copy of the image's `/usr` into the data directory.
+const TREE: Duration = Duration::from_secs(15);
+/// Everything after the image: the limits' probes, the tree, the catalog, the packages and
+/// the tenant.
+const AFTER_IMAGE: Duration = Duration::from_secs(5 + 15 + 3);
 
 /// The package cache and its policy file.
 fn open_packages(
@@ -293,21 +339,31 @@ async fn warn_of_engine_gaps(engine: &Engine, info: &EngineInfo) {
 
 /// The sandbox image's tag and the id it resolves to: `--image` must exist; the server's own
 /// image is built on first start.
-async fn sandbox_image(config: &Config, engine: &Engine) -> Result<(String, String), StartError> {
+async fn sandbox_image(
+    config: &Config,
+    engine: &Engine,
+    progress: &Progress,
+) -> Result<(String, String), StartError> {
     let image = config.sandbox.image_tag();
-    let image_id = if config.sandbox.image.is_some() {
-        image::image_id(engine, &image)
-            .await?
-            .ok_or_else(|| EngineError::ImageMissing(image.clone()))?
-    } else {
-        image::ensure(
-            engine,
-            &image,
-            config.sandbox.base_image.as_deref(),
-            config.sandbox.image_profile,
-        )
-        .await?
-    };
+    let present = image::image_id(engine, &image).await?;
+    if config.sandbox.image.is_some() {
+        let id = present.ok_or_else(|| EngineError::ImageMissing(image.clone()))?;
+        return Ok((image, id));
+    }
+    if present.is_none() {
+        progress.step(
+            "building the sandbox image (first start)",
+            IMAGE_BUILD,
+            AFTER_IMAGE,
+        );
+    }
+    let image_id = image::ensure(
+        engine,
+        &image,
+        config.sandbox.base_image.as_deref(),
+        config.sandbox.image_profile,
+    )
+    .await?;
     Ok((image, image_id))
 }
 
@@ -325,12 +381,7 @@ fn start_gateway(config: &Config, ranking: Ranking) -> Result<Option<Arc<Gateway
         return Ok(None);
     };
     let upstreams = crate::gateway::upstreams_file::read(path)?;
-    let ruled = upstreams
-        .iter()
-        .any(|u| u.pii.source != RuleSource::BuiltIn);
-    if ruled && !config.pii.tokenizes() {
-        return Err(UpstreamsError::RulesNeedTokens.into());
-    }
+    check_upstreams(config, &upstreams)?;
     tracing::info!(
         upstreams = upstreams.len(),
         file = %path.display(),
@@ -341,6 +392,21 @@ fn start_gateway(config: &Config, ranking: Ranking) -> Result<Option<Arc<Gateway
         config.gateway.upstream_limits(),
         ranking,
     )))
+}
+
+/// Refuses flow rules that the server could not keep: rules act on tokens, so they need
+/// tokens (`--pii-output` not `off`).
+fn check_upstreams(
+    config: &Config,
+    upstreams: &[crate::gateway::upstreams_file::UpstreamConfig],
+) -> Result<(), StartError> {
+    let ruled = upstreams
+        .iter()
+        .any(|u| u.pii.source != RuleSource::BuiltIn);
+    if ruled && !config.pii.tokenizes() {
+        return Err(UpstreamsError::RulesNeedTokens.into());
+    }
+    Ok(())
 }
 
 /// The kind of the registered runtime `name`; refuses one that is not registered, or whose

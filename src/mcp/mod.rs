@@ -11,6 +11,7 @@ mod arguments;
 mod cache_hints;
 mod discovery_tools;
 mod execute;
+mod front;
 mod listen;
 mod pii_tools;
 mod resources;
@@ -45,6 +46,7 @@ use crate::app::App;
 use crate::privacy::{Reply, Shown};
 
 pub use execute::{ExecuteCodeArgs, ExecuteCodeResponse};
+pub use front::Front;
 pub use tool_list::PACKAGE_META_KEY;
 
 /// The argument types of every tool, as the MCP layer deserializes them from a `tools/call`.
@@ -99,6 +101,26 @@ impl CodeExecutionServer {
             + Self::stats_router()
     }
 
+    /// What `initialize` and `server/discover` answer: the same whatever the tenant, and
+    /// before the server has started ([`Front`]).
+    fn server_config() -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .enable_tasks()
+            .enable_skills()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(
+                "code-execution-mcp",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(INSTRUCTIONS)
+    }
+
     pub fn app(&self) -> &Arc<App> {
         &self.app
     }
@@ -146,21 +168,7 @@ impl CodeExecutionServer {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for CodeExecutionServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .enable_resources()
-            .enable_resources_subscribe()
-            .enable_resources_list_changed()
-            .enable_tasks()
-            .enable_skills()
-            .build();
-        ServerConfig::new(capabilities)
-            .with_server_info(Implementation::new(
-                "code-execution-mcp",
-                env!("CARGO_PKG_VERSION"),
-            ))
-            .with_instructions(INSTRUCTIONS)
+        Self::server_config()
     }
 
     async fn list_tools(

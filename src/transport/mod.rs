@@ -33,6 +33,9 @@ pub enum ServeError {
     TenantUids(#[from] crate::tenancy::uid::UidCollision),
     #[error("cannot start: {0}")]
     Start(crate::app::StartError),
+    /// The start that ran in the background while the server answered its client failed.
+    #[error("cannot start: {0}")]
+    Started(std::sync::Arc<crate::app::StartError>),
     #[error("unhealthy: {0}")]
     Health(String),
     #[error("HTTP server failed: {0}")]

@@ -19,46 +19,68 @@ use rmcp::{RoleServer, ServiceExt};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::app::App;
-use crate::mcp::CodeExecutionServer;
+use crate::app::{StartState, Starting};
+use crate::mcp::Front;
 use crate::transport::ServeError;
 use crate::transport::jsonrpc_input::{MAX_MESSAGE_BYTES, Parsed, classify, too_large};
 
-/// Serves MCP on stdin/stdout until the client closes stdin or `shutdown` resolves.
+/// Serves MCP on stdin/stdout until the client closes stdin or `shutdown` resolves, from the
+/// moment the server begins to start: the handshake is answered at once, and requests that
+/// need the started server wait for it ([`Front`]). A start that fails is the session's
+/// error once the client leaves (a client that closes stdin at once still learns why, from
+/// the exit status and stderr); one still running then is waited for, so that its image build
+/// or tree copy is not lost halfway.
 pub async fn serve_stdio(
-    app: Arc<App>,
+    starting: Starting,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let one = app.clone();
-    let _metrics =
-        match super::metrics_endpoint(app.shared(), Arc::new(move || vec![one.clone()])).await {
-            Ok(metrics) => metrics,
-            Err(e) => {
-                app.shutdown_all().await;
-                return Err(e);
-            }
+    let metrics = tokio::spawn(metrics_once_started(starting.clone()));
+    let mut session = Box::pin(async {
+        let running = match Front::new(starting.clone()).serve(stdio()).await {
+            Ok(running) => running,
+            // The client left before it chose a lifecycle (a 2026-07-28 client that only
+            // probed `server/discover`, or one that gave up): nothing failed.
+            Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+            Err(e) => return Err(ServeError::Stdio(e.to_string())),
         };
-    let server = CodeExecutionServer::new(app.clone());
-    let running = match server.serve(stdio()).await {
-        Ok(running) => running,
-        Err(e) => {
-            // The pool's containers go either way, not at the next start's reap.
-            app.shutdown_all().await;
-            return match e {
-                // The client left before it chose a lifecycle (a 2026-07-28 client that only
-                // probed `server/discover`, or one that gave up): nothing failed.
-                ServerInitializeError::ConnectionClosed(_) => Ok(()),
-                e => Err(ServeError::Stdio(e.to_string())),
-            };
-        }
+        running
+            .waiting()
+            .await
+            .map(|_| ())
+            .map_err(|e| ServeError::Stdio(e.to_string()))
+    });
+    let (result, signalled) = tokio::select! {
+        r = &mut session => (r, false),
+        _ = shutdown => (Ok(()), true),
     };
-    let cancel = running.cancellation_token();
-    let result = tokio::select! {
-        r = running.waiting() => r.map(|_| ()).map_err(|e| ServeError::Stdio(e.to_string())),
-        _ = shutdown => { cancel.cancel(); Ok(()) }
+    // Dropping the session's future ends the service on a signal as it ends on stdin's end.
+    drop(session);
+    metrics.abort();
+    let app = match starting.now() {
+        StartState::Ready(app) => app,
+        // A signal does not wait for a start (the next start reaps what it leaves).
+        StartState::Working(_) if signalled => return result,
+        _ => starting.finished().await.map_err(ServeError::Started)?,
     };
+    // The pool's containers go either way, not at the next start's reap.
     app.shutdown_all().await;
     result
+}
+
+/// The metrics endpoint of `--metrics-listen`, once the server has started, for as long as
+/// this task runs.
+async fn metrics_once_started(starting: Starting) {
+    let Ok(app) = starting.finished().await else {
+        return;
+    };
+    let one = app.clone();
+    match super::metrics_endpoint(app.shared(), Arc::new(move || vec![one.clone()])).await {
+        Ok(metrics) => {
+            std::future::pending::<()>().await;
+            drop(metrics);
+        }
+        Err(e) => tracing::error!("{e}: the server goes on without its metrics endpoint"),
+    }
 }
 
 /// Messages waiting for the writer task; senders wait when it is full.

@@ -330,7 +330,7 @@ pub async fn spawn_server_with(
     args: &[&str],
 ) -> (Child, RunningService<RoleClient, ()>) {
     use rmcp::ServiceExt;
-    // The server has reaped by the time it answers the handshake.
+    // The server has reaped by the time it has started.
     let _starting = SERVER_STARTS.read().await;
     let mut child = serve_command(dir, args)
         .envs(env.iter().copied())
@@ -339,7 +339,27 @@ pub async fn spawn_server_with(
     let stdout = child.stdout.take().unwrap();
     let stdin = child.stdin.take().unwrap();
     let client = ().serve((stdout, stdin)).await.expect("MCP handshake over stdio");
+    wait_started(&client).await;
     (child, client)
+}
+
+/// Waits until a server that has answered its handshake has also started (the handshake comes
+/// first: the start goes on behind it), so the test meets the server a user meets once it is
+/// ready. Panics with what the server said if its start failed or took over 10 minutes.
+pub async fn wait_started(client: &Peer<RoleClient>) {
+    let until = std::time::Instant::now() + Duration::from_secs(600);
+    loop {
+        let (err, v) = call_tool(client, "get_execution_stats", serde_json::json!({})).await;
+        if !err {
+            return;
+        }
+        let starting = v.get("starting").is_some_and(|s| !s.is_null());
+        assert!(
+            starting && std::time::Instant::now() < until,
+            "the server did not start: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The server binary over stdio with its log captured, for tests that read what it logged.
@@ -372,6 +392,7 @@ impl LoggedServer {
         let log = read_stderr(&mut child);
         let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
         let client = ().serve(io).await.expect("MCP handshake over stdio");
+        wait_started(&client).await;
         Self { child, client, log }
     }
 

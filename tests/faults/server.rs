@@ -22,7 +22,15 @@ pub(crate) struct Server {
 }
 
 impl Server {
+    /// The server once it has started (see `common::wait_started`).
     pub(crate) async fn spawn(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Self {
+        let server = Self::spawn_starting(dir, env, args).await;
+        crate::common::wait_started(&server.client).await;
+        server
+    }
+
+    /// The server as soon as it has answered its handshake, its start going on behind it.
+    pub(crate) async fn spawn_starting(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Self {
         use rmcp::ServiceExt;
         let mut child = serve_command(dir, args)
             .envs(env.iter().copied())
