@@ -9,6 +9,13 @@ only wheels are accepted (a source distribution would run its own build), and pi
 Two pip runs, in this one process: a dry run that resolves against what the image already has and reports every
 file it would install with its sha256 from the index, then an install of exactly those files,
 pinned by hash (--require-hashes), without dependencies, into /out.
+
+The pin is the hash the index published in the file's link (`#sha256=`), never one computed
+here: for a link without one, pip's report carries the sha256 of whatever it downloaded, which
+pins nothing. So the driver records the hash of every link pip prepares (`published`) and
+refuses a wheel whose link had none. A served file that does not match its published hash is
+refused by pip itself (while resolving, or in the pinned install) and reported as such. The
+wheelhouse, the operator's own directory, publishes no hashes: its files are pinned as found.
 """
 import contextlib
 import glob
@@ -17,6 +24,7 @@ import json
 import os
 import re
 import sys
+from urllib.parse import unquote
 
 OUT = "/out"
 WHEELHOUSE = "/wheelhouse"
@@ -51,9 +59,35 @@ def pip_main():
 
 
 PIP = pip_main()
-SOURCE = ["--no-index", "--find-links", WHEELHOUSE] if os.path.isdir(WHEELHOUSE) else []
+OFFLINE = os.path.isdir(WHEELHOUSE)
+SOURCE = ["--no-index", "--find-links", WHEELHOUSE] if OFFLINE else []
 COMMON = ["--disable-pip-version-check", "--no-input", "--progress-bar", "off",
           "--only-binary=:all:", "--retries", "1", "--timeout", "20"]
+
+
+# The sha256 each link pip prepared carried, as the index published it, by file name (None: no
+# hash in the link).
+PUBLISHED = {}
+
+
+def record_published():
+    """Wraps pip's one step that turns a prepared link into its report entry, to keep the hash
+    the link itself carried. Without that step (another pip), nothing can be pinned to the
+    index's hashes, and the install is refused rather than pinned to a hash computed here."""
+    try:
+        from pip._internal.operations import prepare
+        original = prepare.direct_url_from_link
+    except (ImportError, AttributeError) as e:
+        finish(False, kind="failed",
+               said=f"this image's pip does not show the hashes its index publishes ({e}); "
+                    "use an image whose pip is 22.2 or later")
+
+    def recording(link, *args, **kwargs):
+        published = link.hash if link.hash_name == "sha256" else None
+        PUBLISHED.setdefault(link.filename, set()).add(published)
+        return original(link, *args, **kwargs)
+
+    prepare.direct_url_from_link = recording
 
 
 class Ran:
@@ -85,6 +119,9 @@ UNREACHABLE = re.compile(
     r"Max retries exceeded|Failed to establish a new connection|Name or service not known|"
     r"Temporary failure in name resolution|Connection refused|CERTIFICATE_VERIFY_FAILED|"
     r"Network is unreachable|Read timed out|ProxyError|Could not fetch URL")
+MISMATCH = "THESE PACKAGES DO NOT MATCH THE HASHES"
+SERVED = re.compile(r"\bfrom (\S+?\.whl)")
+EXPECTED = re.compile(r"Expected sha256 ([0-9a-f]{64})\s+Got\s+([0-9a-f]{64})")
 NO_VERSION = re.compile(
     r"Could not find a version that satisfies the requirement (\S+) \(from versions: ([^)]*)\)")
 
@@ -92,6 +129,8 @@ NO_VERSION = re.compile(
 def refuse(stderr):
     """Ends with the cause of a failed resolution: unreachable index, no such package or
     version, or a package that has only source distributions."""
+    if MISMATCH in stderr:
+        mismatch(stderr)
     missing = NO_VERSION.search(stderr)
     cause = [line.strip() for line in stderr.splitlines() if UNREACHABLE.search(line)]
     if cause and (not missing or missing.group(2).strip() == "none"):
@@ -110,6 +149,29 @@ def refuse(stderr):
     finish(False, kind="failed", said=said(stderr))
 
 
+def mismatch(stderr):
+    """Ends with the file whose bytes did not match the sha256 its link published (named by
+    its link, else by what pip quoted, else by the requirements it was for)."""
+    found = EXPECTED.search(stderr)
+    expected, got = found.groups() if found else ("?", "?")
+    files = sorted(f for f, hashes in PUBLISHED.items() if expected in hashes)
+    files += [unquote(u.rsplit("/", 1)[-1]) for u in SERVED.findall(stderr)]
+    files.append("a wheel for " + " ".join(sys.argv[1:]))
+    finish(False, kind="hash_mismatch", name=files[0],
+           said=f"published sha256 {expected}, served {got}")
+
+
+def pinned_by_index(chosen):
+    """Ends the install unless every chosen file's sha256 is the one its link published."""
+    for c in chosen:
+        published = PUBLISHED.get(unquote(c["file"]), {None})
+        if None in published:
+            finish(False, kind="unhashed", name=c["file"])
+        if published != {c["sha256"]}:
+            finish(False, kind="hash_mismatch", name=c["file"],
+                   said=f"published sha256 {sorted(published)}, resolved {c['sha256']}")
+
+
 def replaced(chosen):
     """The distributions of the set that this image has too (the set's version wins)."""
     from importlib import metadata
@@ -124,6 +186,8 @@ def replaced(chosen):
 
 
 def main(requirements):
+    if not OFFLINE:
+        record_published()
     resolved = pip("install", "--dry-run", "--quiet", "--report", REPORT, *COMMON, *SOURCE,
                    "--", *requirements)
     if resolved.returncode != 0:
@@ -141,6 +205,8 @@ def main(requirements):
             finish(False, kind="failed", said=f"no sha256 for {url}: the index must publish hashes")
         chosen.append({"name": meta["name"], "version": meta["version"], "sha256": digest,
                        "file": url.rsplit("/", 1)[-1]})
+    if not OFFLINE:
+        pinned_by_index(chosen)
     if chosen:
         with open(PINNED, "w", encoding="utf-8") as f:
             for c in chosen:

@@ -24,6 +24,14 @@ pub enum InstallFailure {
         "the package index did not answer ({said}); check --packages-index, the proxy and --packages-ca-file, or try again"
     )]
     Unreachable { said: String },
+    #[error(
+        "the package index served {file} with other bytes than the sha256 it published for it ({said}): the file changed after its hash was published, or something on the way (a proxy, a mirror) altered it, so nothing was installed. Tell the index's operator, or use an index you trust (--packages-index)"
+    )]
+    HashMismatch { file: String, said: String },
+    #[error(
+        "the package index published no sha256 for {file}, so what it served cannot be checked and nothing was installed. Use an index whose links carry `#sha256=` (PyPI and its mirrors do; --packages-index), or a wheelhouse of wheels you checked (--packages-wheelhouse)"
+    )]
+    Unhashed { file: String },
     #[error("installing took over {secs} s and was stopped (--packages-timeout-secs)")]
     TimedOut { secs: u64 },
     #[error("installing failed: {said}")]
@@ -106,6 +114,11 @@ pub fn read_answer(
         },
         "source_only" => InstallFailure::SourceOnly { name: answer.name },
         "unreachable" => InstallFailure::Unreachable { said },
+        "hash_mismatch" => InstallFailure::HashMismatch {
+            file: answer.name,
+            said,
+        },
+        "unhashed" => InstallFailure::Unhashed { file: answer.name },
         _ => InstallFailure::Failed { said },
     })
 }
@@ -139,6 +152,19 @@ mod tests {
         let err = read_answer("", Some(137), "Killed").unwrap_err();
         assert!(
             err.to_string().contains("137") && err.to_string().contains("Killed"),
+            "{err}"
+        );
+        let tampered = r#"{"ok": false, "kind": "hash_mismatch", "name": "x-1-py3-none-any.whl", "said": "published sha256 aa, served bb"}"#;
+        let err = read_answer(tampered, Some(0), "").unwrap_err();
+        assert!(
+            matches!(&err, InstallFailure::HashMismatch { file, .. } if file == "x-1-py3-none-any.whl")
+        );
+        assert!(err.to_string().contains("served bb"), "{err}");
+        let unhashed = r#"{"ok": false, "kind": "unhashed", "name": "x-1-py3-none-any.whl"}"#;
+        let err = read_answer(unhashed, Some(0), "").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no sha256 for x-1-py3-none-any.whl"),
             "{err}"
         );
         let forged = r#"{"ok": true, "resolved": [{"name": "x", "version": "1", "sha256": "zz", "file": "x.whl"}]}"#;

@@ -1,10 +1,11 @@
 //! Packages on demand, with the sandbox still offline. An execution names requirements
 //! (`packages`); they are resolved and installed outside the sandbox, by an [`Installer`] that
 //! gets the network to the index and nothing else, binary wheels only, pinned by the hashes the
-//! index published. The result is checked ([`tree`]), named by its content (the wheels and
-//! their sha256) and kept in a cache on disk ([`store`]) that every sandbox mounts read-only;
-//! the job names the set, and the harness puts it on `sys.path` behind the standard library
-//! and the harness's own modules.
+//! index published (a wheel whose link has none, or whose bytes do not match it, is refused).
+//! The result is checked ([`tree`]), named by its content (the wheels and their sha256) and
+//! kept in a cache on disk ([`store`]) that every sandbox mounts read-only; the job names the
+//! set, and the harness puts it on `sys.path` behind the standard library and the harness's
+//! own modules.
 //!
 //! A request resolved once is reused by every execution, session and tenant that asks for the
 //! same requirements on the same image (the cache is shared and read-only); concurrent requests
@@ -71,7 +72,10 @@ impl PackageError {
             }
             PackageError::Install(InstallFailure::TimedOut { .. }) => "timed_out",
             PackageError::Install(InstallFailure::Unreachable { .. }) => "unreachable",
-            PackageError::Tree(_) => "refused",
+            PackageError::Tree(_)
+            | PackageError::Install(
+                InstallFailure::HashMismatch { .. } | InstallFailure::Unhashed { .. },
+            ) => "refused",
             _ => "failed",
         }
     }
