@@ -80,6 +80,13 @@ pub struct PackagesConfig {
     /// A JSON file of allow and deny lists, with a tenant's own under "tenants" (docs/packages.md).
     #[arg(long, env = "CEM_PACKAGES_POLICY")]
     pub packages_policy: Option<PathBuf>,
+
+    /// The engine network the installer's container joins to reach the index [default: the
+    /// engine's `bridge`]. Not a flag: a test serves its own index inside a network namespace
+    /// it made and joins the installer to it (`container:ID`), so that its traffic stays on
+    /// that namespace's loopback and never crosses the host's bridge.
+    #[arg(skip)]
+    pub installer_network: Option<String>,
 }
 
 impl PackagesConfig {

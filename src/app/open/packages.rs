@@ -46,6 +46,7 @@ pub(crate) struct EngineInstaller {
     ca_file: Option<PathBuf>,
     /// The bundle was named (`--packages-ca-file`, `PIP_CERT`) rather than the host's default.
     ca_named: bool,
+    network: String,
     wheelhouse: Option<PathBuf>,
     timeout: Duration,
     max_set_bytes: u64,
@@ -71,6 +72,7 @@ impl Installer for EngineInstaller {
             out: for_engine(staging)?,
             wheelhouse: self.wheelhouse.as_deref().map(for_engine).transpose()?,
             ca_file: self.ca_file()?,
+            network: self.network.clone(),
             env: self.env.clone(),
             memory_bytes: MEMORY_BYTES + (TMP_BYTES + 2 * self.max_set_bytes) as i64,
             tmpfs_bytes: TMP_BYTES + 2 * self.max_set_bytes,
@@ -162,6 +164,7 @@ pub(crate) fn open(
         ca_file: packages.ca_file(),
         ca_named: (packages.packages_ca_file.as_ref()).is_some_and(|f| !f.as_os_str().is_empty())
             || std::env::var_os("PIP_CERT").is_some_and(|v| !v.is_empty()),
+        network: (packages.installer_network.clone()).unwrap_or_else(|| "bridge".into()),
         wheelhouse: packages.packages_wheelhouse.clone(),
         timeout: packages.timeout(),
         max_set_bytes,

@@ -33,6 +33,9 @@ pub struct InstallerSpec {
     pub out: PathBuf,
     pub wheelhouse: Option<PathBuf>,
     pub ca_file: Option<PathBuf>,
+    /// The engine network it joins when it has no wheelhouse (`bridge`, or a test's
+    /// `container:ID`).
+    pub network: String,
     /// `PIP_*` settings and proxies, as `NAME=value`.
     pub env: Vec<String>,
     pub memory_bytes: i64,
@@ -66,10 +69,18 @@ pub fn installer_body(spec: &InstallerSpec) -> ContainerCreateBody {
         )
         .chain(spec.ca_file.iter().map(|f| bind(f, CA_MOUNT, true)))
         .collect();
+    let network = if offline {
+        "none"
+    } else {
+        spec.network.as_str()
+    };
+    // A container that joins another's network namespace has that one's host name: the engine
+    // refuses one of its own.
+    let shared = network.starts_with("container:");
     ContainerCreateBody {
         image: Some(spec.image.clone()),
         user: Some(format!("{}:{}", spec.uid, spec.gid)),
-        hostname: Some("installer".into()),
+        hostname: (!shared).then(|| "installer".into()),
         env: Some(env),
         cmd: Some(cmd),
         entrypoint: Some(Vec::new()),
@@ -80,7 +91,7 @@ pub fn installer_body(spec: &InstallerSpec) -> ContainerCreateBody {
         network_disabled: Some(offline),
         labels: Some(spec.labels.clone()),
         host_config: Some(HostConfig {
-            network_mode: Some(if offline { "none" } else { "bridge" }.into()),
+            network_mode: Some(network.into()),
             readonly_rootfs: Some(true),
             memory: Some(spec.memory_bytes),
             memory_swap: Some(spec.memory_bytes),
@@ -121,6 +132,7 @@ mod tests {
             out: "/srv/packages/staging/x".into(),
             wheelhouse: wheelhouse.then(|| "/srv/wheels".into()),
             ca_file: Some("/etc/ssl/certs/ca-certificates.crt".into()),
+            network: "bridge".into(),
             env: vec!["PIP_INDEX_URL=https://pypi.org/simple".into()],
             memory_bytes: 1 << 30,
             tmpfs_bytes: 1 << 30,
@@ -154,5 +166,17 @@ mod tests {
         assert!(
             (hc.mounts.iter().flatten()).any(|m| m.target.as_deref() == Some(WHEELHOUSE_MOUNT))
         );
+
+        let joined = installer_body(&InstallerSpec {
+            network: "container:index".into(),
+            ..spec(false)
+        });
+        let hc = joined.host_config.as_ref().unwrap();
+        assert_eq!(hc.network_mode.as_deref(), Some("container:index"));
+        assert_eq!(
+            joined.hostname, None,
+            "the engine refuses a host name there"
+        );
+        assert_eq!(body.hostname.as_deref(), Some("installer"));
     }
 }
