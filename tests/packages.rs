@@ -490,3 +490,214 @@ async fn a_version_the_call_asks_for_wins_over_the_images_even_when_the_pool_pre
     assert_eq!(t.app.stats().snapshot().executions_pooled, 1);
     t.finish().await;
 }
+
+/// A PEP 503 index (`tests/python/hash_index.py`) served by Python's http.server from a
+/// container of the test's own with no network but its loopback; the installer joins that
+/// namespace (`installer_network`), so its traffic never leaves it. The container goes when
+/// this is dropped.
+struct HashIndex {
+    name: String,
+    dir: tempfile::TempDir,
+}
+
+impl HashIndex {
+    /// Writes the index; [`HashIndex::serve`] starts its container.
+    fn write() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/hash_index.py");
+        let out = std::process::Command::new(common::upstreams::main_python())
+            .arg(script)
+            .arg(dir.path().join("index"))
+            .output()
+            .expect("run hash_index.py");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let name = format!("cem-test-index-{}", uuid::Uuid::new_v4().simple());
+        Self { name, dir }
+    }
+
+    fn network(&self) -> String {
+        format!("container:{}", self.name)
+    }
+
+    /// Serves the index on 127.0.0.1:8000 inside its container, from the sandbox image's Python.
+    fn serve(&self, image: &str) {
+        let index = format!("{}:/index:ro", self.dir.path().join("index").display());
+        common::docker::docker(&[
+            "run",
+            "-d",
+            "--name",
+            &self.name,
+            "--network",
+            "none",
+            "--read-only",
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "-v",
+            &index,
+            "--entrypoint",
+            "python3",
+            image,
+            "-m",
+            "http.server",
+            "8000",
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            "/index",
+        ]);
+        let probe = "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/simple/')";
+        for _ in 0..100 {
+            let ready = std::process::Command::new("docker")
+                .args(["exec", &self.name, "python3", "-c", probe])
+                .output()
+                .unwrap();
+            if ready.status.success() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("the test index did not answer: {}", self.log());
+    }
+
+    /// What the index served: http.server's request log.
+    fn log(&self) -> String {
+        let out = std::process::Command::new("docker")
+            .args(["logs", &self.name])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+    }
+
+    fn wheel_sha256(&self, project: &str) -> String {
+        use sha2::Digest;
+        let file = format!("index/files/{project}-1.0-py3-none-any.whl");
+        hex::encode(sha2::Sha256::digest(
+            std::fs::read(self.dir.path().join(file)).unwrap(),
+        ))
+    }
+}
+
+impl Drop for HashIndex {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("docker")
+            .args(["rm", "-f", &self.name])
+            .output();
+    }
+}
+
+/// Every file under `dir`, however deep.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() && !path.is_symlink() {
+            found.extend(files_under(&path));
+        }
+        found.push(path);
+    }
+    found
+}
+
+#[tokio::test]
+async fn wheels_are_pinned_by_the_hash_their_index_published() {
+    let index = HashIndex::write();
+    let network = index.network();
+    let t = TestApp::start_with(|c| {
+        c.packages.packages_index = Some("http://127.0.0.1:8000/simple/".into());
+        c.packages.installer_network = Some(network);
+    })
+    .await;
+    index.serve(t.app.image().1);
+    // The control: a wheel whose link carries its own sha256 installs, pinned by it, and its
+    // code runs (it leaves /workspace/imported-cemhashok).
+    let good = ok(
+        &t,
+        &["cemhashok"],
+        "import cemhashok; result = cemhashok.__version__",
+    )
+    .await;
+    assert_eq!(good.outcome.result, json!("1.0"));
+    assert!(t.workspace().join("imported-cemhashok").exists());
+    let pinned = &audited(&t)[0]["resolved"][0];
+    assert_eq!(
+        pinned["sha256"],
+        json!(index.wheel_sha256("cemhashok")),
+        "{pinned}"
+    );
+
+    // A served file that is not the one whose hash the link published: without a metadata
+    // file (pip downloads it to read its metadata), and with PEP 658 metadata (pip resolves from
+    // that and checks the wheel when it fetches it afterwards, naming no file).
+    for project in ["cemhashswapped", "cemhashtampered"] {
+        let code = format!("open('/workspace/ran', 'w').write('x'); import {project}");
+        let why = refused_running(&t, project, &code).await;
+        assert!(
+            why.contains(project)
+                && why.contains("other bytes than the sha256 it published")
+                && why.contains("nothing was installed")
+                && why.contains(&format!("served {}", index.wheel_sha256(project))),
+            "{why}"
+        );
+    }
+    // A link with no hash: pip would pin the hash of whatever it downloaded.
+    let why = refused_running(&t, "cemhashless", "import cemhashless").await;
+    assert!(
+        why.contains("published no sha256 for cemhashless-1.0-py3-none-any.whl")
+            && why.contains("#sha256="),
+        "{why}"
+    );
+
+    // The index served every one of them: the refusals are of its bytes, not of its absence.
+    let served = index.log();
+    for project in ["cemhashswapped", "cemhashtampered", "cemhashless"] {
+        let file = format!("GET /files/{project}-1.0-py3-none-any.whl ");
+        assert!(
+            served.contains(&file),
+            "{project} was never fetched: {served}"
+        );
+    }
+    // Nothing of theirs in the cache: only the control's set, no staging left.
+    assert_cache_clean(&t);
+    assert_eq!(
+        std::fs::read_dir(cache(&t).join("sets")).unwrap().count(),
+        1
+    );
+    let kept: Vec<PathBuf> = files_under(&cache(&t))
+        .into_iter()
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            ["cemhashswapped", "cemhashtampered", "cemhashless"]
+                .iter()
+                .any(|project| name.starts_with(project))
+        })
+        .collect();
+    assert!(kept.is_empty(), "refused wheels were kept: {kept:?}");
+    let outcomes: Vec<String> = (audited(&t).iter())
+        .map(|r| r["outcome"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(outcomes, ["installed", "refused", "refused", "refused"]);
+    t.finish().await;
+}
+
+/// The error a call for `project` gets with `code`, after checking that neither the code nor
+/// the package's own (which writes /workspace/imported-PROJECT on import) ran.
+async fn refused_running(t: &TestApp, project: &str, code: &str) -> String {
+    match call(t, &[project], None, code).await {
+        Ok(e) => panic!("{project} was not refused: {:?}", e.outcome),
+        Err(e) => {
+            assert!(matches!(e, ExecuteError::Packages { .. }), "{e}");
+            for left in ["ran".to_string(), format!("imported-{project}")] {
+                assert!(!t.workspace().join(&left).exists(), "{left} despite {e}");
+            }
+            e.to_string()
+        }
+    }
+}
