@@ -8,34 +8,38 @@
 //!
 //! # Layout
 //!
+//! One bullet per block of `mod` lines below, top to bottom (`tests/layers.rs` holds this list
+//! to them):
+//!
 //! - [`transport`]: how clients reach the server (stdio, streamable HTTP with tenants and
 //!   `/health`) and the JSON-RPC input checks both share.
 //! - [`metrics`]: the Prometheus endpoint (`--metrics-listen`), read from every tenant's
 //!   statistics at scrape time.
-//! - [`mcp`]: the tools, a thin layer of argument shapes and responses over [`app`]; every
-//!   answer is made by [`privacy`].
-//! - [`cli`]: the binary's other commands (`doctor`, `image`).
+//! - [`cli`]: the binary's other commands (`doctor`, `image`, `audit`); [`mcp`]: the tools, a
+//!   thin layer of argument shapes and responses over [`app`]; every answer is made by
+//!   [`privacy`].
 //! - [`app`]: the assembled server, one [`app::App`] per tenant over [`app::Shared`], opened in
-//!   named steps; `execute` puts [`execute`]'s pieces around a sandbox run.
-//! - [`privacy`]: what the model may see, as types only it makes.
-//! - [`execute`]: one request's checks, calls from sandbox code, progress, and what it
-//!   produced (pictures, links, changed files).
+//!   named steps; [`app::execution`] puts one request's checks, calls from sandbox code,
+//!   progress and what it produced (pictures, links, changed files) around a sandbox run.
 //! - [`config`]: the command line in groups, one per subsystem.
-//! - [`tenancy`]: tenant names, their directories and the tokens that name them.
+//! - [`privacy`]: what the model may see, as types only it makes.
 //! - [`gateway`]: the user's own MCP servers as Python functions in the sandbox.
-//! - [`sandbox`]: one fresh container per execution: the engine seam, its Docker
-//!   implementation, the execution state machine, the pool, the reaper, the images.
-//! - [`discovery`]: the tool catalog and its ranked search; [`skills`]: the saved-skill
-//!   store and its Agent Skills form (`skill://` URIs); [`workspace`]: path-safe files under the workspace root, its quota and its
-//!   `workspace:///` URIs; [`pii`]: detection and reversible tokenization of personal data;
-//!   [`sessions`]: session handles and their snapshots on disk; [`audit`]: the audit trail's
-//!   records, files and reader; [`packages`]: requirements resolved and installed outside
-//!   the sandbox into a shared, content-named cache that sandboxes mount read-only;
-//!   [`shipped`]: the catalog and starter skills built into the binary.
-//! - [`host`]: the machine underneath: engine paths, storage, processes, link-safe files.
-//! - [`logging`]: the log on stderr (`--log-format`): human lines, or JSON lines with the
-//!   tenant, execution and request ids of the spans around each event.
-//! - Internal: `text` (cutting text on character boundaries).
+//! - The subsystems, which do not know each other: [`audit`]: the audit trail's records, files
+//!   and reader; [`discovery`]: the tool catalog and its ranked search; [`packages`]:
+//!   requirements resolved and installed outside the sandbox into a shared, content-named
+//!   cache that sandboxes mount read-only; [`pii`]: detection and reversible tokenization of
+//!   personal data; [`sandbox`]: one fresh container per execution (the engine seam, its
+//!   Docker implementation, the execution state machine, the pool, the reaper, the images);
+//!   [`sessions`]: session handles and their snapshots on disk; [`skills`]: the saved-skill
+//!   store and its Agent Skills form (`skill://` URIs); [`workspace`]: path-safe files under
+//!   the workspace root, its quota and its `workspace:///` URIs.
+//! - [`tenancy`]: tenant names, their directories, the tokens that name them and each tenant's
+//!   sandbox uid (the gateway, the audit trail and the package cache use them).
+//! - [`shipped`]: the catalog and starter skills built into the binary.
+//! - [`host`]: the machine underneath: engine paths, storage, processes, link-safe files;
+//!   [`logging`]: the log on stderr (`--log-format`), human lines or JSON lines with the
+//!   tenant, execution and request ids of the spans around each event; `text`: cutting text
+//!   on character boundaries (internal).
 
 // No unsafe code: the server's memory safety is the compiler's, all of it (libc and rustix
 // calls go through their safe wrappers).

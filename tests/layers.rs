@@ -7,8 +7,10 @@
 //!
 //! Every path in every file of `src/` counts, `use` lines and paths in code alike, tests
 //! included; only doc links and macro bodies are not read. A reader that found next to nothing
-//! would pass every rule, so it must find at least [`MIN_PATHS_READ`]. Beside it, the size
-//! rules: no file in `src/` over 600 lines, at most four loose at its top. No engine needed.
+//! would pass every rule, so it must find at least [`MIN_PATHS_READ`]. `src/lib.rs`'s
+//! `//! # Layout` list, the map a newcomer reads first, is held to the same blocks: one bullet
+//! per layer, naming the same modules in the same order. Beside it, the size rules: no file in
+//! `src/` over 600 lines, at most four loose at its top. No engine needed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -34,6 +36,43 @@ fn layers(lib_rs: &str) -> Vec<Vec<String>> {
     }
     layers.retain(|layer| !layer.is_empty());
     layers
+}
+
+/// The modules the `//! # Layout` list of `src/lib.rs` names, one list per bullet. A bullet
+/// names a module as a link followed by a colon (`` [`sandbox`]: ``), or a private one in
+/// backticks followed by one (`` `text`: ``); other links and code in the prose are not names.
+fn layout_list(lib_rs: &str) -> Vec<Vec<String>> {
+    let mut bullets: Vec<String> = Vec::new();
+    let mut in_layout = false;
+    for line in lib_rs.lines().map_while(|l| l.strip_prefix("//!")) {
+        let line = line.trim();
+        if let Some(heading) = line.strip_prefix('#') {
+            in_layout = heading.trim_start_matches('#').trim() == "Layout";
+        } else if !in_layout || line.is_empty() {
+        } else if let Some(first) = line.strip_prefix("- ") {
+            bullets.push(first.to_string());
+        } else if let Some(bullet) = bullets.last_mut() {
+            bullet.push(' ');
+            bullet.push_str(line);
+        }
+    }
+    bullets.iter().map(|bullet| named_modules(bullet)).collect()
+}
+
+fn named_modules(bullet: &str) -> Vec<String> {
+    // Between backticks: the odd pieces. A name's next piece starts with `]:` or `:`.
+    let pieces: Vec<&str> = bullet.split('`').collect();
+    (1..pieces.len())
+        .step_by(2)
+        .filter(|&i| {
+            let name = pieces[i];
+            let after = pieces.get(i + 1).copied().unwrap_or("");
+            !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                && (after.starts_with("]:") || after.starts_with(':'))
+        })
+        .map(|i| pieces[i].to_string())
+        .collect()
 }
 
 /// Every `.rs` file under `dir` with its module path (`src/a/b.rs` and `src/a/b/mod.rs` are
@@ -319,9 +358,25 @@ fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
 }
 
 #[test]
+fn the_layout_list_names_the_modules_of_the_mod_blocks_in_their_order() {
+    let lib_rs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();
+    let (text, blocks) = (layout_list(&lib_rs), layers(&lib_rs));
+    assert!(
+        text == blocks,
+        "the `//! # Layout` list of src/lib.rs does not match its `mod` blocks: write one bullet \
+         per block, naming its modules in their order as [`name`]: (`name`: for a private \
+         one)\nthe list: {text:?}\nthe blocks: {blocks:?}"
+    );
+}
+
+#[test]
 fn the_layer_reader_sees_blocks_and_the_cycle_finder_sees_cycles() {
     let lib = "//! doc\n\npub mod a;\npub mod b;\n\n// below\nmod c;\n";
     assert_eq!(layers(lib), vec![vec!["a", "b"], vec!["c"]]);
+    let doc = "//! # Layout\n//!\n//! - [`a`]: uses [`c`] and `b`;\n//!   [`b`]: the next\n\
+               //! - `c`: private, see [`a::X`].\n//!\n//! # Other\n//! - [`e`]: elsewhere\n";
+    assert_eq!(layout_list(doc), vec![vec!["a", "b"], vec!["c"]]);
     // The path reader resolves `crate::`, `super::` and child-module paths to modules.
     let modules: BTreeSet<ModPath> = [&["a"][..], &["a", "b"], &["x"], &["x", "y"]]
         .iter()
