@@ -8,9 +8,16 @@
 //! that fails with `ESTALE` reopens the directory from its configured path once and runs again
 //! ([`RenewableDir::renewing`]). The path is the trusted configuration the directory was opened
 //! with, reopened with the same flags.
+//!
+//! A local filesystem never calls a handle stale, so the tests make one stale on purpose
+//! ([`RenewableDir::inject_stale`]): from then on taking the fd fails with `ESTALE`, as every
+//! call through a stale handle does, until the directory is reopened. That is why an operation
+//! takes the fd through the fallible [`RenewableDir::fd`]: an operation that does not renew then
+//! fails in a test, not only on shared storage.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use rustix::fs::{self as rfs, Mode, OFlags};
@@ -22,6 +29,8 @@ pub(crate) struct RenewableDir {
     path: PathBuf,
     flags: OFlags,
     fd: RwLock<Arc<OwnedFd>>,
+    /// Set by [`RenewableDir::inject_stale`]; cleared by a renewal.
+    stale: AtomicBool,
 }
 
 impl RenewableDir {
@@ -32,22 +41,36 @@ impl RenewableDir {
             path: path.to_path_buf(),
             flags,
             fd: RwLock::new(Arc::new(rfs::open(path, flags, Mode::empty())?)),
+            stale: AtomicBool::new(false),
         })
     }
 
     /// The current fd. An operation that must see one directory throughout takes it once and
-    /// keeps it; a renewal meanwhile only changes what later calls get.
-    pub(crate) fn fd(&self) -> Arc<OwnedFd> {
-        self.fd
+    /// keeps it; a renewal meanwhile only changes what later calls get. `ESTALE` only after
+    /// [`RenewableDir::inject_stale`], until the next renewal.
+    pub(crate) fn fd(&self) -> Result<Arc<OwnedFd>, Errno> {
+        if self.stale.load(Ordering::Acquire) {
+            return Err(Errno::STALE);
+        }
+        Ok(self
+            .fd
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .clone())
+    }
+
+    /// Makes the handle stale, as shared storage does after a failover: every [`RenewableDir::fd`]
+    /// fails with `ESTALE` until an operation renews the directory. A fault for tests: only an
+    /// operation run through [`RenewableDir::renewing`] succeeds afterwards.
+    pub(crate) fn inject_stale(&self) {
+        self.stale.store(true, Ordering::Release);
     }
 
     /// Reopens the directory from its path and makes that the fd later operations get.
     fn renew(&self) -> Result<(), Errno> {
         let fresh = Arc::new(rfs::open(&self.path, self.flags, Mode::empty())?);
         *self.fd.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+        self.stale.store(false, Ordering::Release);
         Ok(())
     }
 

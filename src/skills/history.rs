@@ -150,7 +150,7 @@ impl SkillStore {
 
     /// `.history/NAME`, optionally created.
     pub(super) fn history_dir(&self, name: &str, create: bool) -> Result<Option<OwnedFd>> {
-        let Some(h) = self.open_dir(self.root.fd().as_fd(), HISTORY_DIR, HISTORY_DIR, create)?
+        let Some(h) = self.open_dir(self.root_fd()?.as_fd(), HISTORY_DIR, HISTORY_DIR, create)?
         else {
             return Ok(None);
         };
@@ -256,7 +256,7 @@ impl SkillStore {
 
     /// Keeps the histories of at most `max_skills` deleted skills, removing the oldest.
     pub(super) fn prune_deleted_histories(&self) -> Result<()> {
-        let Some(h) = self.open_dir(self.root.fd().as_fd(), HISTORY_DIR, HISTORY_DIR, false)?
+        let Some(h) = self.open_dir(self.root_fd()?.as_fd(), HISTORY_DIR, HISTORY_DIR, false)?
         else {
             return Ok(());
         };

@@ -127,11 +127,11 @@ impl SkillStore {
     /// `meta_problem`.
     pub(super) fn read_current(&self, name: &str) -> Result<Option<Current>> {
         let py = format!("{name}.py");
-        let Some((code, mtime)) = self.read_code(self.root.fd().as_fd(), &py, &py)? else {
+        let Some((code, mtime)) = self.read_code(self.root_fd()?.as_fd(), &py, &py)? else {
             return Ok(None);
         };
         let json = format!("{name}.json");
-        let (raw, mut meta_problem) = match self.read_meta(self.root.fd().as_fd(), &json, &json)? {
+        let (raw, mut meta_problem) = match self.read_meta(self.root_fd()?.as_fd(), &json, &json)? {
             MetaRead::Missing => (RawMeta::default(), None),
             MetaRead::Malformed(reason) => (RawMeta::default(), Some(reason)),
             MetaRead::Found(raw) => (raw, None),
@@ -155,7 +155,7 @@ impl SkillStore {
     /// completed from the code.
     fn read_listed(&self, name: &str) -> Result<Option<SkillMeta>> {
         let json = format!("{name}.json");
-        let raw = match self.read_meta(self.root.fd().as_fd(), &json, &json)? {
+        let raw = match self.read_meta(self.root_fd()?.as_fd(), &json, &json)? {
             MetaRead::Missing => RawMeta::default(),
             MetaRead::Malformed(reason) => {
                 return Err(SkillError::Corrupt {
@@ -172,14 +172,14 @@ impl SkillStore {
             && raw.created.is_some()
             && raw.updated.is_some();
         let result = if complete {
-            let st = match rfs::statat(&*self.root.fd(), py.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            let st = match rfs::statat(&*self.root_fd()?, py.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
                 Err(Errno::NOENT) => return Ok(None),
                 Err(e) => return Err(SkillError::io(format!("cannot stat {py}"), e)),
             };
             complete_meta(name, &raw, None, mtime_of(&st))
         } else {
-            let Some((code, mtime)) = self.read_code(self.root.fd().as_fd(), &py, &py)? else {
+            let Some((code, mtime)) = self.read_code(self.root_fd()?.as_fd(), &py, &py)? else {
                 return Ok(None);
             };
             complete_meta(name, &raw, Some(&code), mtime)
@@ -194,7 +194,7 @@ impl SkillStore {
     /// `(name, type)` of every `NAME.py` entry whose stem is a valid name, not following links.
     fn scan_entries(&self) -> Result<Vec<(String, FileType)>> {
         let mut out = Vec::new();
-        let dir = Dir::read_from(&*self.root.fd())
+        let dir = Dir::read_from(&*self.root_fd()?)
             .map_err(|e| SkillError::io("cannot read the skills directory", e))?;
         for entry in dir {
             let entry = entry.map_err(|e| SkillError::io("cannot read the skills directory", e))?;
@@ -206,7 +206,7 @@ impl SkillStore {
             };
             let mut ft = entry.file_type();
             if ft == FileType::Unknown {
-                match rfs::statat(&*self.root.fd(), file, AtFlags::SYMLINK_NOFOLLOW) {
+                match rfs::statat(&*self.root_fd()?, file, AtFlags::SYMLINK_NOFOLLOW) {
                     Ok(st) => ft = FileType::from_raw_mode(st.st_mode),
                     Err(_) => continue,
                 }
@@ -255,7 +255,7 @@ impl SkillStore {
 
     pub(super) fn py_exists(&self, name: &str) -> Result<bool> {
         let py = format!("{name}.py");
-        match rfs::statat(&*self.root.fd(), py.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+        match rfs::statat(&*self.root_fd()?, py.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
             Ok(_) => Ok(true),
             Err(Errno::NOENT) => Ok(false),
             Err(e) => Err(SkillError::io(format!("cannot stat {py}"), e)),

@@ -120,7 +120,7 @@ impl SkillStore {
         if self.py_exists(name)? {
             return Ok(true);
         }
-        let Some(h) = self.open_dir(self.root.fd().as_fd(), HISTORY_DIR, HISTORY_DIR, false)?
+        let Some(h) = self.open_dir(self.root_fd()?.as_fd(), HISTORY_DIR, HISTORY_DIR, false)?
         else {
             return Ok(false);
         };

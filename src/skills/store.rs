@@ -6,6 +6,7 @@ use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustix::fs::{self as rfs, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
@@ -75,7 +76,7 @@ impl SkillStore {
         if let Err(e) = store.open_lock_file(true) {
             tracing::debug!(dir = %dir.display(), error = %e, "skills store lock file not created");
         }
-        store.remove_stale_temps(store.root.fd().as_fd());
+        store.remove_stale_temps(store.root_fd()?.as_fd());
         Ok(store)
     }
 
@@ -87,6 +88,22 @@ impl SkillStore {
     /// Runs an operation's `op`, once more on a reopened directory if the store's fd went stale.
     pub(super) fn renewing<T>(&self, op: impl Fn() -> Result<T>) -> Result<T> {
         self.root.renewing(SkillError::is_stale, op)
+    }
+
+    /// The store's fd for one step of an operation; a stale handle is an error
+    /// [`SkillStore::renewing`] answers by reopening the directory.
+    pub(super) fn root_fd(&self) -> Result<Arc<OwnedFd>> {
+        self.root
+            .fd()
+            .map_err(|e| SkillError::io("cannot use the skills directory", e))
+    }
+
+    /// A fault for tests: the store's handle goes stale, as on shared storage after a failover
+    /// (`ESTALE` from every use until an operation reopens the directory from its path). Each
+    /// operation meant to renew is tested through it; nothing else calls it.
+    #[doc(hidden)]
+    pub fn inject_stale_handle(&self) {
+        self.root.inject_stale();
     }
 
     /// The limits of the store.
@@ -104,7 +121,7 @@ impl SkillStore {
         } | OFlags::NOFOLLOW
             | OFlags::CLOEXEC;
         match rfs::openat(
-            &*self.root.fd(),
+            &*self.root_fd()?,
             LOCK_FILE,
             flags,
             Mode::from_raw_mode(FILE_MODE),

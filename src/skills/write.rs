@@ -93,12 +93,12 @@ impl SkillStore {
             self.prune_history(hdir.as_fd(), name)?;
         }
         for file in [format!("{name}.py"), format!("{name}.json")] {
-            match rfs::unlinkat(&*self.root.fd(), file.as_str(), AtFlags::empty()) {
+            match rfs::unlinkat(&*self.root_fd()?, file.as_str(), AtFlags::empty()) {
                 Ok(()) | Err(Errno::NOENT) => {}
                 Err(e) => return Err(SkillError::io(format!("cannot delete {file}"), e)),
             }
         }
-        self.sync_dir(self.root.fd().as_fd(), "the skills directory")?;
+        self.sync_dir(self.root_fd()?.as_fd(), "the skills directory")?;
         if let Err(e) = self.prune_deleted_histories() {
             tracing::warn!(error = %e, "cannot prune histories of deleted skills");
         }
@@ -126,7 +126,7 @@ impl SkillStore {
         let json = format!("{name}.json");
         // Refuse rather than replace a link or a directory planted at either name.
         for file in [&py, &json] {
-            match rfs::statat(&*self.root.fd(), file.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            match rfs::statat(&*self.root_fd()?, file.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => match FileType::from_raw_mode(st.st_mode) {
                     FileType::RegularFile => {}
                     FileType::Symlink => {
@@ -144,9 +144,9 @@ impl SkillStore {
                 Err(e) => return Err(SkillError::io(format!("cannot stat {file}"), e)),
             }
         }
-        self.write_atomic(self.root.fd().as_fd(), &py, code.as_bytes(), &py)?;
+        self.write_atomic(self.root_fd()?.as_fd(), &py, code.as_bytes(), &py)?;
         let bytes = serde_json::to_vec_pretty(meta).expect("metadata serialises");
-        self.write_atomic(self.root.fd().as_fd(), &json, &bytes, &json)?;
-        self.sync_dir(self.root.fd().as_fd(), "the skills directory")
+        self.write_atomic(self.root_fd()?.as_fd(), &json, &bytes, &json)?;
+        self.sync_dir(self.root_fd()?.as_fd(), "the skills directory")
     }
 }

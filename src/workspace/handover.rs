@@ -44,7 +44,7 @@ impl Workspace {
     /// had, then the root itself, with mode 0700. Nothing to walk when `user` owns it already.
     pub fn hand_over(&self, user: SandboxUser) -> Result<Handover> {
         let root = rfs::openat(
-            &*self.root.fd(),
+            &*self.root_fd()?,
             ".",
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),

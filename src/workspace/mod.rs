@@ -100,9 +100,10 @@ pub use error::WorkspaceError;
 pub use handover::{Handover, PRIVATE_ROOT_MODE};
 pub use path::{validate_relative_path, validate_relative_subpath};
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustix::fs::OFlags;
 
@@ -249,7 +250,10 @@ impl Workspace {
             RenewableDir::open(&root_path, OFlags::PATH | OFlags::NOFOLLOW).map_err(|e| {
                 WorkspaceError::io(format!("cannot open workspace {}", root_path.display()), e)
             })?;
-        let resolver = force.unwrap_or_else(|| probe_resolver(root.fd().as_fd()));
+        let fd = root.fd().map_err(|e| {
+            WorkspaceError::io(format!("cannot open workspace {}", root_path.display()), e)
+        })?;
+        let resolver = force.unwrap_or_else(|| probe_resolver(fd.as_fd()));
         tracing::debug!(root = %root_path.display(), ?resolver, "workspace opened");
         Ok(Self {
             root_path,
@@ -267,6 +271,22 @@ impl Workspace {
     /// Runs a tool call's `op`, once more on a reopened root if the root's fd went stale.
     fn renewing<T>(&self, op: impl Fn() -> Result<T>) -> Result<T> {
         self.root.renewing(WorkspaceError::is_stale, op)
+    }
+
+    /// The root's fd for one step of an operation; a stale handle is an error
+    /// [`Workspace::renewing`] answers by reopening the root.
+    fn root_fd(&self) -> Result<Arc<OwnedFd>> {
+        self.root
+            .fd()
+            .map_err(|e| WorkspaceError::io("cannot use the workspace directory", e))
+    }
+
+    /// A fault for tests: the root's handle goes stale, as on shared storage after a failover
+    /// (`ESTALE` from every use until an operation reopens the root from its path). Each
+    /// operation meant to renew is tested through it; nothing else calls it.
+    #[doc(hidden)]
+    pub fn inject_stale_handle(&self) {
+        self.root.inject_stale();
     }
 
     /// The limits this workspace enforces.

@@ -20,14 +20,14 @@ impl Workspace {
     /// (only the directory itself; existing root-owned files stay read-only to the sandbox). If it
     /// is owned by root and the server is not root, this is an error that says how to fix it.
     pub fn prepare_for_sandbox(&self, sandbox_uid: u32) -> Result<SandboxUser> {
-        let st = rfs::fstat(&*self.root.fd())
+        let st = rfs::fstat(&*self.root_fd()?)
             .map_err(|e| WorkspaceError::io("cannot stat the workspace root", e))?;
         let euid = rustix::process::geteuid().as_raw();
         match decide_sandbox_user(st.st_uid, st.st_gid, euid, sandbox_uid) {
             Decision::Use(user) => Ok(user),
             Decision::ChownRoot(user) => {
                 let fd = rfs::openat(
-                    &*self.root.fd(),
+                    &*self.root_fd()?,
                     ".",
                     OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
                     Mode::empty(),
@@ -58,7 +58,7 @@ impl Workspace {
         if !rustix::process::geteuid().is_root() {
             return Ok(None);
         }
-        let st = rfs::fstat(&*self.root.fd())
+        let st = rfs::fstat(&*self.root_fd()?)
             .map_err(|e| WorkspaceError::io("cannot stat the workspace root", e))?;
         Ok((st.st_uid != 0).then(|| SandboxUser {
             uid: st.st_uid,

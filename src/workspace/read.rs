@@ -57,12 +57,16 @@ impl Workspace {
     fn open_regular<'a>(&self, rel: &'a str) -> Result<(OwnedFd, u64, Vec<&'a str>)> {
         let comps = validate_relative_path(rel, self.limits.max_path_len)?;
         let fd = self
-            .open_beneath(
-                self.root.fd().as_fd(),
-                &comps,
-                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
-                Mode::empty(),
-            )
+            .root
+            .fd()
+            .and_then(|root| {
+                self.open_beneath(
+                    root.as_fd(),
+                    &comps,
+                    OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
+                    Mode::empty(),
+                )
+            })
             .map_err(|e| self.open_error(e, &comps, "open"))?;
         let st = rfs::fstat(&fd).map_err(|e| WorkspaceError::io(ctx("stat", &comps), e))?;
         match FileType::from_raw_mode(st.st_mode) {

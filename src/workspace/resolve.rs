@@ -67,13 +67,13 @@ impl Workspace {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY;
         if comps.is_empty() {
             rfs::openat(
-                &*self.root.fd(),
+                &*self.root.fd()?,
                 ".",
                 flags | OFlags::CLOEXEC,
                 Mode::empty(),
             )
         } else {
-            self.open_beneath(self.root.fd().as_fd(), comps, flags, Mode::empty())
+            self.open_beneath(self.root.fd()?.as_fd(), comps, flags, Mode::empty())
         }
     }
 
@@ -81,18 +81,21 @@ impl Workspace {
     pub(super) fn open_dir(&self, comps: &[&str]) -> Result<OwnedFd> {
         if comps.is_empty() {
             return self
-                .root
-                .fd()
+                .root_fd()?
                 .try_clone()
                 .map_err(|e| WorkspaceError::io("cannot duplicate the workspace fd", e));
         }
-        self.open_beneath(
-            self.root.fd().as_fd(),
-            comps,
-            OFlags::PATH | OFlags::DIRECTORY,
-            Mode::empty(),
-        )
-        .map_err(|e| self.open_error(e, comps, "open directory"))
+        self.root
+            .fd()
+            .and_then(|root| {
+                self.open_beneath(
+                    root.as_fd(),
+                    comps,
+                    OFlags::PATH | OFlags::DIRECTORY,
+                    Mode::empty(),
+                )
+            })
+            .map_err(|e| self.open_error(e, comps, "open directory"))
     }
 
     /// Turns an errno from resolving `comps` into an error a model can act on.
@@ -117,7 +120,10 @@ impl Workspace {
     /// Words the error for a failed resolution by looking at each component with
     /// `fstatat(AT_SYMLINK_NOFOLLOW)`. Only the message depends on this; access never does.
     fn diagnose(&self, comps: &[&str], errno: Errno) -> WorkspaceError {
-        let root = self.root.fd();
+        let root = match self.root.fd() {
+            Ok(root) => root,
+            Err(stale) => return WorkspaceError::io(ctx("open", comps), stale),
+        };
         let mut cur: Option<OwnedFd> = None;
         for (i, comp) in comps.iter().enumerate() {
             let here = show(&comps[..=i]);

@@ -125,8 +125,7 @@ impl Workspace {
             other => return other,
         }
         let mut cur = self
-            .root
-            .fd()
+            .root_fd()?
             .try_clone()
             .map_err(|e| WorkspaceError::io("cannot duplicate the workspace fd", e))?;
         for (i, comp) in comps.iter().enumerate() {

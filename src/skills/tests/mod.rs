@@ -9,6 +9,7 @@ mod hand_edited;
 mod links;
 mod names;
 mod python;
+mod renewal;
 mod round_trip;
 mod seeding;
 mod stale;

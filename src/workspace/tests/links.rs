@@ -176,8 +176,13 @@ fn fallback_walk_refuses_dot_components_itself() {
         Workspace::open_with(&f.root, WorkspaceLimits::default(), Some(Resolver::Walk)).unwrap();
     for comps in [&["..", "outside", "secret"][..], &["."], &[""], &["a/b"]] {
         assert_eq!(
-            ws.open_beneath(ws.root.fd().as_fd(), comps, OFlags::RDONLY, Mode::empty())
-                .unwrap_err(),
+            ws.open_beneath(
+                ws.root.fd().unwrap().as_fd(),
+                comps,
+                OFlags::RDONLY,
+                Mode::empty()
+            )
+            .unwrap_err(),
             Errno::INVAL
         );
     }

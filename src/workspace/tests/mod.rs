@@ -8,6 +8,7 @@ mod links;
 mod listing;
 mod owner;
 mod path;
+mod renewal;
 mod root;
 
 use super::*;
