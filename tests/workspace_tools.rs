@@ -258,3 +258,31 @@ async fn a_soft_quota_refuses_tool_writes_and_executions_clearly() {
     client.cancel().await.unwrap();
     t.finish().await;
 }
+
+/// `resources/read` of a workspace file after the workspace's handle went stale (shared
+/// storage after a failover, [`Workspace::inject_stale_handle`]) reopens it and answers the
+/// file: the resource goes through the workspace's renewal, as the tools do.
+///
+/// [`Workspace::inject_stale_handle`]: code_execution_mcp::workspace::Workspace::inject_stale_handle
+#[tokio::test]
+async fn resources_read_renews_a_stale_workspace_handle() {
+    let t = TestApp::start().await;
+    let client = mcp_client(t.app.clone()).await;
+    std::fs::write(t.workspace().join("note.txt"), "read after a failover").unwrap();
+    t.app.with_workspace(|ws| ws.inject_stale_handle()).await;
+
+    let read = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "workspace:///note.txt",
+        ))
+        .await;
+    let read =
+        serde_json::to_value(read.expect("a stale handle is renewed, not an error")).unwrap();
+    assert_eq!(
+        read["contents"][0]["text"], "read after a failover",
+        "{read}"
+    );
+
+    client.cancel().await.unwrap();
+    t.finish().await;
+}
