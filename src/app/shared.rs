@@ -14,8 +14,7 @@ use crate::app::starting::Progress;
 use crate::config::Config;
 use crate::discovery::Discovery;
 use crate::discovery::semantic::Ranking;
-use crate::gateway::flow::RuleSource;
-use crate::gateway::{Gateway, UpstreamsError};
+use crate::gateway::Gateway;
 use crate::pii::PiiKey;
 use crate::sandbox::cleanup::reaper;
 use crate::sandbox::container::runtime::RuntimeKind;
@@ -155,7 +154,7 @@ impl Shared {
         config.validate()?;
         check_storage(config)?;
         if let Some(path) = &config.gateway.upstreams {
-            check_upstreams(config, &crate::gateway::upstreams_file::read(path)?)?;
+            crate::gateway::upstreams_file::read_for(path, config.pii.tokenizes())?;
         }
         Ok(())
     }
@@ -380,8 +379,7 @@ fn start_gateway(config: &Config, ranking: Ranking) -> Result<Option<Arc<Gateway
     let Some(path) = &config.gateway.upstreams else {
         return Ok(None);
     };
-    let upstreams = crate::gateway::upstreams_file::read(path)?;
-    check_upstreams(config, &upstreams)?;
+    let upstreams = crate::gateway::upstreams_file::read_for(path, config.pii.tokenizes())?;
     tracing::info!(
         upstreams = upstreams.len(),
         file = %path.display(),
@@ -392,21 +390,6 @@ fn start_gateway(config: &Config, ranking: Ranking) -> Result<Option<Arc<Gateway
         config.gateway.upstream_limits(),
         ranking,
     )))
-}
-
-/// Refuses flow rules that the server could not keep: rules act on tokens, so they need
-/// tokens (`--pii-output` not `off`).
-fn check_upstreams(
-    config: &Config,
-    upstreams: &[crate::gateway::upstreams_file::UpstreamConfig],
-) -> Result<(), StartError> {
-    let ruled = upstreams
-        .iter()
-        .any(|u| u.pii.source != RuleSource::BuiltIn);
-    if ruled && !config.pii.tokenizes() {
-        return Err(UpstreamsError::RulesNeedTokens.into());
-    }
-    Ok(())
 }
 
 /// The kind of the registered runtime `name`; refuses one that is not registered, or whose

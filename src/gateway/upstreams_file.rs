@@ -72,10 +72,16 @@ pub enum UpstreamsError {
     },
     #[error("upstream `{server}`: {problem}")]
     Server { server: String, problem: String },
+    /// A problem of one entry, with the file it is in.
+    #[error("the upstreams file {path}: {problem}")]
+    InFile {
+        path: PathBuf,
+        problem: Box<UpstreamsError>,
+    },
     #[error(
-        "the upstreams file sets pii rules, which only hold with tokens: with --pii-output off values reach the model and the sandbox as they are. Remove the rules, or run with --pii-output tokenize (the default)"
+        "the upstreams file {path} sets pii rules (for {servers}), which only hold with tokens: with --pii-output off (CEM_PII_OUTPUT) values reach the model and the sandbox as they are, and every upstream receives them. Remove the rules, or run with --pii-output tokenize (the default)"
     )]
-    RulesNeedTokens,
+    RulesNeedTokens { path: PathBuf, servers: String },
     #[error("the upstreams file's default rule (\"pii\" beside \"mcpServers\"): {0}")]
     DefaultRule(String),
     #[error("the upstreams file has {0} servers; at most {MAX_UPSTREAMS} are supported")]
@@ -264,8 +270,29 @@ pub fn read(path: &Path) -> Result<Vec<UpstreamConfig>, UpstreamsError> {
             path: path.to_owned(),
             source,
         },
+        entry @ UpstreamsError::Server { .. } => UpstreamsError::InFile {
+            path: path.to_owned(),
+            problem: Box::new(entry),
+        },
         other => other,
     })
+}
+
+/// [`read`], and the file's rules checked against `--pii-output`: rules only hold where values
+/// reach the code as tokens (`tokenizes`), so a file with any refuses to start without them.
+pub fn read_for(path: &Path, tokenizes: bool) -> Result<Vec<UpstreamConfig>, UpstreamsError> {
+    let upstreams = read(path)?;
+    let ruled: Vec<String> = (upstreams.iter())
+        .filter(|u| u.pii.source != RuleSource::BuiltIn)
+        .map(|u| format!("`{}`", u.name))
+        .collect();
+    if !ruled.is_empty() && !tokenizes {
+        return Err(UpstreamsError::RulesNeedTokens {
+            path: path.to_owned(),
+            servers: ruled.join(", "),
+        });
+    }
+    Ok(upstreams)
 }
 
 /// Parses the text of an upstreams file, looking variables up with `var`.

@@ -266,3 +266,52 @@ fn a_flow_rule_naming_an_unknown_server_origin_or_action_stops_the_start_at_its_
         "{e}"
     );
 }
+
+#[test]
+fn rules_need_tokens_and_say_which_entries_set_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let ruled = write(
+        "ruled.json",
+        r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "x", "pii": {"restore_from": ["user"]}}}}"#,
+    );
+    let e = read_for(&ruled, false).unwrap_err().to_string();
+    assert!(
+        e.contains(&ruled.display().to_string())
+            && e.contains("(for `b`)")
+            && e.contains("--pii-output tokenize"),
+        "{e}"
+    );
+    assert_eq!(read_for(&ruled, true).unwrap().len(), 2);
+    let by_default = write(
+        "default.json",
+        r#"{"pii": {"restore_from": ["user"]}, "mcpServers": {"a": {"command": "x"}, "b": {"command": "x"}}}"#,
+    );
+    let e = read_for(&by_default, false).unwrap_err().to_string();
+    assert!(e.contains("(for `a`, `b`)"), "{e}");
+    let plain = write("plain.json", r#"{"mcpServers": {"a": {"command": "x"}}}"#);
+    assert_eq!(read_for(&plain, false).unwrap().len(), 1);
+}
+
+#[test]
+fn an_entrys_problem_names_the_file_it_is_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("upstreams.json");
+    std::fs::write(
+        &path,
+        "{\"mcpServers\": {\"a\": {\"command\": \"x\",\n \"pii\": {\"restore_from\": [\"usr\"]}}}}",
+    )
+    .unwrap();
+    let e = read(&path).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!(
+            "the upstreams file {}: upstream `a`: ",
+            path.display()
+        )) && e.contains("\"usr\" (line 2)"),
+        "{e}"
+    );
+}
