@@ -77,6 +77,9 @@ fn serve_with(servers: Value, args: &[&str]) -> (ExitStatus, String, String, boo
         .arg(&file)
         .args(args)
         .envs(common::python_client_env())
+        // No engine answers there: the refusal must come from the checks made before the
+        // engine is asked anything, or the engine's error would be all the user saw.
+        .env("DOCKER_HOST", "unix:///nonexistent/cem-no-engine.sock")
         .stdin(Stdio::null())
         .output()
         .expect("run the server");
