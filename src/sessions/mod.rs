@@ -20,6 +20,8 @@ pub mod blobs;
 pub mod plan_results;
 pub mod revisions;
 #[cfg(test)]
+mod sweep_tests;
+#[cfg(test)]
 mod tests;
 pub mod view;
 mod writer;
