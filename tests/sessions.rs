@@ -1,13 +1,17 @@
 //! Sessions against the real engine: `execute_code(session=…)` carries variables, functions,
 //! classes and DataFrames from call to call while every call runs in a fresh container; what
 //! cannot travel is listed; bounds, expiry, a restart, calls of one session at once, a snapshot
-//! that breaks half-way and one that hostile code forged.
+//! that breaks half-way and one that hostile code forged; the blob sweep after trims and
+//! expiries, with every revision kept still running.
 
 mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use code_execution_mcp::app::execution::request::ExecuteRequest;
 use code_execution_mcp::app::{ExecuteError, Executed};
 use code_execution_mcp::sandbox::Status;
+use code_execution_mcp::sessions::view::SessionView;
 use common::{TestApp, assert_ok};
 use serde_json::json;
 
@@ -514,6 +518,19 @@ async fn a_fork_branches_without_touching_its_source() {
     t.finish().await;
 }
 
+/// Waits until the session's newest revision is `n` (its snapshot committed), and returns
+/// what it holds then.
+async fn until_revision(t: &TestApp, session: &str, n: u64) -> SessionView {
+    for _ in 0..600 {
+        let view = t.app.session_view(session.to_string()).await.unwrap();
+        if view.revision == n {
+            return view;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{session} never reached revision {n}");
+}
+
 #[tokio::test]
 async fn an_unchanged_variable_is_not_sent_again() {
     let t = TestApp::start().await;
@@ -664,6 +681,214 @@ async fn the_idle_sweep_removes_expired_sessions_and_they_stop_counting() {
     assert!(!dir.join(&s).exists());
     assert_eq!(t.app.session_counts().sessions, 0);
     ok(&t, "new", "pass").await;
+    t.finish().await;
+}
+
+/// The blobs of this tenant's sessions on disk.
+fn blobs_on_disk(t: &TestApp) -> BTreeSet<String> {
+    let dir = t.dir.path().join("data/sessions/.blobs");
+    (std::fs::read_dir(dir).unwrap())
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect()
+}
+
+/// The blobs each revision on disk names, by session and revision (read from the manifests).
+fn named_by(t: &TestApp) -> BTreeMap<(String, u64), BTreeSet<String>> {
+    let mut named = BTreeMap::new();
+    let sessions = t.dir.path().join("data/sessions");
+    for session in std::fs::read_dir(sessions).unwrap() {
+        let session = session.unwrap();
+        let handle = session.file_name().into_string().unwrap();
+        if !handle.starts_with("ses_") {
+            continue;
+        }
+        for file in std::fs::read_dir(session.path()).unwrap() {
+            let file = file.unwrap().file_name().into_string().unwrap();
+            let Some(n) = file
+                .strip_prefix("rev-")
+                .and_then(|f| f.strip_suffix(".json"))
+            else {
+                continue;
+            };
+            let path = session.path().join(&file);
+            let Ok(text) = std::fs::read(&path) else {
+                continue; // removed meanwhile by a trim
+            };
+            let manifest: serde_json::Value = serde_json::from_slice(&text).unwrap();
+            let blobs = (manifest["vars"].as_array().unwrap().iter())
+                .map(|v| v["blob"].as_str().unwrap().to_string())
+                .collect();
+            named.insert((handle.clone(), n.parse().unwrap()), blobs);
+        }
+    }
+    named
+}
+
+fn all_named(t: &TestApp) -> BTreeSet<String> {
+    named_by(t).into_values().flatten().collect()
+}
+
+/// Moves every blob's last write back past the sweep's grace (a constant of the server's:
+/// the test moves time, not the grace).
+fn age_blobs(t: &TestApp) {
+    let then = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
+    for blob in std::fs::read_dir(t.dir.path().join("data/sessions/.blobs")).unwrap() {
+        let file = std::fs::File::options()
+            .append(true)
+            .open(blob.unwrap().path())
+            .unwrap();
+        file.set_modified(then).unwrap();
+    }
+}
+
+/// Waits until the session holds exactly revisions `held` and the blobs on disk are exactly
+/// those the revisions of every session name: the sweep after the trim has run.
+async fn swept(t: &TestApp, session: &str, held: &[u64]) {
+    let mut last = None;
+    for _ in 0..600 {
+        let view = t.app.session_view(session.to_string()).await.unwrap();
+        let numbers: Vec<u64> = view.revisions.iter().map(|r| r.revision).collect();
+        let (disk, named) = (blobs_on_disk(t), all_named(t));
+        if numbers == held && disk == named {
+            return;
+        }
+        last = Some((numbers, disk, named));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let (numbers, disk, named) = last.unwrap();
+    panic!(
+        "{session} holds {numbers:?} (expected {held:?}); on disk but named by none: {:?}; named but gone: {:?}",
+        disk.difference(&named).collect::<Vec<_>>(),
+        named.difference(&disk).collect::<Vec<_>>()
+    );
+}
+
+/// Moves a session's last use back past `--session-idle-secs`.
+fn make_idle(t: &TestApp, session: &str) {
+    let meta = t
+        .dir
+        .path()
+        .join("data/sessions")
+        .join(session)
+        .join("meta.json");
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
+    value["used_unix"] = json!(1);
+    std::fs::write(&meta, value.to_string()).unwrap();
+}
+
+/// Runs `read` on each revision the session holds, oldest first (a rewind's result becomes a
+/// newer revision, so an older one is read before the bounds could take it), and checks
+/// what it returns against `expected`.
+async fn every_revision_runs(
+    t: &TestApp,
+    session: &str,
+    read: &str,
+    expected: &BTreeMap<u64, serde_json::Value>,
+) {
+    let view = t.app.session_view(session.to_string()).await.unwrap();
+    let held: Vec<u64> = view.revisions.iter().map(|r| r.revision).collect();
+    assert_eq!(held, expected.keys().copied().collect::<Vec<_>>());
+    for n in held {
+        let e = ok(t, &format!("{session}@{n}"), read).await;
+        assert_eq!(e.outcome.result, expected[&n], "{session}@{n}");
+    }
+}
+
+#[tokio::test]
+async fn trims_sweep_exactly_the_unnamed_blobs_and_every_kept_revision_runs() {
+    let t = TestApp::start_with(|c| {
+        c.sessions.session_history = 3;
+        c.sessions.session_max_mb = 1;
+    })
+    .await;
+    let read = "result = [a, big[:8].hex()]";
+    let mut seen = BTreeMap::new();
+    let mut call = async |s: Option<&str>, n: u64, code: &str| {
+        let e = ok(&t, s.unwrap_or("new"), &format!("{code}\n{read}")).await;
+        assert_eq!(revision(&e), n);
+        let s = e.session.unwrap();
+        seen.insert(n, e.outcome.result);
+        s
+    };
+    let s = call(None, 1, "import os\na = 'r1'\nbig = os.urandom(100)").await;
+    call(Some(&s), 2, "a = 'r2'").await;
+    call(Some(&s), 3, "a = 'r3'").await;
+    until_revision(&t, &s, 3).await;
+    // Past the grace, the history trim (of revision 1) takes what only it named (its `a` and
+    // `result`), and nothing else.
+    let first = named_by(&t)[&(s.clone(), 1)].clone();
+    age_blobs(&t);
+    let before = blobs_on_disk(&t);
+    call(Some(&s), 4, "a = 'r4'").await;
+    swept(&t, &s, &[2, 3, 4]).await;
+    let gone: BTreeSet<_> = before.difference(&blobs_on_disk(&t)).cloned().collect();
+    assert!(!gone.is_empty() && gone.is_subset(&first), "{gone:?}");
+    // The byte bound (1 MiB of distinct bytes) trims within the history: 3 x 400 kB is over.
+    call(Some(&s), 5, "big = os.urandom(400_000)").await;
+    call(Some(&s), 6, "big = os.urandom(400_000)").await;
+    swept(&t, &s, &[4, 5, 6]).await;
+    let fifth = named_by(&t)[&(s.clone(), 5)].clone();
+    age_blobs(&t);
+    call(Some(&s), 7, "big = os.urandom(400_000)").await;
+    swept(&t, &s, &[6, 7]).await;
+    let disk = blobs_on_disk(&t);
+    assert!(fifth.iter().any(|b| !disk.contains(b)), "5's `big` is gone");
+    let kept: BTreeMap<u64, serde_json::Value> =
+        [6, 7].into_iter().map(|n| (n, seen[&n].clone())).collect();
+    every_revision_runs(&t, &s, read, &kept).await;
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn expiries_keep_what_a_fork_shares_and_every_revision_of_the_fork_runs() {
+    let t = TestApp::start_with(|c| c.sessions.session_max_count = 3).await;
+    let src = ok(&t, "new", "a = 'a1'").await.session.unwrap();
+    ok(&t, &src, "b = 'shared'").await;
+    ok(&t, &src, "a = 'a3'").await;
+    // The fork's first revision is the source's second; its own changes both variables, so
+    // only that first revision (and the source) names `a1` and `shared`.
+    let f = fork(&t, &format!("{src}@2"), "a = 'fork'\nb = 'own'")
+        .await
+        .unwrap();
+    assert_ok(&f.outcome);
+    let f = f.session.unwrap();
+    let lone = ok(&t, "new", "z = 'lonely'").await.session.unwrap();
+    until_revision(&t, &src, 3).await;
+    until_revision(&t, &f, 2).await;
+    until_revision(&t, &lone, 1).await;
+    let named = named_by(&t);
+    let shared = named[&(f.clone(), 1)].clone();
+    assert_eq!(
+        shared,
+        named[&(src.clone(), 2)],
+        "the fork shares its source's blobs"
+    );
+    let only_gone: BTreeSet<String> = (named.iter())
+        .filter(|((h, _), _)| *h != f)
+        .flat_map(|(_, b)| b.iter().cloned())
+        .filter(|b| {
+            !named
+                .iter()
+                .any(|((h, _), blobs)| *h == f && blobs.contains(b))
+        })
+        .collect();
+    assert_eq!(only_gone.len(), 2, "a3 and lonely: {only_gone:?}");
+    // The source and the lone session idle past the limit; the sweep expires them.
+    age_blobs(&t);
+    make_idle(&t, &src);
+    make_idle(&t, &lone);
+    t.app.sweep_sessions().await;
+    assert_eq!(t.app.session_handles(), vec![f.clone()]);
+    let disk = blobs_on_disk(&t);
+    assert_eq!(
+        disk,
+        all_named(&t),
+        "exactly the blobs the fork's revisions name"
+    );
+    assert!(shared.is_subset(&disk) && only_gone.is_disjoint(&disk));
+    let expected = BTreeMap::from([(1, json!(["a1", "shared"])), (2, json!(["fork", "own"]))]);
+    every_revision_runs(&t, &f, "result = [a, b]", &expected).await;
     t.finish().await;
 }
 
