@@ -531,6 +531,24 @@ async fn until_revision(t: &TestApp, session: &str, n: u64) -> SessionView {
     panic!("{session} never reached revision {n}");
 }
 
+/// The tenant's state bytes received so far, as the metrics endpoint counts them.
+async fn bytes_received(t: &TestApp) -> u64 {
+    let text =
+        code_execution_mcp::metrics::collect::render(t.app.shared(), std::slice::from_ref(&t.app))
+            .await;
+    let line = (text.lines())
+        .find(|l| l.starts_with("cem_session_state_bytes_received_total{"))
+        .unwrap_or_else(|| panic!("no state bytes counted: {text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// What the server received for revision `n`, as the session's resource shows it.
+fn received_for(view: &SessionView, n: u64) -> u64 {
+    let rev = view.revisions.iter().find(|r| r.revision == n);
+    rev.unwrap_or_else(|| panic!("no revision {n}: {view:?}"))
+        .bytes_received
+}
+
 #[tokio::test]
 async fn an_unchanged_variable_is_not_sent_again() {
     let t = TestApp::start().await;
@@ -538,27 +556,28 @@ async fn an_unchanged_variable_is_not_sent_again() {
         .await
         .session
         .unwrap();
-    settled(&t, &s).await;
-    let blobs = t.dir.path().join("data/sessions/.blobs");
-    let count = || std::fs::read_dir(&blobs).unwrap().count();
-    let before = count();
-    for n in 0..3 {
-        ok(&t, &s, &format!("small = {n}")).await;
-    }
-    settled(&t, &s).await;
-    // Each call added only its small variable's blob; `big` kept its one.
-    let sizes: Vec<u64> = (std::fs::read_dir(&blobs).unwrap())
-        .map(|e| e.unwrap().metadata().unwrap().len())
-        .collect();
+    let view = until_revision(&t, &s, 1).await;
+    let first = bytes_received(&t).await;
+    assert!(first >= 3_000_000, "{first}");
+    assert_eq!(received_for(&view, 1), first);
+    // A call that changes nothing: the server receives no byte of state.
+    let e = ok(&t, &s, "print(len(big))").await;
+    assert_eq!(e.outcome.stdout.as_str(), "3000000\n");
+    let view = until_revision(&t, &s, 2).await;
+    assert_eq!(received_for(&view, 2), 0, "{view:?}");
+    assert_eq!(bytes_received(&t).await, first, "nothing re-sent");
+    // A call that changes a small variable: that one alone arrives.
+    ok(&t, &s, "small = 7").await;
+    let view = until_revision(&t, &s, 3).await;
+    let third = bytes_received(&t).await - first;
+    assert!(third > 0 && third < 1000, "{third}");
+    assert_eq!(received_for(&view, 3), third);
     assert_eq!(
-        sizes.iter().filter(|&&n| n > 1_000_000).count(),
-        1,
-        "{sizes:?}"
-    );
-    assert!(count() <= before + 3, "{before} then {sizes:?}");
-    assert_eq!(
-        ok(&t, &s, "result = len(big)").await.outcome.result,
-        3_000_000
+        ok(&t, &s, "result = [len(big), small]")
+            .await
+            .outcome
+            .result,
+        json!([3_000_000, 7])
     );
     t.finish().await;
 }

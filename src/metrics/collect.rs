@@ -377,6 +377,7 @@ fn tenant_state(e: &mut Exposition, tenants: &[(&str, &App)]) {
             e.sample(name, &[("tenant", tenant)], read(app));
         }
     }
+    session_state(e, tenants);
     e.family(
         "cem_audit_ok",
         Kind::Gauge,
@@ -405,5 +406,22 @@ fn tenant_state(e: &mut Exposition, tenants: &[(&str, &App)]) {
                 n as f64,
             );
         }
+    }
+}
+
+/// What sessions' state cost to receive, per tenant.
+fn session_state(e: &mut Exposition, tenants: &[(&str, &App)]) {
+    e.family(
+        "cem_session_state_bytes_received_total",
+        Kind::Counter,
+        "Bytes of execute_code sessions' state received from containers: the variables a call changed (one that changed none adds nothing).",
+    );
+    for (tenant, app) in tenants {
+        let n = app.stats().state_bytes_received();
+        e.sample(
+            "cem_session_state_bytes_received_total",
+            &[("tenant", tenant)],
+            n as f64,
+        );
     }
 }

@@ -408,6 +408,7 @@ impl SessionStore {
         let from = format!("{source}@{}", manifest.revision);
         manifest.revision = 1;
         manifest.created_unix = now_unix();
+        manifest.received = 0;
         let packages = self.packages(source);
         if !packages.is_empty() {
             self.set_packages(&handle, &packages)?;

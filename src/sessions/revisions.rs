@@ -64,6 +64,10 @@ pub struct Manifest {
     pub parent: Option<Parent>,
     pub modules: BTreeMap<String, String>,
     pub vars: Vec<Variable>,
+    /// The blob bytes the server received for it: its call's changed variables (0 for a call
+    /// that changed none, and for a fork's first revision).
+    #[serde(default)]
+    pub received: u64,
 }
 
 impl Manifest {
@@ -221,6 +225,7 @@ mod tests {
                     preview: String::new(),
                 })
                 .collect(),
+            received: 0,
         }
     }
 

@@ -51,6 +51,9 @@ pub struct RevisionView {
     pub revision: u64,
     pub created_unix: u64,
     pub bytes: u64,
+    /// What the server received to save it: the variables its call changed (an unchanged one
+    /// is named, not sent again).
+    pub bytes_received: u64,
     pub variables: usize,
     /// The revision it was made from (a rewind's is an earlier one).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -91,6 +94,7 @@ impl SessionStore {
                     revision: m.revision,
                     created_unix: m.created_unix,
                     bytes: m.bytes(),
+                    bytes_received: m.received,
                     variables: m.vars.len() + m.modules.len(),
                     parent: (m.parent.as_ref())
                         .filter(|p| p.session.is_none())

@@ -121,6 +121,8 @@ impl RevisionWriter {
             }),
             modules,
             vars,
+            // Every staged blob arrived whole: its announced size is what came.
+            received: self.bytes,
         };
         if manifest.bytes() > self.limits.max_bytes {
             return Err(std::io::Error::other(format!(

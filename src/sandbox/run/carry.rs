@@ -34,6 +34,7 @@ use crate::sandbox::container::spec::STATE_MOUNT;
 use crate::sandbox::engine::backend::{InputSink, Output, OutputStream};
 use crate::sandbox::run::channel::{FromHarness, MAX_FRAME_BYTES, ToHarness, parse_frame};
 use crate::sandbox::run::prepared::Prepared;
+use crate::sandbox::stats::Stats;
 
 pub use crate::sandbox::run::channel::{NotCarried, StateReport, StateVar};
 
@@ -191,16 +192,18 @@ pub(crate) fn receive_limit(max_bytes: u64) -> Duration {
 /// Receives the snapshot that follows `done`: `rest` is what arrived with `done`, after it.
 /// Commits the writer when `state_end` counts the bytes that arrived; aborts it (saying why)
 /// otherwise. Reads the output to its end either way, so the container is never blocked on a
-/// full pipe.
+/// full pipe. The blob bytes that arrived are counted in `stats` before the commit, whether
+/// the snapshot holds or not: what a harness re-sends shows there.
 pub(crate) async fn receive(
     mut writer: Box<dyn SnapshotWriter>,
     max_bytes: u64,
     rest: Vec<u8>,
     output: &mut OutputStream,
+    stats: &Stats,
 ) {
     let limit = receive_limit(max_bytes);
+    let mut state = Receiving::new(max_bytes);
     let received = tokio::time::timeout(limit, async {
-        let mut state = Receiving::new(max_bytes);
         if let Some(end) = state.feed(&mut *writer, &rest) {
             return end;
         }
@@ -223,6 +226,7 @@ pub(crate) async fn receive(
             limit.as_secs()
         ))
     });
+    stats.record_state_received(state.arrived);
     match received {
         Ok(manifest) => {
             let committed = crate::host::blocking_here(|| writer.commit(manifest));
@@ -239,8 +243,10 @@ struct Receiving {
     line: Vec<u8>,
     /// Bytes of the current blob still to come.
     blob_left: u64,
-    /// Blob bytes so far.
+    /// Blob bytes so far, as the `blob` frames announced them.
     bytes: u64,
+    /// Blob bytes that arrived.
+    arrived: u64,
     max_bytes: u64,
 }
 
@@ -250,6 +256,7 @@ impl Receiving {
             line: Vec::new(),
             blob_left: 0,
             bytes: 0,
+            arrived: 0,
             max_bytes,
         }
     }
@@ -268,6 +275,7 @@ impl Receiving {
                     return Some(Err(format!("writing the snapshot failed: {e}")));
                 }
                 self.blob_left -= n as u64;
+                self.arrived += n as u64;
                 data = &data[n..];
                 continue;
             }
@@ -378,6 +386,7 @@ mod tests {
                 recorder.blobs,
                 vec![b"\n\x00{\n\xff".to_vec(), b"ab".to_vec()]
             );
+            assert_eq!(state.arrived, 7, "cut at {cut}");
         }
     }
 

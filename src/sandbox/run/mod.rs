@@ -246,9 +246,10 @@ fn drain(
     mut output: OutputStream,
 ) -> tokio::sync::oneshot::Receiver<()> {
     let (ended_tx, ended) = tokio::sync::oneshot::channel::<()>();
+    let stats = runner.cleanup.stats.clone();
     let drained = async move {
         if let Some(s) = snapshot {
-            carry::receive(s.writer, s.max_bytes, s.rest, &mut output).await;
+            carry::receive(s.writer, s.max_bytes, s.rest, &mut output, &stats).await;
         }
         let drain = async { while output.next().await.is_some() {} };
         if tokio::time::timeout(DRAIN_LIMIT, drain).await.is_ok() {

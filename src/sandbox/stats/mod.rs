@@ -115,6 +115,8 @@ pub struct Stats {
     containers_running: AtomicI64,
     pooled: AtomicU64,
     prepared: AtomicU64,
+    /// Bytes of sessions' state received from containers (the blobs after `done`).
+    state_received: AtomicU64,
     phases: [PhaseTotal; Phase::ALL.len()],
 }
 
@@ -167,6 +169,7 @@ impl Stats {
             containers_running: AtomicI64::new(0),
             pooled: AtomicU64::new(0),
             prepared: AtomicU64::new(0),
+            state_received: AtomicU64::new(0),
             phases: Default::default(),
         }
     }
@@ -215,6 +218,17 @@ impl Stats {
 
     pub fn record_pooled(&self) {
         self.pooled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts bytes of a session's state that arrived from a container.
+    pub fn record_state_received(&self, bytes: u64) {
+        self.state_received.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Bytes of sessions' state received from containers since the server started: a
+    /// variable that did not change adds nothing.
+    pub fn state_bytes_received(&self) -> u64 {
+        self.state_received.load(Ordering::Relaxed)
     }
 
     pub fn record_engine_failure(&self) {
