@@ -9,13 +9,14 @@
 //! | `tools/list`, the tenant has upstreams | private | 10 000 |
 //! | `tools/list`, no upstreams | public (private with tokens) | 3 600 000 |
 //! | `resources/templates/list` | public (private with tokens) | 3 600 000 |
+//! | `resources/read` of a tool's reference (`docs://tools/NAME`) | public (private with tokens) | 3 600 000 |
 //! | `resources/list`, `resources/read` (workspace and `skill://` files) | private | 0 |
 //! | `skills/list`, `skills/get` (rmcp's defaults, set by no one here) | private | 0 |
 //!
 //! - **Scope.** `private` whenever the answer depends on the tenant or on its upstreams: the
 //!   listing names the user's own servers, the workspace holds the user's files. `public` only
 //!   for what every client of this server gets alike (the fixed tools without upstreams, the
-//!   one resource template). With bearer tokens every answer is `private`: the server answers
+//!   resource templates, the tools' references). With bearer tokens every answer is `private`: the server answers
 //!   several tenants, and a cache shared between them must never hand one's answer to another,
 //!   even where the two happen to be the same today.
 //! - **Time.** `0` for the workspace and the saved skills: code changes them at any moment
@@ -79,6 +80,11 @@ pub fn workspace() -> Hint {
         ttl_ms: WORKSPACE_TTL_MS,
         scope: CacheScope::Private,
     }
+}
+
+/// `resources/read` of a tool's reference: fixed, like the tools it describes.
+pub fn reference(app: &App) -> Hint {
+    fixed(app)
 }
 
 /// What every client of the server gets alike, until a new version.

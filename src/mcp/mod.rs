@@ -14,6 +14,7 @@ mod execute;
 mod front;
 mod listen;
 mod pii_tools;
+mod reference;
 mod resources;
 mod rounds;
 mod session_resources;
@@ -69,7 +70,8 @@ With the data image, numpy, pandas, scipy, matplotlib and openpyxl are installed
 return images, resource_link(path) returns a file by reference. \
 Find tools of the catalog with search_tools, then get_tool_definition. Save reusable code with save_skill; \
 in code, `from skills import NAME`. Personal data in what execute_code returns is replaced by tokens like \
-[EMAIL_ab12cd34]; restore_pii turns them back into values where a tool call needs them.";
+[EMAIL_ab12cd34]; restore_pii turns them back into values where a tool call needs them. \
+Each tool's whole reference (every argument and response field) is the resource docs://tools/NAME.";
 
 #[derive(Clone)]
 pub struct CodeExecutionServer {
@@ -236,9 +238,19 @@ impl ServerHandler for CodeExecutionServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let mut result = resources::read(&self.app, request.uri).await?;
+        let uri = request.uri;
+        let (mut result, hint) = match uri.strip_prefix(reference::PREFIX) {
+            Some(name) => {
+                let tool = self.tool_router.get(name);
+                let read = reference::read(&self.app, uri.clone(), tool)?;
+                (read, cache_hints::reference(&self.app))
+            }
+            None => (
+                resources::read(&self.app, uri).await?,
+                cache_hints::workspace(),
+            ),
+        };
         if cache_hints::wanted(&context) {
-            let hint = cache_hints::workspace();
             result = result.with_ttl_ms(hint.ttl_ms).with_cache_scope(hint.scope);
         }
         Ok(result.into())

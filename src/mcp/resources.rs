@@ -1,5 +1,6 @@
 //! The workspace as MCP resources (and, first in the listing, the sessions:
-//! [`super::session_resources`]): `resources/list` (paged), `resources/templates/list`,
+//! [`super::session_resources`]; the tools' references are [`super::reference`]'s, a template
+//! here): `resources/list` (paged), `resources/templates/list`,
 //! `resources/read`, and subscriptions. URI mapping and paging are [`crate::workspace::uri`]; file
 //! access is [`crate::workspace`], the same calls the workspace tools make, with the same PII
 //! rule (paths and text reach the client tokenized; tokens in a URI are turned back).
@@ -113,7 +114,7 @@ pub fn templates() -> ListResourceTemplatesResult {
     template.description = Some(
         "A file of the sandbox workspace (/workspace/<path> inside code), by its path relative to the workspace".into(),
     );
-    ListResourceTemplatesResult::with_all_items(vec![template])
+    ListResourceTemplatesResult::with_all_items(vec![template, super::reference::template()])
 }
 
 pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, ErrorData> {

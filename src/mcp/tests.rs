@@ -34,3 +34,27 @@ fn every_tool_has_an_output_schema() {
         );
     }
 }
+
+/// Each tool's reference holds its whole definition, nested output fields and their
+/// descriptions included, and `execute_code`'s holds the guide.
+#[test]
+fn every_tool_has_a_reference_with_its_whole_definition() {
+    for tool in CodeExecutionServer::tool_router().list_all() {
+        let text = super::reference::render(&tool);
+        let input = serde_json::to_string(&*tool.input_schema).unwrap();
+        let output = serde_json::to_string(tool.output_schema.as_deref().unwrap()).unwrap();
+        assert!(text.contains(&input), "{}: {text}", tool.name);
+        assert!(text.contains(&output), "{}: {text}", tool.name);
+    }
+    let router = CodeExecutionServer::tool_router();
+    let execute = router.get("execute_code").unwrap();
+    let text = super::reference::render(execute);
+    for detail in [
+        "## Sessions",
+        "`plan_results()`",
+        "\"not_carried\"",
+        "\"adjustments\"",
+    ] {
+        assert!(text.contains(detail), "{detail}: {text}");
+    }
+}
