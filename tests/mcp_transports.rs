@@ -10,7 +10,8 @@ use std::time::Duration;
 use code_execution_mcp::sandbox::Backend;
 use code_execution_mcp::sandbox::Engine;
 use common::{
-    BIN, TestApp, call_tool, containers_of, spawn_server, spawn_server_with_env, stop_with_sigterm,
+    BIN, RawStdio, TestApp, call_tool, containers_of, spawn_server, spawn_server_with_env,
+    stop_with_sigterm,
 };
 use rmcp::ServiceExt;
 use serde_json::json;
@@ -480,6 +481,112 @@ async fn every_output_schema_is_an_object_schema() {
     }
     client.cancel().await.unwrap();
     t.finish().await;
+}
+
+/// The most tokens the tool list of a server without upstreams may take: what every
+/// conversation pays before its first call. Later tools and fields keep within it; detail a
+/// model needs only now and then goes into the reference the descriptions name.
+const TOOL_LIST_BUDGET: u64 = 2_000;
+
+/// The resource `execute_code`'s description names for the detail it leaves out.
+const REFERENCE_URI: &str = "docs://tools/execute_code";
+
+/// Tokens of each of `texts` by the tokenizer `benches/count_tokens.py` loads (the
+/// `tokenizer.json` of the `anthropic` SDK 0.34, read with `tokenizers`), run by the main test
+/// environment's Python (tests/upstream-pins.txt). A tokenizer that cannot load fails the test.
+fn count_tokens(texts: &[String]) -> Vec<u64> {
+    use std::io::Write;
+    let python = common::upstreams::sdk_python();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/count_tokens.py");
+    let mut child = std::process::Command::new(&python)
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
+    let input = serde_json::to_vec(texts).unwrap();
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the tokenizer did not load in {}: install the `main` lines of tests/upstream-pins.txt \
+         (anthropic, tokenizers) into it, or unset CEM_TEST_PYTHON for the tests to make it:\n{}",
+        python.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("count_tokens.py prints a JSON list")
+}
+
+#[tokio::test]
+async fn the_tool_list_of_a_server_without_upstreams_keeps_within_its_token_budget() {
+    let mut raw = RawStdio::start(&[]).await;
+    raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        .await;
+    let line = raw.until_response_lines(2).await.pop().unwrap();
+    // The result as sent: the bytes between the envelope's head and its closing brace.
+    let head = r#"{"jsonrpc":"2.0","id":2,"result":"#;
+    let sent = line
+        .strip_prefix(head)
+        .and_then(|rest| rest.strip_suffix('}'))
+        .unwrap_or_else(|| panic!("the response does not start with {head}: {line}"));
+    let result: serde_json::Value = serde_json::from_str(sent).expect("the result is JSON");
+    let tools = result["tools"].as_array().expect("a tool list");
+    assert!(tools.len() >= 15, "{} tools", tools.len());
+    let mut texts = vec![sent.to_owned()];
+    texts.extend(tools.iter().map(|tool| tool.to_string()));
+    let counts = count_tokens(&texts);
+    println!(
+        "tools/list: {} tokens, {} bytes, {} tools (budget {TOOL_LIST_BUDGET})",
+        counts[0],
+        sent.len(),
+        tools.len()
+    );
+    for (tool, tokens) in tools.iter().zip(&counts[1..]) {
+        println!("  {:<24} {tokens:>5}", tool["name"].as_str().unwrap_or("?"));
+    }
+
+    // The detail that left the descriptions is one read away, at the URI they name.
+    let execute = tools.iter().find(|t| t["name"] == "execute_code").unwrap();
+    let described = execute["description"].as_str().unwrap();
+    assert!(described.contains(REFERENCE_URI), "{described}");
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "resources/read",
+        "params": {"uri": REFERENCE_URI}}),
+    )
+    .await;
+    let read = raw.until_response(3).await.pop().unwrap();
+    // The read waited for the start to end: the started server lists the same.
+    raw.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}))
+        .await;
+    let again = raw.until_response_lines(4).await.pop().unwrap();
+    assert_eq!(
+        again.replace(r#""id":4"#, r#""id":2"#),
+        line,
+        "tools/list changed once the server had started"
+    );
+    let reference = read["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{read}"));
+    for detail in [
+        "summarize_list(data, limit=10)",
+        "HANDLE@N",
+        "plan_options(stop_on_error=False)",
+        "plan_results()",
+        "\"forked_from\"",
+    ] {
+        assert!(
+            reference.contains(detail),
+            "the reference lacks {detail}: {reference}"
+        );
+    }
+    raw.finish().await;
+    assert!(
+        counts[0] <= TOOL_LIST_BUDGET,
+        "tools/list takes {} tokens, over its budget of {TOOL_LIST_BUDGET}: move detail a \
+         model needs only now and then into {REFERENCE_URI} and name it",
+        counts[0]
+    );
 }
 
 /// Sends `execute_code` with `code` as a request of its own, so that its JSON-RPC id is known:

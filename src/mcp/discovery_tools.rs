@@ -36,19 +36,18 @@ pub enum DetailLevel {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchArgs {
-    /// What the tool should do, in your own words (e.g. "send a message to a chat channel").
+    /// E.g. "send a chat message".
     pub query: String,
-    /// Only tools of this category (see list_tool_categories).
+    /// See list_tool_categories.
     #[serde(default)]
     pub category: Option<String>,
-    /// "name", "summary" (default) or "full" (with the input schema).
+    /// "full" adds input schemas.
     #[serde(default)]
     pub detail_level: DetailLevel,
-    /// Results to return, 1 to 50 (default 10).
+    /// 1 to 50.
     #[serde(default = "default_limit")]
     pub limit: usize,
-    /// Only tools that code in execute_code can call now (those of the connected upstream
-    /// MCP servers), not catalog-only entries.
+    /// Only tools code can call now.
     #[serde(default)]
     pub callable_only: bool,
 }
@@ -60,9 +59,9 @@ fn default_limit() -> usize {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DefinitionArgs {
-    /// The tool's id "server/name" (as search_tools returns it), or its bare name.
+    /// "server/name", or a bare name.
     pub tool_name: String,
-    /// Category to look in when a bare name is ambiguous.
+    /// For an ambiguous bare name.
     #[serde(default)]
     pub category: Option<String>,
 }
@@ -225,8 +224,8 @@ impl CodeExecutionServer {
 #[tool_router(router = discovery_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
-        description = "Find tools by what they do, in your own words (a sentence model ranks by meaning, beside keyword ranking over names, descriptions and parameters with synonyms and typo tolerance). Start with detail_level \"summary\", then call get_tool_definition for the one you need.",
-        annotations(title = "Search tools", read_only_hint = true, open_world_hint = false)
+        description = "Find tools by what they do, in your own words; then get_tool_definition.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn search_tools(
         &self,
@@ -271,12 +270,8 @@ impl CodeExecutionServer {
     }
 
     #[tool(
-        description = "Full definition of one tool (description, server, category, input schema), by its \"server/name\" id from search_tools.",
-        annotations(
-            title = "Get tool definition",
-            read_only_hint = true,
-            open_world_hint = false
-        )
+        description = "A tool's full definition (input schema; for a tool code can call, the Python call), by its search_tools id.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn get_tool_definition(
         &self,
@@ -309,12 +304,8 @@ impl CodeExecutionServer {
     }
 
     #[tool(
-        description = "The tool categories of the catalog with a description and the number of tools in each.",
-        annotations(
-            title = "List tool categories",
-            read_only_hint = true,
-            open_world_hint = false
-        )
+        description = "The catalog's tool categories with descriptions and tool counts.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn list_tool_categories(
         &self,

@@ -23,35 +23,24 @@ use std::sync::Arc;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteCodeArgs {
-    /// Python 3.13 source to run. Set a variable named `result` to return a value; printed
-    /// lines come back in `output`.
+    /// Python source.
     pub code: String,
-    /// Extra global variables for the code, as a JSON object (names must be identifiers).
+    /// Extra globals.
     #[serde(default)]
     pub context_vars: Option<Map<String, Value>>,
-    /// Seconds before the container is killed (default 30; clamped to the server's bounds).
+    /// Default 30.
     #[serde(default)]
     pub timeout_seconds: Option<f64>,
-    /// Memory limit in MB, swap included (default 500; clamped to the server's bounds).
+    /// Default 500.
     #[serde(default)]
     pub memory_mb: Option<f64>,
-    /// Keep variables across calls: "new" starts a session (the result's `session` is its
-    /// handle); pass the handle to continue it, or "HANDLE@N" to continue from its revision N
-    /// (`state.revision` of an earlier result: a rewind). Each call still runs in a fresh
-    /// container; variables, functions, classes and DataFrames carry over, modules are
-    /// imported again, and what cannot travel (open files, sockets, generators) is listed in
-    /// `state`. The resource session://HANDLE lists what a session holds.
+    /// "new", or a result's `session` to keep its variables ("HANDLE@N": its revision N).
     #[serde(default)]
     pub session: Option<String>,
-    /// With `session` naming a session: run on its state, and save the result into a new
-    /// session (a branch) whose handle the result's `session` gives. The source is unchanged.
+    /// Branch `session` into a new one.
     #[serde(default)]
     pub fork: Option<bool>,
-    /// Packages to install before the code runs, as pip requirements: "humanize",
-    /// "orjson==3.*", "scikit-learn>=1.5". Binary wheels from the server's package index,
-    /// installed outside the sandbox (which stays offline) and mounted read-only; a set is
-    /// installed once and reused by every later call that names the same. With `session`, the
-    /// session keeps them: its later calls import them without naming them again.
+    /// Pip requirements, e.g. "orjson==3.*".
     #[serde(default)]
     pub packages: Option<Vec<String>>,
 }
@@ -230,10 +219,9 @@ impl CodeExecutionServer {
 #[tool_router(router = execute_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
-        description = "Run Python 3.13 in a fresh, isolated container (no network, memory and time limits) and return a small summary. Set `result` to return a value, or print. Globals available: json, re, math, statistics, collections, datetime, date, timedelta, workspace ('/workspace'), read_file(f), write_file(f, content), list_files(path='.'), delete_file(f), filter_by_field(data, field, value), summarize_list(data, limit=10), aggregate_stats(data, numeric_fields=None), format_output(data, max_chars=5000) (the data helpers also take pandas DataFrames), show_image(png_bytes_or_path_or_figure) and resource_link(f), plus context_vars. The full standard library is importable; with the data image also numpy, pandas, scipy, matplotlib (plt.show() and figures left open come back as images), openpyxl and more. Files in /workspace persist between calls; nothing else does. Files the code creates or changes are listed with resource URIs. Calls to upstream tools whose policy is `plan` return Planned values at once and are sent only after the code has finished and the user has approved them all in one question (`plan` in the response; plan_options(stop_on_error=False) to go on past a failed call; with a session, plan_results() in the next call).",
+        description = "Run Python 3.13 in a fresh sandbox (no network; time and memory limits); set `result` or print to return a small summary. Preloaded: read_file, write_file, list_files, delete_file (in /workspace, kept between calls), filter_by_field, summarize_list, aggregate_stats, format_output, show_image, resource_link; numpy, pandas, matplotlib with the data image. More (sessions, packages, plans, response fields): docs://tools/execute_code.",
         output_schema = rmcp::handler::server::tool::schema_for_output::<ExecuteCodeResponse>(),
         annotations(
-            title = "Execute Python code",
             read_only_hint = false,
             destructive_hint = false,
             open_world_hint = false

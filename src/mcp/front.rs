@@ -50,7 +50,10 @@ pub struct Front {
 
 impl Front {
     pub fn new(starting: Starting) -> Self {
-        let mut tools = CodeExecutionServer::tool_router().list_all();
+        // Listed short, as the started server lists them (`tool_list::listed`).
+        let mut tools: Vec<Tool> = (CodeExecutionServer::tool_router().list_all().iter())
+            .map(super::tool_list::listed)
+            .collect();
         tools.sort_by(|a, b| a.name.cmp(&b.name));
         // The secret only keys tokens nobody restores: a fixed one serves if the random source
         // fails.

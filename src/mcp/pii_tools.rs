@@ -15,7 +15,6 @@ use crate::privacy::{Json, Reply};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TextArgs {
-    /// The text to process.
     pub text: String,
 }
 
@@ -41,8 +40,8 @@ pub struct RestoreResponse {
 #[tool_router(router = pii_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
-        description = "Replace personal data and secrets in text (emails, phone numbers, SSNs, card numbers, IP addresses, API keys, IBANs) with tokens like [EMAIL_ab12cd34]. The same value always gets the same token; restore_pii turns tokens back into values.",
-        annotations(title = "Sanitize PII", read_only_hint = true, open_world_hint = false)
+        description = "Replace personal data and secrets in text (emails, phones, card numbers, IBANs, keys...) with tokens like [EMAIL_ab12cd34].",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn sanitize_pii(
         &self,
@@ -71,8 +70,8 @@ impl CodeExecutionServer {
     }
 
     #[tool(
-        description = "Turn PII tokens minted by this server (e.g. [EMAIL_ab12cd34]) back into the original values. Unknown tokens are left as they are.",
-        annotations(title = "Restore PII", read_only_hint = true, open_world_hint = false)
+        description = "Turn this server's PII tokens back into values; unknown tokens stay.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn restore_pii(
         &self,

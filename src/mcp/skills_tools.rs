@@ -14,12 +14,11 @@ use crate::privacy::{Json, Reply};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SaveSkillArgs {
-    /// Skill name: letters, digits and underscores, starting with a letter or underscore; it is
-    /// also the name of the function the code should define.
+    /// Letters, digits, underscores: also the function the code defines.
     pub name: String,
-    /// Python code defining the skill, typically `def NAME(...): ...`.
+    /// Typically `def NAME(...): ...`.
     pub code: String,
-    /// What the skill does, for list_skills.
+    /// For list_skills.
     #[serde(default)]
     pub description: String,
 }
@@ -27,7 +26,6 @@ pub struct SaveSkillArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkillNameArgs {
-    /// Skill name.
     pub name: String,
 }
 
@@ -48,12 +46,8 @@ pub struct ListSkillsResponse {
 #[tool_router(router = skills_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
-        description = "Save reusable Python code as a named skill. It persists across sessions; in execute_code use `from skills import NAME` or `exec(load_skill(\"NAME\"))`. Overwriting keeps the earlier version.",
-        annotations(
-            title = "Save skill",
-            destructive_hint = false,
-            open_world_hint = false
-        )
+        description = "Save Python code as a named skill, kept across sessions; code imports it with `from skills import NAME`. Overwriting keeps the earlier version.",
+        annotations(destructive_hint = false, open_world_hint = false)
     )]
     async fn save_skill(
         &self,
@@ -72,7 +66,7 @@ impl CodeExecutionServer {
 
     #[tool(
         description = "Load a saved skill's code and metadata.",
-        annotations(title = "Load skill", read_only_hint = true, open_world_hint = false)
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn load_skill(
         &self,
@@ -93,7 +87,7 @@ impl CodeExecutionServer {
 
     #[tool(
         description = "List the saved skills with their descriptions.",
-        annotations(title = "List skills", read_only_hint = true, open_world_hint = false)
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn list_skills(
         &self,
@@ -117,11 +111,7 @@ impl CodeExecutionServer {
 
     #[tool(
         description = "Delete a saved skill (its versions stay in the skill history).",
-        annotations(
-            title = "Delete skill",
-            destructive_hint = true,
-            open_world_hint = false
-        )
+        annotations(destructive_hint = true, open_world_hint = false)
     )]
     async fn delete_skill(
         &self,

@@ -11,12 +11,8 @@ use crate::privacy::{Json, Reply};
 #[tool_router(router = stats_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
-        description = "Statistics of the execution environment: workspace use and quota, skills, tool registry, limits, Docker engine and image, executions by status with latency p50/p99, containers running, sessions, the node that served, the pool (ready, target, refill rate) and where execution time goes (engine phases).",
-        annotations(
-            title = "Execution statistics",
-            read_only_hint = true,
-            open_world_hint = false
-        )
+        description = "Statistics of this server: executions, latency, limits, workspace, sessions, pool, engine.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn get_execution_stats(
         &self,

@@ -15,23 +15,22 @@ use crate::privacy::{Json, Reply};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteArgs {
-    /// File path relative to the workspace, e.g. "data/input.json".
+    /// Relative to the workspace, e.g. "data/input.json".
     pub filename: String,
-    /// Text content to write (replaces the file atomically).
     pub content: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileArgs {
-    /// File path relative to the workspace.
+    /// Relative to the workspace.
     pub filename: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListArgs {
-    /// Subdirectory to list, relative to the workspace (default: the whole workspace).
+    /// A subdirectory (default: the whole workspace).
     #[serde(default = "dot")]
     pub subpath: String,
 }
@@ -76,9 +75,8 @@ pub struct ListResponse {
 #[tool_router(router = workspace_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
-        description = "Write a text file into the sandbox workspace (visible to code at /workspace/<filename>). Creates parent directories; replaces an existing file atomically.",
+        description = "Write a text file into the workspace (code sees /workspace/<filename>), atomically.",
         annotations(
-            title = "Write workspace file",
             destructive_hint = true,
             idempotent_hint = true,
             open_world_hint = false
@@ -112,12 +110,8 @@ impl CodeExecutionServer {
     }
 
     #[tool(
-        description = "Read a file from the sandbox workspace. Text comes back as is; other files as base64.",
-        annotations(
-            title = "Read workspace file",
-            read_only_hint = true,
-            open_world_hint = false
-        )
+        description = "Read a workspace file: text as is, other files as base64.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn read_workspace_file(
         &self,
@@ -156,11 +150,7 @@ impl CodeExecutionServer {
 
     #[tool(
         description = "List the files in the sandbox workspace (recursive, relative paths).",
-        annotations(
-            title = "List workspace files",
-            read_only_hint = true,
-            open_world_hint = false
-        )
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn list_workspace_files(
         &self,
@@ -185,11 +175,7 @@ impl CodeExecutionServer {
 
     #[tool(
         description = "Delete a file from the sandbox workspace.",
-        annotations(
-            title = "Delete workspace file",
-            destructive_hint = true,
-            open_world_hint = false
-        )
+        annotations(destructive_hint = true, open_world_hint = false)
     )]
     async fn delete_workspace_file(
         &self,

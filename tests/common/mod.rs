@@ -590,6 +590,15 @@ impl RawStdio {
 
     /// Messages up to and including the response to `id` (panics after a minute).
     pub async fn until_response(&mut self, id: u64) -> Vec<Value> {
+        let lines = self.until_response_lines(id).await;
+        lines
+            .iter()
+            .map(|line| serde_json::from_str(line).expect("one JSON message per line"))
+            .collect()
+    }
+
+    /// [`Self::until_response`] as the lines the server wrote, byte for byte.
+    pub async fn until_response_lines(&mut self, id: u64) -> Vec<String> {
         let mut seen = Vec::new();
         loop {
             let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
@@ -599,7 +608,7 @@ impl RawStdio {
                 .expect("the server keeps stdout open");
             let message: Value = serde_json::from_str(&line).expect("one JSON message per line");
             let done = message["id"] == serde_json::json!(id);
-            seen.push(message);
+            seen.push(line);
             if done {
                 return seen;
             }
