@@ -13,6 +13,14 @@
 //! the end of the corpus and other seeds are a partial check). The original's score is the
 //! informative comparison. The original's replacement tokens are `[TYPE_` + 8 hex digits + `]`.
 //!
+//! Glued values: a hand-labelled set of values glued to the text around them (an email after
+//! 60 or 128 Ki letters, where only its domain and the last 64 characters before its `@` are the
+//! value; `ref:` before an IBAN; `tel:` before a phone number) and of strings shaped like values
+//! that are none (an scp-style git remote, `icon@2x.png`, `pkg@1.2.3`, a commit id, base64, a
+//! 20-digit order id, digits glued to a card number), scored the same way, every engine mistake
+//! printed. Then the 128 KiB line cut at every offset around its email, as `max_output_bytes`
+//! cuts (`sanitize_cut`): how many cuts show 4 or more of the email's bytes in a row.
+//!
 //! Speed: 10 MB of mixed text (corpus lines, shuffled with a fixed seed, repeated) through
 //! `detect`, `sanitize` (whole text at once, and line by line) and the original's regexes; best
 //! of 3, one thread.
@@ -285,6 +293,157 @@ fn best_of_3(mut f: impl FnMut() -> usize) -> (f64, usize) {
     (best, out)
 }
 
+/// Scores `rows` with this engine and with the original's regexes, prints both tables, and
+/// returns their micro F1 (exact). `verbose`: print every engine mistake.
+fn quality(
+    engine: &PiiEngine,
+    original: &[(&'static str, Regex)],
+    rows: &[Row],
+    verbose: bool,
+) -> (f64, f64) {
+    let mut ours = BTreeMap::new();
+    let mut theirs = BTreeMap::new();
+    for row in rows {
+        let pred: Vec<Span> = engine
+            .detect(&row.text)
+            .into_iter()
+            .map(|d| Span {
+                start: d.start,
+                end: d.end,
+                kind: d.kind.as_str().to_owned(),
+            })
+            .collect();
+        if verbose && pred != row.spans {
+            let show = |s: &Span| format!("{}:{:?}", s.kind, short(&row.text[s.start..s.end]));
+            let missed: Vec<String> = row
+                .spans
+                .iter()
+                .filter(|g| !pred.contains(g))
+                .map(show)
+                .collect();
+            let wrong: Vec<String> = pred
+                .iter()
+                .filter(|p| !row.spans.contains(p))
+                .map(show)
+                .collect();
+            println!(
+                "MISS {missed:?}\n  FP {wrong:?}\n  in {:?}",
+                short(&row.text)
+            );
+        }
+        score(&mut ours, &row.spans, &pred);
+        score(
+            &mut theirs,
+            &row.spans,
+            &original_detect(original, &row.text),
+        );
+    }
+    let f_ours = report("this engine (code_execution_mcp::pii)", &ours);
+    let f_theirs = report("original regexes", &theirs);
+    (f_ours, f_theirs)
+}
+
+/// `s`, its middle left out past 120 characters (the glued set has a 128 KiB line).
+fn short(s: &str) -> String {
+    let n = s.chars().count();
+    if n <= 120 {
+        return s.to_owned();
+    }
+    let head: String = s.chars().take(50).collect();
+    let tail: String = s.chars().skip(n - 60).collect();
+    format!("{head}…({} chars)…{tail}", n - 110)
+}
+
+const GLUED_EMAIL: &str = "margarethe.vonstrelitz@example-mail.org";
+
+/// Values glued to the text around them, and strings shaped like values that are none. An
+/// email's value is its domain and at most the last 64 characters before its `@`.
+fn glued_set() -> Vec<Row> {
+    let row = |text: String, values: &[(&str, &str)]| {
+        let mut spans: Vec<Span> = values
+            .iter()
+            .map(|&(kind, value)| {
+                let start = text.rfind(value).expect("the value is in its text");
+                Span {
+                    start,
+                    end: start + value.len(),
+                    kind: kind.to_owned(),
+                }
+            })
+            .collect();
+        spans.sort_by_key(|s| s.start);
+        Row { text, spans }
+    };
+    let last64 = |glue: char| format!("{}{GLUED_EMAIL}", glue.to_string().repeat(42));
+    vec![
+        row(
+            format!("id={}{GLUED_EMAIL} end", "q".repeat(80)),
+            &[("EMAIL", &last64('q'))],
+        ),
+        row(
+            format!("{}{GLUED_EMAIL}", "x".repeat(60)),
+            &[("EMAIL", &last64('x'))],
+        ),
+        row(
+            format!("{}{GLUED_EMAIL} end", "x".repeat(128 * 1024)),
+            &[("EMAIL", &last64('x'))],
+        ),
+        row(
+            format!("user={}ann_lee@example.co.uk,", "k".repeat(100)),
+            &[("EMAIL", &format!("{}ann_lee@example.co.uk", "k".repeat(57)))],
+        ),
+        row(
+            "notesfromann.lee@example.com".into(),
+            &[("EMAIL", "notesfromann.lee@example.com")],
+        ),
+        row(
+            "Grüßeandrea.rossi@example.it".into(),
+            &[("EMAIL", "Grüßeandrea.rossi@example.it")],
+        ),
+        row(
+            "ref:DE89370400440532013000.".into(),
+            &[("IBAN", "DE89370400440532013000")],
+        ),
+        row("tel:+49301234567;".into(), &[("PHONE", "+49301234567")]),
+        row("git@github.com:org/repo.git".into(), &[]),
+        row("remote: git@gitlab.example.com:team/app.git".into(), &[]),
+        row("icon@2x.png".into(), &[]),
+        row("pkg@1.2.3".into(), &[]),
+        row("commit 3f786850e387550fdab836ed7e6dc881de23001b".into(), &[]),
+        row(
+            "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==".into(),
+            &[],
+        ),
+        row(
+            "attachment T2DSIoBKmy2C741ZAbxuhiOPyS7WHQ/vHiLS8e0HuzSOEd188EMswotWSfepeDRla2Puws7/LGflniOaBhLWlC1xFkK3JrBEAWJ8qfusMvXIUw+xkDzE2wIlhxeSGkiB".into(),
+            &[],
+        ),
+        row("order 48213059937716240551".into(), &[]),
+        row("n=994111111111111111".into(), &[]),
+        row("+4930123456789012345".into(), &[]),
+    ]
+}
+
+/// The glued email ending 128 KiB of letters, cut at every offset from 100 bytes before it to
+/// 2 past it (as `max_output_bytes` cuts): how many cuts show 4 or more of its bytes in a row.
+fn cut_leaks(engine: &PiiEngine) {
+    let run = 128 * 1024;
+    let text = format!("{}{GLUED_EMAIL} end\n", "x".repeat(run));
+    let windows: Vec<&str> = (0..=GLUED_EMAIL.len() - 4)
+        .map(|i| &GLUED_EMAIL[i..i + 4])
+        .collect();
+    let origin = code_execution_mcp::pii::Origin::Sandbox;
+    let cuts = run - 100..=run + GLUED_EMAIL.len() + 2;
+    let n = cuts.clone().count();
+    let leaks = cuts
+        .filter(|&cut| {
+            let shown = engine.sanitize_cut(&text, cut, &origin);
+            windows.iter().any(|w| shown.contains(w))
+        })
+        .count();
+    println!("cuts of the 128 KiB glued line showing part of the email: {leaks} of {n}");
+}
+
 fn main() {
     let default = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/data/pii_corpus.jsonl");
     let path = std::env::var("PII_CORPUS").unwrap_or_else(|_| default.to_owned());
@@ -298,49 +457,24 @@ fn main() {
 
     let engine = PiiEngine::new([7u8; 32], 100_000);
     let original = original_patterns();
-    let mut ours = BTreeMap::new();
-    let mut theirs = BTreeMap::new();
-    for row in &rows {
-        let pred: Vec<Span> = engine
-            .detect(&row.text)
-            .into_iter()
-            .map(|d| Span {
-                start: d.start,
-                end: d.end,
-                kind: d.kind.as_str().to_owned(),
-            })
-            .collect();
-        if verbose && pred != row.spans {
-            let show = |s: &Span| format!("{}:{:?}", s.kind, &row.text[s.start..s.end]);
-            let missed: Vec<String> = row
-                .spans
-                .iter()
-                .filter(|g| !pred.contains(g))
-                .map(show)
-                .collect();
-            let wrong: Vec<String> = pred
-                .iter()
-                .filter(|p| !row.spans.contains(p))
-                .map(show)
-                .collect();
-            println!("MISS {missed:?}\n  FP {wrong:?}\n  in {:?}", row.text);
-        }
-        score(&mut ours, &row.spans, &pred);
-        score(
-            &mut theirs,
-            &row.spans,
-            &original_detect(&original, &row.text),
-        );
-    }
-    let gold: usize = rows.iter().map(|r| r.spans.len()).sum();
     println!("cargo bench --bench pii   (corpus: {path})");
+    let gold: usize = rows.iter().map(|r| r.spans.len()).sum();
     println!(
         "PII quality on {} lines, {gold} labeled spans (byte offsets; exact = same span and type)",
         rows.len()
     );
-    let f_ours = report("this engine (code_execution_mcp::pii)", &ours);
-    let f_theirs = report("original regexes", &theirs);
+    let (f_ours, f_theirs) = quality(&engine, &original, &rows, verbose);
     println!("\nmicro F1 (exact): this engine {f_ours:.3}, original {f_theirs:.3}");
+
+    let glued = glued_set();
+    let gold: usize = glued.iter().map(|r| r.spans.len()).sum();
+    println!(
+        "\nvalues glued to other text, and look-alikes that are none: {} lines, {gold} labeled spans",
+        glued.len()
+    );
+    let (f_ours, f_theirs) = quality(&engine, &original, &glued, true);
+    println!("\nglued set micro F1 (exact): this engine {f_ours:.3}, original {f_theirs:.3}");
+    cut_leaks(&engine);
 
     // Throughput on 10 MB of mixed text.
     let mut order: Vec<usize> = (0..rows.len()).collect();
