@@ -136,36 +136,84 @@ async fn no_tool_answers_with_personal_data_in_clear() {
     t.finish().await;
 }
 
-/// A value glued to a long run of letters is no value for the detectors (its local part would
-/// be 128 KiB long), so where the output limit cuts inside it, the run's last bytes before the
-/// cut are withheld: none of the value's first characters reach the model.
+/// No 4 bytes in a row of `value` in `text`.
+fn assert_no_part_of(value: &str, text: &str, what: &str) {
+    for i in 0..=value.len() - 4 {
+        let part = &value[i..i + 4];
+        assert!(!text.contains(part), "{what} shows {part:?}: {text}");
+    }
+}
+
+const GLUED: &str = "margarethe.vonstrelitz@example-mail.org";
+
+/// An email glued to the text before it has a "local part" far past an address's 64
+/// characters; its value is its domain and the last 64 characters before its `@`, and that is
+/// tokenized wherever the execution shows it: printed, returned, in a file's name, raised,
+/// in the traceback.
 #[tokio::test]
-async fn a_cut_inside_a_run_shows_no_part_of_a_value_glued_to_it() {
-    const LIMIT: usize = 128 * 1024;
-    const VALUE: &str = "margarethe.vonstrelitz@example-mail.org";
-    let t = TestApp::start_with(|c| c.limits.max_output_bytes = LIMIT).await;
+async fn an_email_glued_to_text_is_tokenized_in_every_part_of_an_outcome() {
+    let t = TestApp::start().await;
     let client = mcp_client(t.app.clone()).await;
-    // The cut falls after the value's first 10 characters.
-    let code = format!("print('x' * {} + {VALUE:?})", LIMIT - 10);
-    let answer = common::execute_code(&client, &code).await;
-    let structured = answer
-        .structured_content
-        .clone()
-        .expect("structured content");
-    assert_eq!(structured["output_truncated"], true, "{structured}");
-    let output = structured["output"][0].as_str().expect("one printed line");
-    let tail = &output[output.len().saturating_sub(80)..];
-    let answer = serde_json::to_string(&answer).unwrap();
-    for len in 3..=VALUE.len() {
+    let glued = format!("g = ['id=' + 'q' * 80 + {GLUED:?} + ' end', 'x' * 60 + {GLUED:?}]\n");
+    let code = format!(
+        "{glued}for line in g: print(line)\nopen('/workspace/' + g[1] + '.txt', 'w').write('x')\nresult = g"
+    );
+    let (err, v) = common::call_tool(&client, "execute_code", json!({ "code": code })).await;
+    assert!(!err, "{v}");
+    let answer = v.to_string();
+    assert_no_part_of(GLUED, &answer, "the answer");
+    for (shown, glue) in [
+        (&v["output"][0], "id="),
+        (&v["output"][1], ""),
+        (&v["result"][0], "id="),
+        (&v["result"][1], ""),
+        (&v["files"][0]["path"], ""),
+    ] {
+        let shown = shown.as_str().unwrap_or_else(|| panic!("{v}"));
         assert!(
-            !answer.contains(&VALUE[..len]),
-            "the value's first {len} characters shown: {tail}"
+            shown.starts_with(glue) && shown.contains("[EMAIL_"),
+            "{shown} in {v}"
         );
     }
-    assert!(
-        output.ends_with("[withheld up to the cut]"),
-        "a marker says where: {tail}"
-    );
+    let code = format!("{glued}raise ValueError(g[0] + ' and ' + g[1])");
+    let (err, v) = common::call_tool(&client, "execute_code", json!({ "code": code })).await;
+    assert!(err, "{v}");
+    assert_no_part_of(GLUED, &v.to_string(), "the error");
+    for field in ["error", "traceback"] {
+        let text = v[field]
+            .as_str()
+            .unwrap_or_else(|| panic!("{field} in {v}"));
+        assert_eq!(text.matches("[EMAIL_").count(), 2, "{field}: {text}");
+    }
+    client.cancel().await.unwrap();
+    t.finish().await;
+}
+
+/// 128 KiB of letters before an email, and the output limit cuts inside it, or right after it
+/// (at a space: no run of letters to withhold there): the model sees its token, never a part
+/// of it.
+#[tokio::test]
+async fn a_value_glued_to_a_long_run_is_its_token_wherever_the_output_limit_cuts() {
+    const LIMIT: usize = 128 * 1024;
+    let t = TestApp::start_with(|c| c.limits.max_output_bytes = LIMIT).await;
+    let client = mcp_client(t.app.clone()).await;
+    // The cut falls exactly after the email, then after its first 10 characters.
+    for before_cut in [GLUED.len(), 10] {
+        let code = format!("print('x' * {} + {GLUED:?} + ' end')", LIMIT - before_cut);
+        let answer = common::execute_code(&client, &code).await;
+        let structured = answer
+            .structured_content
+            .clone()
+            .expect("structured content");
+        assert_eq!(structured["output_truncated"], true, "{structured}");
+        let output = structured["output"][0].as_str().expect("one printed line");
+        let tail = &output[output.len().saturating_sub(80)..];
+        assert_no_part_of(GLUED, &serde_json::to_string(&answer).unwrap(), tail);
+        assert!(
+            output.ends_with(']') && tail.contains("[EMAIL_"),
+            "cut {before_cut} bytes into the email: {tail}"
+        );
+    }
     client.cancel().await.unwrap();
     t.finish().await;
 }

@@ -6,9 +6,9 @@
 //! - When no value is found across the cut but the cut falls inside a run of non-space
 //!   characters, the run's part before the cut is withheld, back to the run's start or at most
 //!   [`WITHHELD_MAX`] bytes, and [`WITHHELD`] stands there instead. Why: text glued to a value
-//!   can make it no value for the detectors (128 KiB of letters before an email give it a local
-//!   part far past 64 characters), and the cut would then show the value's first characters in
-//!   clear. A value without spaces that the cut splits lies inside the run it falls in and starts
+//!   can make it no value for the detectors (letters before an IBAN, `invoiceDE89…`, make it part
+//!   of a word; an email stays one, its value its last 64 characters before the `@`), and the
+//!   cut would then show the value's first characters in clear. A value without spaces that the cut splits lies inside the run it falls in and starts
 //!   less than its length before the cut, so every such value of up to `WITHHELD_MAX` bytes (the
 //!   bytes past a cut the server keeps, the length the engine answers for) is withheld whole. A
 //!   detection that reaches into the withheld bytes is withheld with it, and at least as many
@@ -124,16 +124,31 @@ mod tests {
         assert_eq!((from, 6000 - from), (1903, WITHHELD_MAX + 1));
     }
 
+    /// 128 KiB of letters glued before an email, cut at every offset from before the email to
+    /// just past it, the email followed by a space or a line's end (so a cut right after it
+    /// falls between a character and a space): no 4 bytes of it in a row are ever shown, and
+    /// from where its value starts (the last 64 characters before the `@`) it is its token.
     #[test]
-    fn a_value_glued_to_a_long_run_shows_none_of_its_characters() {
+    fn a_value_glued_to_a_long_run_is_its_token_wherever_the_cut_falls() {
         let pii = PiiEngine::new([7; 32], 100);
         let value = "margarethe.vonstrelitz@example-mail.org";
-        let text = format!("{}{value}\n", "x".repeat(128 * 1024));
-        for shown_of_value in 1..value.len() {
-            let cut = 128 * 1024 + shown_of_value;
-            let shown = pii.sanitize_cut(&text, cut, &crate::pii::Origin::Sandbox);
-            let expected = format!("{}{WITHHELD}", "x".repeat(cut - WITHHELD_MAX));
-            assert!(shown == expected, "cut {cut}: …{}", &shown[cut - 4200..]);
+        let run = 128 * 1024;
+        let token_from = run + value.find('@').unwrap() - 64;
+        for after in [" end\n", "\n"] {
+            let text = format!("{}{value}{after}", "x".repeat(run));
+            for cut in run - 100..=run + value.len() + 1 {
+                let shown = pii.sanitize_cut(&text, cut, &crate::pii::Origin::Sandbox);
+                let tail = &shown[shown.len().saturating_sub(120)..];
+                for i in 0..=value.len() - 4 {
+                    let part = &value[i..i + 4];
+                    assert!(!shown.contains(part), "cut {cut} shows {part:?}: …{tail}");
+                }
+                if cut > token_from {
+                    assert!(tail.contains("[EMAIL_"), "cut {cut}: …{tail}");
+                } else {
+                    assert!(tail.ends_with(WITHHELD), "cut {cut}: …{tail}");
+                }
+            }
         }
     }
 

@@ -10,7 +10,10 @@
 //! - Detection (`detect/`): email, phone (NANP and `+` international), SSN, credit card (Luhn +
 //!   issuer ranges), IPv4/IPv6, API keys and secrets (AWS, GitHub, Slack, OpenAI-style, Stripe,
 //!   Google, JWT, private-key blocks, `key=value`, `Bearer` and URL-password secrets), IBAN
-//!   (mod-97). One multi-pattern regex pass (linear time, no backtracking) plus validators; the
+//!   (mod-97). An email glued to the text before it (`id=qqq…ann@example.com`) is its domain and
+//!   at most the last 64 characters before its `@`, whatever the length of the glue; other kinds
+//!   need a word boundary before them (`ref:DE89…` is an IBAN, `refDE89…` is not), and digits
+//!   glued to a number are part of it. One multi-pattern regex pass (linear time, no backtracking) plus validators; the
 //!   overlap priority is documented there. Offsets are bytes; spans always fall on `char`
 //!   boundaries.
 //! - Tokens (`token.rs`): `[KIND_hex8]` from HMAC-SHA256 under a per-server random secret, or

@@ -124,6 +124,33 @@ fn a_cut_text_is_tokenized_with_what_follows_the_cut() {
     assert_eq!(p.text_cut("short".into(), 12), "short");
 }
 
+/// The roads other than an execution's outcome (progress lines, task statuses, errors,
+/// resources: [`Privacy::text`] and [`Privacy::text_cut`]) see an email glued to other text
+/// as the outcome does: its token, whatever the length before it, cut or not.
+#[test]
+fn an_email_glued_to_text_is_tokenized_on_every_road() {
+    let p = privacy(true);
+    let email = "margarethe.vonstrelitz@example-mail.org";
+    let lines = [
+        format!("id={}{email} end", "q".repeat(80)),
+        format!("{}{email}", "x".repeat(60)),
+        format!("{}{email} end", "x".repeat(150)),
+    ];
+    for line in lines {
+        let shown = [
+            p.text(line.clone()),
+            p.text_cut(line.clone(), 200), // as a progress line is cut
+            p.text_cut(line.clone(), line.len() - 4),
+        ];
+        for shown in shown {
+            assert!(
+                shown.contains("[EMAIL_") && !shown.contains("margarethe"),
+                "{shown}"
+            );
+        }
+    }
+}
+
 #[test]
 fn keys_have_the_engines_one_policy() {
     let p = privacy(true);

@@ -1,5 +1,5 @@
-//! Validators for contact data: email addresses (Latin letters with diacritics, `%40`, not a URL
-//! password) and phone numbers (NANP, and `+` international). Each validator takes (hay, start,
+//! Validators for contact data: email addresses (Latin letters with diacritics, `%40`, glued to
+//! the text before them, not a URL password nor an scp-style git remote) and phone numbers (NANP, and `+` international). Each validator takes (hay, start,
 //! end) of the regex match and returns the accepted span, or None.
 
 use super::context::{
@@ -31,14 +31,18 @@ pub(super) fn validate_email(hay: &[u8], s: usize, e: usize) -> Option<(usize, u
             ls = i + 1;
         }
     }
-    while ls < local.len() && matches!(local[ls], b'.' | b'-' | b'+' | b'%') {
-        ls += 1;
+    ls = skip_leading_marks(local, ls);
+    // Glued to the text before it (`id=qqqq…ann@…`, 128 KiB of letters): no address has a
+    // local part past 64 bytes, so the text before its last 64 bytes is not part of it. The
+    // value is taken from there, or the glue would hide it whatever its length.
+    if local.len() - ls > MAX_LOCAL {
+        ls = skip_leading_marks(local, ceil_char_boundary(local, local.len() - MAX_LOCAL));
     }
     let local = &local[ls..];
     if in_url_userinfo(hay, s + ls) {
         return None;
     }
-    if local.is_empty() || local.len() > 64 || local.ends_with(b".") {
+    if local.is_empty() || local.ends_with(b".") || scp_remote(hay, e) {
         return None;
     }
     if domain.len() > 253 || domain.split(|&b| b == b'.').any(|l| l.len() > 63) {
@@ -55,6 +59,51 @@ pub(super) fn validate_email(hay: &[u8], s: usize, e: usize) -> Option<(usize, u
         }
     }
     Some((s + ls, e))
+}
+
+/// Longest local part of an address (RFC 5321), in bytes.
+const MAX_LOCAL: usize = 64;
+
+/// `local[from..]` without its leading `.`, `-`, `+` and `%`: where a local part may start.
+fn skip_leading_marks(local: &[u8], mut from: usize) -> usize {
+    while from < local.len() && matches!(local[from], b'.' | b'-' | b'+' | b'%') {
+        from += 1;
+    }
+    from
+}
+
+/// The first character boundary of UTF-8 `b` at or after `i`.
+fn ceil_char_boundary(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && (b[i] & 0xC0) == 0x80 {
+        i += 1;
+    }
+    i
+}
+
+/// Longest path looked at after a `user@host:`.
+const SCP_PATH_MAX: usize = 256;
+
+/// `git@github.com:org/repo.git`: a host in an scp-style remote (`user@host:path`), not an
+/// address. The path right after the colon holds a `/` or ends in `.git`; a colon followed by
+/// a space or a port number (`ann@example.com:8080/x`) leaves the address as it is.
+fn scp_remote(hay: &[u8], e: usize) -> bool {
+    if at(hay, e) != Some(b':') {
+        return false;
+    }
+    let rest = &hay[e + 1..hay.len().min(e + 1 + SCP_PATH_MAX)];
+    let path_len = rest
+        .iter()
+        .take_while(|&&b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-' | b'~')
+        })
+        .count();
+    let path = &rest[..path_len];
+    // `https://ann@example.com:8080/x`: a port, in a URL.
+    let port = path.iter().take_while(|b| b.is_ascii_digit()).count();
+    if port > 0 && matches!(path.get(port), None | Some(b'/')) {
+        return false;
+    }
+    path.contains(&b'/') || path.ends_with(b".git")
 }
 
 /// Letters of the Latin script beyond ASCII (Latin-1, Extended-A/B, Extended Additional) and

@@ -7,7 +7,8 @@
 //! serial rules, octet ranges, the characters around a number (is `1.2.3.4` part of `1.2.3.4.5`?),
 //! a context word before a bare number, and whether a `password=` value looks like a secret or
 //! like a word. Validators may shrink a candidate (an IBAN followed by a word, a card followed by
-//! an expiry group, the local part of an email after `..`).
+//! an expiry group, the local part of an email after `..` or to its last 64 bytes when it is
+//! glued to the text before it).
 //!
 //! All candidate patterns are compiled into ONE `regex_automata::meta::Regex` (multi-pattern, no
 //! capture groups), so the text is scanned once by one lazy DFA and each match says which pattern

@@ -98,3 +98,77 @@ fn phones() {
         "415-5550132",
     ]);
 }
+
+/// A value glued to the text before it is still a value: an email's local part ends at its
+/// `@` and holds at most 64 bytes, so the token takes the domain and the last 64 characters
+/// before the `@`, whatever the length of the glue (the rest of the glue stays as it is).
+#[test]
+fn values_glued_to_the_text_before_them() {
+    let email = "margarethe.vonstrelitz@example-mail.org";
+    let last64 = |glue: &str| format!("{}{email}", glue.repeat(42));
+    let (q, x) = (last64("q"), last64("x"));
+    for (text, value) in [
+        (format!("id={}{email} end", "q".repeat(80)), q.as_str()),
+        (format!("{}{email}", "x".repeat(60)), x.as_str()),
+        (format!("{}{email} end", "x".repeat(128 * 1024)), x.as_str()),
+        (format!("{}{email}", "x".repeat(42)), x.as_str()),
+    ] {
+        let tail = &text[text.len().saturating_sub(80)..];
+        assert_eq!(found(&text), vec![(Email, value)], "in …{tail}");
+    }
+    // At most 64 bytes, on a character boundary (`é` takes two).
+    let wide = format!("{}ann@example.com", "é".repeat(40));
+    let value = format!("{}ann@example.com", "é".repeat(30));
+    assert_eq!(found(&wide), vec![(Email, value.as_str())]);
+    // Glue shorter than that is taken whole, as before; a `.` the 64 bytes start on is not.
+    assert_single(&[
+        (
+            "notesfromann.lee@example.com",
+            Email,
+            "notesfromann.lee@example.com",
+        ),
+        (
+            "Grüßeandrea.rossi@example.it",
+            Email,
+            "Grüßeandrea.rossi@example.it",
+        ),
+        (
+            "ref:DE89370400440532013000.",
+            Iban,
+            "DE89370400440532013000",
+        ),
+        ("tel:+49301234567;", Phone, "+49301234567"),
+    ]);
+    let dotted = format!("{}.{}@example.com", "a".repeat(40), "b".repeat(63));
+    assert_eq!(
+        found(&dotted),
+        vec![(Email, &dotted[41..])],
+        "starts after the dot"
+    );
+}
+
+/// What looks like a glued value and is none: an scp-style git remote, an asset at `@2x`, a
+/// package at a version, a commit id, base64, long numbers (digits glued to digits are one
+/// number, never split into a shorter value).
+#[test]
+fn look_alikes_of_glued_values_are_none() {
+    assert_none(&[
+        "git@github.com:org/repo.git",
+        "remote: git@gitlab.example.com:team/app.git",
+        "git@github.com:repo.git",
+        "icon@2x.png",
+        "pkg@1.2.3",
+        "commit 3f786850e387550fdab836ed7e6dc881de23001b",
+        "attachment T2DSIoBKmy2C741ZAbxuhiOPyS7WHQ/vHiLS8e0HuzSOEd188EMswotWSfepeDRla2Puws7/LGflniOaBhLWlC1xFkK3JrBEAWJ8qfusMvXIUw+xkDzE2wIlhxeSGkiB",
+        "order 48213059937716240551",
+        "n=994111111111111111",
+        "+4930123456789012345",
+        "ref:DE893704004405320130001",
+    ]);
+    // A colon after an address that starts no path leaves it an address.
+    assert_single(&[
+        ("to ann@example.com: hello", Email, "ann@example.com"),
+        ("ann@example.com:8080", Email, "ann@example.com"),
+        ("mail:ann@example.com:", Email, "ann@example.com"),
+    ]);
+}
