@@ -54,12 +54,7 @@ async fn a_fresh_offline_engine_gets_its_image_built_on_the_first_start() {
         sandbox_images().await.is_empty(),
         "the handshake waited for the image"
     );
-    let (err, stats) = call_tool(&server.client, "get_execution_stats", json!({})).await;
-    assert!(err, "started already: {stats}");
-    assert_eq!(
-        stats["starting"]["step"], "building the sandbox image (first start)",
-        "{stats}"
-    );
+    let stats = step_reached(&server, "building the sandbox image (first start)").await;
     assert!(
         stats["starting"]["about_seconds_left"].as_u64() > Some(0),
         "{stats}"
@@ -112,5 +107,23 @@ async fn run_once_started(server: &Server) -> Value {
             error_text(&v).contains("still starting") && Instant::now() < until,
             "{v}"
         );
+    }
+}
+
+/// The start's report once it has reached `step` (it connects to the engine first), asked every
+/// 100 ms for at most a minute; panics if the start ends or moves past it before.
+async fn step_reached(server: &Server, step: &str) -> Value {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (err, stats) = call_tool(&server.client, "get_execution_stats", json!({})).await;
+        assert!(err, "started already: {stats}");
+        if stats["starting"]["step"] == step {
+            return stats;
+        }
+        assert!(
+            stats["starting"]["step"] == "connecting to the engine" && Instant::now() < until,
+            "not {step:?}: {stats}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
