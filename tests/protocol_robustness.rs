@@ -3,7 +3,9 @@
 //! over-limit messages. Each gets its JSON-RPC error (-32700, -32600 or -32602, under its own id
 //! when it has a usable one), and afterwards the server still answers a ping and runs code: no
 //! panic, no hang, the session intact. And a tool argument the tool does not take: -32602
-//! naming it, nothing run.
+//! naming it, nothing run. And a malformed request that carries an email is not answered with
+//! it: serde's words quote the value they could not read, and every error road passes the PII
+//! engine (read in the raw bytes of each answer, over both transports).
 
 mod common;
 
@@ -387,4 +389,111 @@ async fn unknown_tool_arguments_are_refused_naming_them() {
     }
     client.cancel().await.unwrap();
     t.finish().await;
+}
+
+/// Personal data that each request below puts where serde cannot read it.
+const EMAIL: &str = "margarethe.vonstrelitz@example-mail.org";
+
+/// Requests (from id `first` on) whose answers would quote [`EMAIL`]: an argument of the wrong
+/// type (rmcp's tool error), `tools/call` params that do not parse (the transport's -32602), a
+/// method this server does not serve (-32601, which names it).
+fn carrying_an_email(first: u64) -> Vec<(u64, Value)> {
+    let (a, b, c) = (first, first + 1, first + 2);
+    vec![
+        (
+            a,
+            json!({"jsonrpc": "2.0", "id": a, "method": "tools/call", "params": {
+                "name": "execute_code", "arguments": {"code": "x = 1", "timeout_seconds": EMAIL}}}),
+        ),
+        (
+            b,
+            json!({"jsonrpc": "2.0", "id": b, "method": "tools/call", "params": {
+                "name": "execute_code", "arguments": EMAIL}}),
+        ),
+        (c, json!({"jsonrpc": "2.0", "id": c, "method": EMAIL})),
+    ]
+}
+
+/// What is wrong with the answer to `request`, if anything: it must say what went wrong (its
+/// code, or a tool error), with the value as a token.
+fn leak(raw: &str, answer: &Value, request: &Value) -> Option<String> {
+    let said = match answer.get("error") {
+        Some(error) => error["code"].as_i64().is_some_and(|c| c < 0),
+        None => answer["result"]["isError"] == true,
+    };
+    if raw.contains(EMAIL) || raw.contains("vonstrelitz") {
+        Some(format!(
+            "the answer to {request} quotes the email in clear: {raw}"
+        ))
+    } else if !raw.contains("[EMAIL_") {
+        Some(format!("no token in the answer to {request}: {raw}"))
+    } else if !said {
+        Some(format!("the answer to {request} is no error: {raw}"))
+    } else {
+        None
+    }
+}
+
+/// Over stdio, the server answers while it starts (the transport's answers and an unknown
+/// method, with the start's own engine) and once it has started (the tenant's).
+#[tokio::test]
+async fn an_email_in_a_malformed_request_is_answered_as_a_token_over_stdio() {
+    let mut raw = RawStdio::start(&[]).await;
+    let mut leaks = Vec::new();
+    let exchange = async |raw: &mut RawStdio, id: u64, request: &Value| {
+        raw.send(request.clone()).await;
+        let line = raw.until_response_lines(id).await.pop().unwrap();
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        leak(&line, &answer, request)
+    };
+    for (id, request) in carrying_an_email(10).into_iter().skip(1) {
+        leaks.extend(exchange(&mut raw, id, &request).await);
+    }
+    started(&mut raw).await;
+    for (id, request) in carrying_an_email(20) {
+        leaks.extend(exchange(&mut raw, id, &request).await);
+    }
+    raw.finish().await;
+    assert!(leaks.is_empty(), "{}", leaks.join("\n"));
+}
+
+/// Waits until the server behind `raw` has started (`get_execution_stats` answers without an
+/// error), at most ten minutes.
+async fn started(raw: &mut RawStdio) {
+    let until = std::time::Instant::now() + Duration::from_secs(600);
+    for id in 1000.. {
+        raw.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "get_execution_stats", "arguments": {}}}),
+        )
+        .await;
+        let answer = raw.until_response(id).await.pop().unwrap();
+        if answer["result"]["isError"] == false {
+            return;
+        }
+        assert!(std::time::Instant::now() < until, "no start: {answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_email_in_a_malformed_request_is_answered_as_a_token_over_http() {
+    let t = TestApp::start().await;
+    let server = common::HttpServer::start(t.app.clone()).await;
+    let raw = RawHttp::start(server.url.clone()).await;
+    let mut leaks = Vec::new();
+    for (id, request) in carrying_an_email(20) {
+        let response = raw.post(request.to_string()).await;
+        let body = response.text().await.unwrap();
+        // A JSON body (the transport's own answers), or SSE events (rmcp's).
+        let answer = std::iter::once(body.as_str())
+            .chain(body.lines().filter_map(|l| l.strip_prefix("data:")))
+            .filter_map(|m| serde_json::from_str::<Value>(m.trim()).ok())
+            .find(|m| m["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {request} in {body}"));
+        leaks.extend(leak(&body, &answer, &request));
+    }
+    server.stop().await;
+    t.finish().await;
+    assert!(leaks.is_empty(), "{}", leaks.join("\n"));
 }

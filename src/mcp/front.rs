@@ -14,11 +14,12 @@ use std::time::Duration;
 
 use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, ErrorCode, ErrorData,
-    GetSkillRequestParams, GetSkillResult, GetTaskParams, GetTaskResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
-    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest,
+    CustomResult, ErrorCode, ErrorData, GetSkillRequestParams, GetSkillResult, GetTaskParams,
+    GetTaskResult, ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -64,6 +65,15 @@ impl Front {
             server: Arc::default(),
             tools: Arc::new(tools),
             privacy: Privacy::new(Arc::new(pii), true),
+        }
+    }
+
+    /// The privacy layer of what this session is told now: the started server's, or the
+    /// start's own before it has one.
+    pub fn privacy(&self) -> Privacy {
+        match self.ready() {
+            Some(server) => server.app().privacy().clone(),
+            None => self.privacy.clone(),
         }
     }
 
@@ -243,6 +253,16 @@ impl ServerHandler for Front {
     ) -> Result<GetSkillResult, ErrorData> {
         let server = self.server_or_error(WAIT).await?;
         server.get_skill(request, context).await
+    }
+
+    /// A method this server does not serve, refused in words the PII engine has read
+    /// (rmcp's own answer is the method's name as sent).
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(super::not_served(&self.privacy(), &request.method))
     }
 
     fn accepted_subscription_filter(

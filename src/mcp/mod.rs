@@ -3,7 +3,9 @@
 //! response in the original project's field names. Logic lives in the library modules.
 //!
 //! A tool returns `privacy::Json<T>` or `privacy::Reply`, which only [`crate::privacy::Privacy`]
-//! makes: what a tool answers has been through the PII engine, whatever fields it has.
+//! makes: what a tool answers has been through the PII engine, whatever fields it has. rmcp's
+//! own answer to arguments that do not deserialize (serde's message, which quotes the value)
+//! goes through it too ([`crate::privacy::Privacy::screen_tool_response`]).
 
 #![deny(clippy::disallowed_types, clippy::disallowed_methods)]
 
@@ -32,11 +34,12 @@ use std::sync::Arc;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, ErrorData, GetSkillRequestParams,
-    GetSkillResult, GetTaskParams, GetTaskResult, Implementation, ListResourceTemplatesResult,
-    ListResourcesResult, ListSkillsResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest, CustomResult,
+    ErrorCode, ErrorData, GetSkillRequestParams, GetSkillResult, GetTaskParams, GetTaskResult,
+    Implementation, ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler, tool_handler};
@@ -204,7 +207,20 @@ impl ServerHandler for CodeExecutionServer {
                 .map_err(|e| self.app.privacy().refusal(e.code, e.message))?;
         }
         let call = ToolCallContext::new(self, request, context);
-        self.tool_router.call(call).instrument(span).await
+        let response = self.tool_router.call(call).instrument(span).await?;
+        // rmcp answers arguments that do not deserialize with serde's words, which quote the
+        // value ("invalid type: string \"ann@example.com\""): through the engine too.
+        Ok(self.app.privacy().screen_tool_response(response))
+    }
+
+    /// A method this server does not serve. rmcp's own answer is the method's name as sent:
+    /// through the PII engine like every error.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(not_served(self.app.privacy(), &request.method))
     }
 
     async fn list_resources(
@@ -333,6 +349,17 @@ impl ServerHandler for CodeExecutionServer {
     ) -> Result<(), ErrorData> {
         self.app.tasks().cancel_task(&request.task_id)
     }
+}
+
+/// The refusal of a method this server does not serve. rmcp's own is the method's name as
+/// sent, which may carry anything: through the PII engine like every error.
+fn not_served(privacy: &crate::privacy::Privacy, method: &str) -> ErrorData {
+    privacy.refusal(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "method not found: {method}; this server serves the MCP methods its capabilities name"
+        ),
+    )
 }
 
 /// Whether this tenant has upstreams, so its `tools/list` names them and changes with them (a

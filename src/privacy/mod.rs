@@ -22,7 +22,9 @@
 //! allows them. rmcp also turns a handler's bare `String` or `ContentBlock` into an answer,
 //! which no lint can ban; such a tool has no output schema, and `src/mcp/tests.rs` checks that
 //! every tool has one. Left to review: rmcp's structs with public fields (`ErrorData`) can
-//! still be written as literals.
+//! still be written as literals. What no type can reach, the words rmcp and serde use about a
+//! malformed request (they quote the value they could not read), is read again on its way out
+//! ([`Privacy::screen_error`], [`Privacy::screen_tool_response`]).
 //!
 //! The exceptions are named: [`Privacy::revealed`] (`restore_pii`, whose answer is the values
 //! the model asked for), [`Privacy::json_keeping`] (fields that are binary as base64),
@@ -51,6 +53,7 @@
 mod outcome;
 mod reply;
 mod roads;
+mod screen;
 mod shown;
 #[cfg(test)]
 mod tests;

@@ -265,20 +265,25 @@ impl HttpState {
 struct Target(McpService);
 
 /// Finds the request's tenant from its bearer token (before its body is read), or answers 401.
+/// The request carries the tenant's service and its [`crate::privacy::Privacy`], which reads the
+/// errors the body check answers with.
 async fn authenticate(
     State(state): State<Arc<HttpState>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let service = match &state.endpoint {
-        Endpoint::Open(service) => service.clone(),
+    let (service, privacy) = match &state.endpoint {
+        Endpoint::Open(service) => match &state.open_app {
+            Some(app) => (service.clone(), app.privacy().clone()),
+            None => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        },
         Endpoint::Tokens(tenants) => {
             let header = request
                 .headers()
                 .get(header::AUTHORIZATION)
                 .map(|v| v.as_bytes());
             match tenants.get(header).await {
-                Ok(tenant) => tenant.service.clone(),
+                Ok(tenant) => (tenant.service.clone(), tenant.app.privacy().clone()),
                 Err(TenantError::Auth(failure)) => return unauthorized(failure),
                 Err(e @ TenantError::Open(_)) => {
                     return json_answer(
@@ -290,6 +295,7 @@ async fn authenticate(
         }
     };
     request.extensions_mut().insert(Target(service));
+    request.extensions_mut().insert(privacy);
     next.run(request).await
 }
 

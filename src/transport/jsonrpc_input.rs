@@ -5,16 +5,20 @@
 //! when it has a usable one), and -32602 invalid params for a request to a method this server
 //! serves whose parameters do not fit (rmcp would read it as a custom request and answer
 //! "method not found").
-
-use std::borrow::Cow;
+//!
+//! serde's words about what it could not read quote the value (`invalid type: string
+//! "ann@example.com", expected a map`), so every answer's message is a [`Shown`]: the PII
+//! engine reads it before it leaves, like every other text the model may see.
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequestParams, ClientRequest, ErrorCode, ErrorData, JsonRpcError, JsonRpcMessage,
-    NumberOrString, RequestId,
+    CallToolRequestParams, ClientRequest, ErrorCode, JsonRpcError, JsonRpcMessage, NumberOrString,
+    RequestId,
 };
 use rmcp::service::RxJsonRpcMessage;
 use serde_json::Value;
+
+use crate::privacy::{Privacy, Shown, refusal};
 
 /// Largest JSON-RPC message the server reads, in bytes, on either transport. It leaves room for
 /// the largest legitimate request (a 10 MiB workspace file, JSON-escaped) and bounds what one
@@ -35,7 +39,8 @@ pub enum Parsed {
 /// custom request has parameters of the wrong shape.
 const SERVED_METHODS: [&str; 4] = ["initialize", "ping", "tools/list", "tools/call"];
 
-pub fn classify(line: &[u8]) -> Parsed {
+/// What `line` is, and the answer it gets when it is malformed, its words read by `privacy`.
+pub fn classify(line: &[u8], privacy: &Privacy) -> Parsed {
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
         return Parsed::Skip;
@@ -55,13 +60,13 @@ pub fn classify(line: &[u8]) -> Parsed {
                 Parsed::Answer(Box::new(error(
                     Some(request.id.clone()),
                     ErrorCode::INVALID_PARAMS,
-                    format!(
+                    privacy.text(format!(
                         "invalid params for {}: {}; see the MCP specification for this method's parameters",
                         custom.method,
                         detail
                             .as_deref()
                             .unwrap_or("they do not have the expected shape")
-                    ),
+                    )),
                 )))
             }
             _ => Parsed::Message(Box::new(JsonRpcMessage::Request(request))),
@@ -70,16 +75,16 @@ pub fn classify(line: &[u8]) -> Parsed {
         Ok(JsonRpcMessage::Notification(_)) if has_id(line) => Parsed::Answer(Box::new(error(
             None,
             ErrorCode::INVALID_REQUEST,
-            "invalid request: \"id\" must be a string or an integer".into(),
+            Shown::fixed("invalid request: \"id\" must be a string or an integer"),
         ))),
         Ok(message) => Parsed::Message(Box::new(message)),
         Err(parse) => match serde_json::from_slice::<Value>(line) {
             Err(_) => Parsed::Answer(Box::new(error(
                 None,
                 ErrorCode::PARSE_ERROR,
-                format!(
+                privacy.text(format!(
                     "parse error: the message is not JSON ({parse}); send each JSON-RPC message as one JSON object"
-                ),
+                )),
             ))),
             Ok(value) => {
                 let id = value.get("id").and_then(request_id);
@@ -91,9 +96,9 @@ pub fn classify(line: &[u8]) -> Parsed {
                 Parsed::Answer(Box::new(error(
                     id,
                     ErrorCode::INVALID_REQUEST,
-                    format!(
+                    privacy.text(format!(
                         "invalid request: {parse}; expected a JSON-RPC 2.0 object with \"jsonrpc\": \"2.0\", a string or integer \"id\", a \"method\" and optional \"params\" (batches are not supported)"
-                    ),
+                    )),
                 )))
             }
         },
@@ -114,27 +119,35 @@ fn request_id(v: &Value) -> Option<RequestId> {
     }
 }
 
-pub fn error(id: Option<RequestId>, code: ErrorCode, message: String) -> JsonRpcError {
-    JsonRpcError::new(id, ErrorData::new(code, Cow::Owned(message), None))
+/// A JSON-RPC error answer, its message a text the privacy layer let through.
+pub fn error(id: Option<RequestId>, code: ErrorCode, message: Shown) -> JsonRpcError {
+    JsonRpcError::new(id, refusal(code, message))
 }
 
 /// The answer to a message over `limit` bytes.
 pub fn too_large(limit: usize) -> JsonRpcError {
-    error(
-        None,
-        ErrorCode::INVALID_REQUEST,
+    // The limit is the server's own number: no data a call brought.
+    let message = Shown::fixed("invalid request: the message is over").framed(|words| {
         format!(
-            "invalid request: the message is over {limit} bytes, the most this server reads; send less per call (for example a smaller file)"
-        ),
-    )
+            "{words} {limit} bytes, the most this server reads; send less per call (for example a smaller file)"
+        )
+    });
+    error(None, ErrorCode::INVALID_REQUEST, message)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::pii::PiiEngine;
+
+    fn privacy() -> Privacy {
+        Privacy::new(Arc::new(PiiEngine::new([7; 32], 100)), true)
+    }
 
     fn answer(line: &str) -> JsonRpcError {
-        match classify(line.as_bytes()) {
+        match classify(line.as_bytes(), &privacy()) {
             Parsed::Answer(e) => *e,
             other => panic!("expected an error answer for {line:?}, got {other:?}"),
         }
@@ -164,6 +177,17 @@ mod tests {
     }
 
     #[test]
+    fn a_value_serde_quotes_in_an_answer_is_tokenized() {
+        let e = answer(
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run","arguments":"ann.example@mail.example.org"}}"#,
+        );
+        assert_eq!(e.error.code, ErrorCode::INVALID_PARAMS);
+        assert!(e.error.message.contains("invalid type"), "{e:?}");
+        assert!(!e.error.message.contains("ann.example@"), "{e:?}");
+        assert!(e.error.message.contains("[EMAIL_"), "{e:?}");
+    }
+
+    #[test]
     fn good_lines_pass_and_blank_lines_and_bad_notifications_are_skipped() {
         for line in [
             r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
@@ -171,7 +195,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"no/such/method"}"#,
         ] {
             assert!(
-                matches!(classify(line.as_bytes()), Parsed::Message(_)),
+                matches!(classify(line.as_bytes(), &privacy()), Parsed::Message(_)),
                 "{line}"
             );
         }
@@ -181,7 +205,7 @@ mod tests {
             r#"{"jsonrpc":"1.0","method":"notifications/initialized"}"#,
         ] {
             assert!(
-                matches!(classify(line.as_bytes()), Parsed::Skip),
+                matches!(classify(line.as_bytes(), &privacy()), Parsed::Skip),
                 "{line:?}"
             );
         }

@@ -4,6 +4,13 @@
 //! read with a hard size bound (the rest of an oversized line is skipped) and classified by
 //! [`crate::transport::jsonrpc_input`], which answers what is malformed.
 //!
+//! Every JSON-RPC error rmcp sends through this transport passes through the PII engine on its
+//! way out ([`crate::privacy::Privacy::screen_error`]): rmcp answers some requests in its own
+//! words before a handler sees them, and serde's words quote the value they could not read.
+//! What the privacy layer made already passes unchanged. The transport's own answers to
+//! malformed lines carry a [`crate::privacy::Shown`] from the start. The engine is the started
+//! server's, or the start's own before ([`Front::privacy`]).
+//!
 //! rmcp polls [`Transport::receive`] inside a `select!` and drops it whenever something else is
 //! ready, so receiving is cancel-safe: a partly read line and an error answer not yet queued
 //! live in the transport, not in the future. One writer task owns stdout, so messages never
@@ -21,6 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::app::{StartState, Starting};
 use crate::mcp::Front;
+use crate::privacy::Privacy;
 use crate::transport::ServeError;
 use crate::transport::jsonrpc_input::{MAX_MESSAGE_BYTES, Parsed, classify, too_large};
 
@@ -36,7 +44,9 @@ pub async fn serve_stdio(
 ) -> Result<(), ServeError> {
     let metrics = tokio::spawn(metrics_once_started(starting.clone()));
     let mut session = Box::pin(async {
-        let running = match Front::new(starting.clone()).serve(stdio()).await {
+        let front = Front::new(starting.clone());
+        let door = front.clone();
+        let running = match front.serve(stdio(Arc::new(move || door.privacy()))).await {
             Ok(running) => running,
             // The client left before it chose a lifecycle (a 2026-07-28 client that only
             // probed `server/discover`, or one that gave up): nothing failed.
@@ -202,24 +212,40 @@ pub struct StdioTransport<R> {
     out: mpsc::Sender<Out>,
     /// An error answer read but not yet queued (receive was dropped while the queue was full).
     pending: Option<Vec<u8>>,
+    /// What reads every error this transport sends.
+    door: Door,
 }
+
+/// The privacy layer to read an error with now (the server's may not exist yet).
+pub type Door = Arc<dyn Fn() -> Privacy + Send + Sync>;
 
 impl<R: AsyncRead + Unpin> StdioTransport<R> {
     /// Starts the writer task on the current Tokio runtime.
-    pub fn new<W: AsyncWrite + Unpin + Send + 'static>(input: R, output: W, limit: usize) -> Self {
+    pub fn new<W: AsyncWrite + Unpin + Send + 'static>(
+        input: R,
+        output: W,
+        limit: usize,
+        door: Door,
+    ) -> Self {
         let (out, rx) = mpsc::channel(OUTPUT_QUEUE);
         tokio::spawn(write_out(rx, output));
         Self {
             lines: LineReader::new(input, limit),
             out,
             pending: None,
+            door,
         }
     }
 }
 
 /// The process's stdin and stdout, with [`MAX_MESSAGE_BYTES`].
-pub fn stdio() -> StdioTransport<tokio::io::Stdin> {
-    StdioTransport::new(tokio::io::stdin(), tokio::io::stdout(), MAX_MESSAGE_BYTES)
+pub fn stdio(door: Door) -> StdioTransport<tokio::io::Stdin> {
+    StdioTransport::new(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        MAX_MESSAGE_BYTES,
+        door,
+    )
 }
 
 fn closed() -> std::io::Error {
@@ -234,8 +260,11 @@ where
 
     fn send(
         &mut self,
-        item: TxJsonRpcMessage<RoleServer>,
+        mut item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let JsonRpcMessage::Error(answer) = &mut item {
+            answer.error = (self.door)().screen_error(std::mem::take(&mut answer.error));
+        }
         let out = self.out.clone();
         let bytes = encode(&item);
         async move { out.send(Out::Message(bytes)).await.map_err(|_| closed()) }
@@ -257,7 +286,7 @@ where
                     return None;
                 }
                 Ok(Line::TooLong) => too_large(self.lines.limit),
-                Ok(Line::Text(line)) => match classify(&line) {
+                Ok(Line::Text(line)) => match classify(&line, &(self.door)()) {
                     Parsed::Message(message) => return Some(*message),
                     Parsed::Skip => continue,
                     Parsed::Answer(answer) => *answer,
@@ -337,7 +366,10 @@ mod tests {
     async fn bad_lines_are_answered_in_order_with_the_responses() {
         let (mut client, server_in) = tokio::io::duplex(1 << 16);
         let (server_out, mut client_out) = tokio::io::duplex(1 << 16);
-        let mut transport = StdioTransport::new(server_in, server_out, 1024);
+        let pii = crate::pii::PiiEngine::new([7; 32], 100);
+        let privacy = Privacy::new(std::sync::Arc::new(pii), true);
+        let door: Door = Arc::new(move || privacy.clone());
+        let mut transport = StdioTransport::new(server_in, server_out, 1024, door);
         client
             .write_all(b"nope\n\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
             .await
