@@ -47,6 +47,10 @@
 // A function past 80 lines (clippy.toml) does more than one thing: split it into named
 // steps. `#[allow]` only on a table (a list or a literal), with a comment saying so.
 #![deny(clippy::too_many_lines)]
+// Privacy by type: what reaches the model is made by `privacy` only, and clippy.toml names
+// rmcp's ways around it. Denied for the whole crate; `privacy` allows them, and any other
+// `allow` says on the line above why it is safe (tests/privacy_lints.rs checks both).
+#![deny(clippy::disallowed_types, clippy::disallowed_methods)]
 
 // The layers, top to bottom (`tests/layers.rs` checks them): a module uses only modules of
 // the layers below its own, never one above and never another of its own layer.

@@ -476,6 +476,8 @@ mod tests {
     struct Silent;
 
     impl rmcp::ClientHandler for Silent {
+        // A test client's handler: rmcp's error type in its signature, and it never answers.
+        #[allow(clippy::disallowed_types)]
         async fn create_elicitation(
             &self,
             _request: ElicitRequestParams,

@@ -15,11 +15,10 @@ use std::time::Duration;
 use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest,
-    CustomResult, ErrorCode, ErrorData, GetSkillRequestParams, GetSkillResult, GetTaskParams,
-    GetTaskResult, ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
-    UpdateTaskParams,
+    CustomResult, ErrorCode, GetSkillRequestParams, GetSkillResult, GetTaskParams, GetTaskResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -29,7 +28,7 @@ use super::CodeExecutionServer;
 use crate::app::starting::Step;
 use crate::app::{StartState, Starting};
 use crate::pii::PiiEngine;
-use crate::privacy::Privacy;
+use crate::privacy::{Privacy, Refusal};
 
 /// How long a request other than `execute_code` waits for the start to end.
 const WAIT: Duration = Duration::from_secs(20);
@@ -105,7 +104,7 @@ impl Front {
     }
 
     /// [`Front::server`] for a request answered with a JSON-RPC error.
-    async fn server_or_error(&self, limit: Duration) -> Result<&CodeExecutionServer, ErrorData> {
+    async fn server_or_error(&self, limit: Duration) -> Result<&CodeExecutionServer, Refusal> {
         self.server(limit)
             .await
             .map_err(|message| self.privacy.refusal(ErrorCode::INTERNAL_ERROR, message))
@@ -173,7 +172,7 @@ impl ServerHandler for Front {
         &self,
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
+    ) -> Result<ListToolsResult, Refusal> {
         if let Some(server) = self.ready() {
             return server.list_tools(request, context).await;
         }
@@ -198,7 +197,7 @@ impl ServerHandler for Front {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
+    ) -> Result<CallToolResponse, Refusal> {
         let limit = match request.name.as_ref() {
             "get_execution_stats" if self.ready().is_none() => return Ok(self.start_report()),
             "execute_code" => execute_wait(&request),
@@ -214,7 +213,7 @@ impl ServerHandler for Front {
         &self,
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, ErrorData> {
+    ) -> Result<ListResourcesResult, Refusal> {
         let server = self.server_or_error(WAIT).await?;
         server.list_resources(request, context).await
     }
@@ -223,7 +222,7 @@ impl ServerHandler for Front {
         &self,
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+    ) -> Result<ListResourceTemplatesResult, Refusal> {
         let server = self.server_or_error(WAIT).await?;
         server.list_resource_templates(request, context).await
     }
@@ -232,7 +231,7 @@ impl ServerHandler for Front {
         &self,
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, ErrorData> {
+    ) -> Result<ReadResourceResponse, Refusal> {
         let server = self.server_or_error(WAIT).await?;
         server.read_resource(request, context).await
     }
@@ -241,7 +240,7 @@ impl ServerHandler for Front {
         &self,
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
-    ) -> Result<ListSkillsResult, ErrorData> {
+    ) -> Result<ListSkillsResult, Refusal> {
         let server = self.server_or_error(WAIT).await?;
         server.list_skills(request, context).await
     }
@@ -250,7 +249,7 @@ impl ServerHandler for Front {
         &self,
         request: GetSkillRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<GetSkillResult, ErrorData> {
+    ) -> Result<GetSkillResult, Refusal> {
         let server = self.server_or_error(WAIT).await?;
         server.get_skill(request, context).await
     }
@@ -261,7 +260,7 @@ impl ServerHandler for Front {
         &self,
         request: CustomRequest,
         _: RequestContext<RoleServer>,
-    ) -> Result<CustomResult, ErrorData> {
+    ) -> Result<CustomResult, Refusal> {
         Err(super::not_served(&self.privacy(), &request.method))
     }
 
@@ -274,7 +273,7 @@ impl ServerHandler for Front {
 
     /// A listen stream lasts as long as the client keeps it: it waits for the start however
     /// long it takes.
-    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), Refusal> {
         let server = match self.starting.finished().await {
             Ok(app) => self.server_of(app),
             Err(e) => {
@@ -308,7 +307,7 @@ impl ServerHandler for Front {
         &self,
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
+    ) -> Result<(), Refusal> {
         let server = self.server_or_error(WAIT).await?;
         #[allow(deprecated)]
         server.subscribe(request, context).await
@@ -318,7 +317,7 @@ impl ServerHandler for Front {
         &self,
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
+    ) -> Result<(), Refusal> {
         let server = self.server_or_error(WAIT).await?;
         #[allow(deprecated)]
         server.unsubscribe(request, context).await
@@ -328,7 +327,7 @@ impl ServerHandler for Front {
         &self,
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<GetTaskResult, ErrorData> {
+    ) -> Result<GetTaskResult, Refusal> {
         let server = self.server_or_error(WAIT).await?;
         server.get_task(request, context).await
     }
@@ -337,7 +336,7 @@ impl ServerHandler for Front {
         &self,
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
+    ) -> Result<(), Refusal> {
         let server = self.server_or_error(WAIT).await?;
         server.update_task(request, context).await
     }
@@ -346,7 +345,7 @@ impl ServerHandler for Front {
         &self,
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
+    ) -> Result<(), Refusal> {
         let server = self.server_or_error(WAIT).await?;
         server.cancel_task(request, context).await
     }

@@ -15,13 +15,14 @@
 
 use std::time::Duration;
 
-use rmcp::model::{ErrorCode, ErrorData, SubscriptionFilter};
+use rmcp::model::{ErrorCode, SubscriptionFilter};
 use rmcp::service::{SubscriptionContext, SubscriptionSendError};
 use rmcp::{Peer, RoleServer};
 use tracing::Instrument;
 
 use crate::app::App;
 use crate::app::events::{Interest, ListenError, Notice};
+use crate::privacy::Refusal;
 use crate::workspace::uri;
 
 /// How often a handshake-era forwarder checks that its session is still there.
@@ -46,7 +47,7 @@ pub fn accepted(requested: &SubscriptionFilter) -> SubscriptionFilter {
 }
 
 /// Serves one stream until the client ends it or the tenant goes.
-pub async fn listen(app: &App, context: SubscriptionContext) -> Result<(), ErrorData> {
+pub async fn listen(app: &App, context: SubscriptionContext) -> Result<(), Refusal> {
     let accepted = context.accepted();
     let interest = Interest {
         resources_list: accepted.resources_list_changed == Some(true),
@@ -89,7 +90,7 @@ pub async fn listen(app: &App, context: SubscriptionContext) -> Result<(), Error
     }
 }
 
-fn refused(app: &App, e: ListenError) -> ErrorData {
+fn refused(app: &App, e: ListenError) -> Refusal {
     let code = match e {
         ListenError::TooManyUris { .. } => ErrorCode::INVALID_PARAMS,
         ListenError::TooManyStreams { .. } => ErrorCode::INVALID_REQUEST,

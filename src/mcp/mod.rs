@@ -7,8 +7,6 @@
 //! own answer to arguments that do not deserialize (serde's message, which quotes the value)
 //! goes through it too ([`crate::privacy::Privacy::screen_tool_response`]).
 
-#![deny(clippy::disallowed_types, clippy::disallowed_methods)]
-
 mod arguments;
 mod cache_hints;
 mod discovery_tools;
@@ -35,11 +33,11 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest, CustomResult,
-    ErrorCode, ErrorData, GetSkillRequestParams, GetSkillResult, GetTaskParams, GetTaskResult,
-    Implementation, ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
-    UnsubscribeRequestParams, UpdateTaskParams,
+    ErrorCode, GetSkillRequestParams, GetSkillResult, GetTaskParams, GetTaskResult, Implementation,
+    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{Peer, RoleServer, ServerHandler, tool_handler};
@@ -47,7 +45,7 @@ use serde::Serialize;
 use tracing::Instrument;
 
 use crate::app::App;
-use crate::privacy::{Reply, Shown};
+use crate::privacy::{Refusal, Reply, Shown};
 
 pub use execute::{ExecuteCodeArgs, ExecuteCodeResponse};
 pub use front::Front;
@@ -180,7 +178,7 @@ impl ServerHandler for CodeExecutionServer {
         &self,
         _: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
+    ) -> Result<ListToolsResult, Refusal> {
         let mut result = ListToolsResult::with_all_items(self.listed_tools().await);
         if cache_hints::wanted(&context) {
             let hint = cache_hints::tools(&self.app);
@@ -199,7 +197,7 @@ impl ServerHandler for CodeExecutionServer {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
+    ) -> Result<CallToolResponse, Refusal> {
         let span = crate::logging::request_span(&context.id, self.app.tenant());
         if let Some(tool) = self.tool_router.get(&request.name) {
             // The refusal quotes the arguments' names: through the PII engine like every error.
@@ -219,7 +217,7 @@ impl ServerHandler for CodeExecutionServer {
         &self,
         request: CustomRequest,
         _: RequestContext<RoleServer>,
-    ) -> Result<CustomResult, ErrorData> {
+    ) -> Result<CustomResult, Refusal> {
         Err(not_served(self.app.privacy(), &request.method))
     }
 
@@ -227,7 +225,7 @@ impl ServerHandler for CodeExecutionServer {
         &self,
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, ErrorData> {
+    ) -> Result<ListResourcesResult, Refusal> {
         let mut result = resources::list(&self.app, request.and_then(|r| r.cursor)).await?;
         if cache_hints::wanted(&context) {
             let hint = cache_hints::workspace();
@@ -240,7 +238,7 @@ impl ServerHandler for CodeExecutionServer {
         &self,
         _: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+    ) -> Result<ListResourceTemplatesResult, Refusal> {
         let mut result = resources::templates();
         if cache_hints::wanted(&context) {
             let hint = cache_hints::templates(&self.app);
@@ -253,7 +251,7 @@ impl ServerHandler for CodeExecutionServer {
         &self,
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, ErrorData> {
+    ) -> Result<ReadResourceResponse, Refusal> {
         let uri = request.uri;
         let (mut result, hint) = match uri.strip_prefix(reference::PREFIX) {
             Some(name) => {
@@ -276,7 +274,7 @@ impl ServerHandler for CodeExecutionServer {
         &self,
         request: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
-    ) -> Result<ListSkillsResult, ErrorData> {
+    ) -> Result<ListSkillsResult, Refusal> {
         skill_resources::list(&self.app, request.and_then(|r| r.cursor)).await
     }
 
@@ -284,7 +282,7 @@ impl ServerHandler for CodeExecutionServer {
         &self,
         request: GetSkillRequestParams,
         _: RequestContext<RoleServer>,
-    ) -> Result<GetSkillResult, ErrorData> {
+    ) -> Result<GetSkillResult, Refusal> {
         skill_resources::get(&self.app, request.uri).await
     }
 
@@ -295,7 +293,7 @@ impl ServerHandler for CodeExecutionServer {
         Some(listen::accepted(requested))
     }
 
-    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), Refusal> {
         listen::listen(&self.app, context).await
     }
 
@@ -307,7 +305,7 @@ impl ServerHandler for CodeExecutionServer {
         &self,
         request: SubscribeRequestParams,
         _: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
+    ) -> Result<(), Refusal> {
         self.subscriptions
             .subscribe(self.app.privacy(), request.uri)
     }
@@ -316,7 +314,7 @@ impl ServerHandler for CodeExecutionServer {
         &self,
         request: UnsubscribeRequestParams,
         _: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
+    ) -> Result<(), Refusal> {
         self.subscriptions.unsubscribe(&request.uri);
         Ok(())
     }
@@ -325,7 +323,7 @@ impl ServerHandler for CodeExecutionServer {
         &self,
         request: GetTaskParams,
         _: RequestContext<RoleServer>,
-    ) -> Result<GetTaskResult, ErrorData> {
+    ) -> Result<GetTaskResult, Refusal> {
         self.app
             .tasks()
             .get_task(&request.task_id)
@@ -336,7 +334,7 @@ impl ServerHandler for CodeExecutionServer {
         &self,
         request: UpdateTaskParams,
         _: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
+    ) -> Result<(), Refusal> {
         self.app
             .tasks()
             .update_task(&request.task_id, request.input_responses)
@@ -346,14 +344,14 @@ impl ServerHandler for CodeExecutionServer {
         &self,
         request: CancelTaskParams,
         _: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
+    ) -> Result<(), Refusal> {
         self.app.tasks().cancel_task(&request.task_id)
     }
 }
 
 /// The refusal of a method this server does not serve. rmcp's own is the method's name as
 /// sent, which may carry anything: through the PII engine like every error.
-fn not_served(privacy: &crate::privacy::Privacy, method: &str) -> ErrorData {
+fn not_served(privacy: &crate::privacy::Privacy, method: &str) -> Refusal {
     privacy.refusal(
         ErrorCode::METHOD_NOT_FOUND,
         format!(

@@ -9,10 +9,10 @@
 //! Made from the router's own tools, so it says what a call accepts and answers; the text goes
 //! through the privacy layer like every resource.
 
-use rmcp::model::{ErrorCode, ErrorData, ReadResourceResult, ResourceTemplate, Tool};
+use rmcp::model::{ErrorCode, ReadResourceResult, ResourceTemplate, Tool};
 
 use crate::app::App;
-use crate::privacy;
+use crate::privacy::{self, Refusal};
 
 /// What every reference URI starts with; the tool's name follows.
 pub const PREFIX: &str = "docs://tools/";
@@ -28,6 +28,8 @@ pub fn uri(name: &str) -> String {
 }
 
 /// `resources/templates/list`'s entry for the references.
+// The template's URI, name, description and type are constants: no data a call brought.
+#[allow(clippy::disallowed_methods)]
 pub fn template() -> ResourceTemplate {
     let mut template = ResourceTemplate::new(format!("{PREFIX}{{name}}"), "tool reference");
     template.description = Some(
@@ -38,7 +40,7 @@ pub fn template() -> ResourceTemplate {
 }
 
 /// `resources/read` of a reference: `tool` is the router's tool its URI names, if any.
-pub fn read(app: &App, uri: String, tool: Option<&Tool>) -> Result<ReadResourceResult, ErrorData> {
+pub fn read(app: &App, uri: String, tool: Option<&Tool>) -> Result<ReadResourceResult, Refusal> {
     let Some(tool) = tool else {
         let name = uri.strip_prefix(PREFIX).unwrap_or(&uri);
         return Err(app.privacy().refusal(

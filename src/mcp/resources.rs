@@ -14,13 +14,13 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    ErrorCode, ErrorData, ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult,
+    ErrorCode, ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult,
     ResourceTemplate,
 };
 use rmcp::{Peer, RoleServer};
 
 use crate::app::App;
-use crate::privacy::{self, Privacy, Shown};
+use crate::privacy::{self, Privacy, Refusal, Shown};
 use crate::workspace::uri::{self, ResourceError};
 
 /// URIs one session may subscribe to at once.
@@ -31,7 +31,7 @@ pub const MAX_SUBSCRIPTIONS: usize = 1000;
 pub struct Subscriptions(Arc<Mutex<BTreeSet<String>>>);
 
 impl Subscriptions {
-    pub fn subscribe(&self, privacy: &Privacy, uri: String) -> Result<(), ErrorData> {
+    pub fn subscribe(&self, privacy: &Privacy, uri: String) -> Result<(), Refusal> {
         uri::path_of(&uri).map_err(|e| invalid(privacy, e))?;
         let mut set = self.0.lock().expect("subscriptions lock");
         if set.len() >= MAX_SUBSCRIPTIONS && !set.contains(&uri) {
@@ -71,18 +71,18 @@ impl Subscriptions {
     }
 }
 
-fn invalid(privacy: &Privacy, e: ResourceError) -> ErrorData {
+fn invalid(privacy: &Privacy, e: ResourceError) -> Refusal {
     privacy.refusal(ErrorCode::INVALID_PARAMS, e)
 }
 
 /// The workspace path of a URI from the client (tokens turned back into values).
-fn path_from_client(app: &App, uri: &str) -> Result<String, ErrorData> {
+fn path_from_client(app: &App, uri: &str) -> Result<String, Refusal> {
     uri::path_of(uri)
         .map(|path| app.privacy().from_model(path))
         .map_err(|e| invalid(app.privacy(), e))
 }
 
-pub async fn list(app: &App, cursor: Option<String>) -> Result<ListResourcesResult, ErrorData> {
+pub async fn list(app: &App, cursor: Option<String>) -> Result<ListResourcesResult, Refusal> {
     let listing = app
         .with_workspace(|ws| ws.list_files(""))
         .await
@@ -109,6 +109,8 @@ pub async fn list(app: &App, cursor: Option<String>) -> Result<ListResourcesResu
     Ok(result)
 }
 
+// The template's URI, name and description are constants: no data a call brought.
+#[allow(clippy::disallowed_methods)]
 pub fn templates() -> ListResourceTemplatesResult {
     let mut template = ResourceTemplate::new(uri::URI_TEMPLATE, "workspace file");
     template.description = Some(
@@ -117,7 +119,7 @@ pub fn templates() -> ListResourceTemplatesResult {
     ListResourceTemplatesResult::with_all_items(vec![template, super::reference::template()])
 }
 
-pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, ErrorData> {
+pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, Refusal> {
     if super::skill_resources::is_skill_uri(&uri) {
         return super::skill_resources::read(app, uri).await;
     }

@@ -4,16 +4,19 @@
 //! text takes the privacy path of every output: previews are tokenized. A new revision, a new
 //! session and expired ones are announced to listen streams (`app::events`).
 
-use rmcp::model::{ErrorCode, ErrorData, ReadResourceResult, Resource};
+use rmcp::model::{ErrorCode, ReadResourceResult};
 
 use crate::app::App;
-use crate::privacy::{self, Shown};
+use crate::privacy::{self, Refusal, Shown};
 use crate::sessions::view;
 
 pub use view::handle_of;
 
 /// The tenant's sessions as resources.
-pub fn list(app: &App) -> Vec<Resource> {
+// Each resource is made by `privacy::resource` from shown texts; what is set here after it
+// is the server's own words (a MIME type, a fixed description).
+#[allow(clippy::disallowed_types)]
+pub fn list(app: &App) -> Vec<rmcp::model::Resource> {
     let mut handles = app.session_handles();
     handles.sort();
     handles
@@ -34,7 +37,7 @@ pub fn list(app: &App) -> Vec<Resource> {
 }
 
 /// `resources/read` of `session://HANDLE`.
-pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, ErrorData> {
+pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, Refusal> {
     let Some(handle) = handle_of(&uri) else {
         return Err(app.privacy().refusal(
             ErrorCode::INVALID_PARAMS,

@@ -13,12 +13,12 @@
 //! params), a store that cannot be read `-32603`, each saying what to do.
 
 use rmcp::model::{
-    ErrorCode, ErrorData, GetSkillResult, ListSkillsResult, ReadResourceResult, Skill,
-    SkillFrontmatter, SkillResource, SkillResources,
+    ErrorCode, GetSkillResult, ListSkillsResult, ReadResourceResult, Skill, SkillFrontmatter,
+    SkillResource, SkillResources,
 };
 
 use crate::app::App;
-use crate::privacy;
+use crate::privacy::{self, Refusal};
 use crate::skills::agent_skill::{
     self, AgentSkill, CODE_MIME, SKILL_MD_MIME, SkillFile, SkillSource, SkillUriError,
 };
@@ -29,7 +29,7 @@ pub use agent_skill::is_skill_uri;
 /// Skills per `skills/list` page (each is read and hashed whole).
 pub const PAGE_SIZE: usize = 50;
 
-pub async fn list(app: &App, cursor: Option<String>) -> Result<ListSkillsResult, ErrorData> {
+pub async fn list(app: &App, cursor: Option<String>) -> Result<ListSkillsResult, Refusal> {
     if let Some(c) = &cursor
         && validate_name(c).is_err()
     {
@@ -69,7 +69,7 @@ pub async fn list(app: &App, cursor: Option<String>) -> Result<ListSkillsResult,
     Ok(result)
 }
 
-pub async fn get(app: &App, uri: String) -> Result<GetSkillResult, ErrorData> {
+pub async fn get(app: &App, uri: String) -> Result<GetSkillResult, Refusal> {
     let (skill, file) = find(app, &uri).await?;
     if file != SkillFile::SkillMd {
         return Err(invalid(
@@ -83,7 +83,7 @@ pub async fn get(app: &App, uri: String) -> Result<GetSkillResult, ErrorData> {
     Ok(GetSkillResult::new(entry(&skill)))
 }
 
-pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, ErrorData> {
+pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, Refusal> {
     let (skill, file) = find(app, &uri).await?;
     let mime = match file {
         SkillFile::SkillMd => SKILL_MD_MIME,
@@ -97,7 +97,7 @@ pub async fn read(app: &App, uri: String) -> Result<ReadResourceResult, ErrorDat
 }
 
 /// The published skill and file `uri` names.
-async fn find(app: &App, uri: &str) -> Result<(AgentSkill, SkillFile), ErrorData> {
+async fn find(app: &App, uri: &str) -> Result<(AgentSkill, SkillFile), Refusal> {
     let address = agent_skill::parse_uri(uri).map_err(|e| invalid(app, e))?;
     let not_served = || {
         invalid(
@@ -116,7 +116,7 @@ async fn find(app: &App, uri: &str) -> Result<(AgentSkill, SkillFile), ErrorData
 }
 
 /// The stored skill `name` with its code, `None` when there is none.
-async fn load(app: &App, name: &str) -> Result<Option<crate::skills::Skill>, ErrorData> {
+async fn load(app: &App, name: &str) -> Result<Option<crate::skills::Skill>, Refusal> {
     let store = app.skills().clone();
     let name = name.to_owned();
     match tokio::task::spawn_blocking(move || store.load(&name))
@@ -165,10 +165,10 @@ fn entry(skill: &AgentSkill) -> Skill {
     Skill::new(skill_md, frontmatter, SkillResources::Files(files))
 }
 
-fn invalid(app: &App, message: impl std::fmt::Display) -> ErrorData {
+fn invalid(app: &App, message: impl std::fmt::Display) -> Refusal {
     app.privacy().refusal(ErrorCode::INVALID_PARAMS, message)
 }
 
-fn internal(app: &App, error: impl std::fmt::Display) -> ErrorData {
+fn internal(app: &App, error: impl std::fmt::Display) -> Refusal {
     app.privacy().refusal(ErrorCode::INTERNAL_ERROR, error)
 }

@@ -1,9 +1,6 @@
 //! The two shapes a tool's answer takes, with constructors private to [`super`]: a handler
 //! gets one from [`super::Privacy`] only, and rmcp takes nothing else from it.
 
-// rmcp's answer and content constructors, banned elsewhere (clippy.toml), are this module's.
-#![allow(clippy::disallowed_methods)]
-
 use std::marker::PhantomData;
 
 use base64::Engine as _;

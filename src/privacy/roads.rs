@@ -1,10 +1,8 @@
 //! rmcp's constructors of what reaches the model by the roads other than a tool's response,
 //! each taking its texts as [`Shown`]: errors, resources and their contents, progress reports,
 //! task statuses, resource notifications. clippy.toml bans rmcp's own constructors of these
-//! (`disallowed-methods`); src/mcp/ and the application modules that report to the model deny
-//! the lint, and this module is where they are allowed.
-
-#![allow(clippy::disallowed_methods)]
+//! (`disallowed-methods`) and the types with public fields (`disallowed-types`); the crate
+//! denies both lints, and the privacy module is where they are allowed.
 
 use base64::Engine as _;
 use rmcp::model::{
@@ -15,6 +13,11 @@ use rmcp::service::{SubscriptionSendError, SubscriptionSink};
 use rmcp::task_manager::{TaskContext, TaskOptions};
 
 use super::Shown;
+
+/// rmcp's JSON-RPC error, under the one name the rest of the crate may use for it (handlers
+/// return it): its values are made here ([`refusal`], [`super::Privacy::refusal`]), and no
+/// struct literal of it is written outside this module (tests/privacy_lints.rs).
+pub type Refusal = ErrorData;
 
 /// A JSON-RPC error whose message the model reads.
 pub fn refusal(code: ErrorCode, message: Shown) -> ErrorData {

@@ -6,16 +6,16 @@
 //! rmcp makes before a handler runs). A text that went through the engine once passes again
 //! unchanged, so what this module made already is not harmed by a second reading.
 
-use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ErrorData};
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock};
 
-use super::Privacy;
+use super::{Privacy, Refusal};
 
 impl Privacy {
     /// A JSON-RPC error on its way out: its message, and every string of its data, through
     /// the engine.
-    pub fn screen_error(&self, error: ErrorData) -> ErrorData {
+    pub fn screen_error(&self, error: Refusal) -> Refusal {
         let message = self.text(error.message.into_owned()).into_string();
-        ErrorData::new(
+        Refusal::new(
             error.code,
             message,
             error.data.map(|data| self.value(data, &[])),

@@ -14,9 +14,6 @@
 //! layer inside the report's own words ([`Shown::framed`]), and only
 //! `crate::privacy::progress_note` puts it in a notification.
 
-// rmcp's constructors of what the model reads are the privacy layer's (clippy.toml).
-#![deny(clippy::disallowed_methods)]
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
