@@ -101,6 +101,7 @@ impl App {
     pub fn begin(config: Config) -> Result<Starting, StartError> {
         Shared::check(&config)?;
         let (progress, starting) = starting::Progress::new("connecting to the engine");
+        let starting = starting.with_upstreams(config.gateway.upstreams.is_some());
         let start = async move {
             let result = Self::start_reporting(config, &progress).await;
             progress.finish(result.map(Arc::new));

@@ -50,16 +50,33 @@ pub enum StartState {
 pub struct Starting {
     state: watch::Receiver<StartState>,
     began: Instant,
+    /// Whether the configuration names upstream MCP servers, whose tools change the listing
+    /// once the start has opened them.
+    upstreams: bool,
 }
 
 impl Starting {
     /// A start that is already over: an `App` started by [`App::start`].
     pub fn ready(app: Arc<App>) -> Self {
+        let upstreams = app.config().gateway.upstreams.is_some();
         let (_, state) = watch::channel(StartState::Ready(app));
         Self {
             state,
             began: Instant::now(),
+            upstreams,
         }
+    }
+
+    /// [`Starting::upstreams`] as the configuration says.
+    pub fn with_upstreams(mut self, upstreams: bool) -> Self {
+        self.upstreams = upstreams;
+        self
+    }
+
+    /// Whether the configuration names upstream MCP servers: without them the tool listing
+    /// is the same before and after the start.
+    pub fn upstreams(&self) -> bool {
+        self.upstreams
     }
 
     /// Where the start is now.
@@ -121,6 +138,7 @@ impl Progress {
         let starting = Starting {
             state: rx,
             began: Instant::now(),
+            upstreams: false,
         };
         (Self { state: Some(tx) }, starting)
     }

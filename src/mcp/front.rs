@@ -178,10 +178,15 @@ impl ServerHandler for Front {
         }
         let mut result = ListToolsResult::with_all_items(self.tools.to_vec());
         if super::cache_hints::wanted(&context) {
-            // Upstreams may add to the listing once the start ends: ask again soon.
-            result = result
-                .with_ttl_ms(super::cache_hints::UPSTREAM_TTL_MS)
-                .with_cache_scope(CacheScope::Private);
+            // Upstreams may add to the listing once the start ends: then ask again soon.
+            // Without them it is the fixed listing, for every client alike (stdio, the one
+            // transport of this handler, has no tenants).
+            let (ttl, scope) = if self.starting.upstreams() {
+                (super::cache_hints::UPSTREAM_TTL_MS, CacheScope::Private)
+            } else {
+                (super::cache_hints::STATIC_TTL_MS, CacheScope::Public)
+            };
+            result = result.with_ttl_ms(ttl).with_cache_scope(scope);
         }
         Ok(result)
     }
