@@ -266,6 +266,10 @@ impl App {
         &self,
         handle: String,
     ) -> Result<crate::sessions::view::SessionView, crate::sessions::SessionError> {
+        // The snapshot of a call that has just answered is still on its way.
+        self.sessions
+            .settle(&handle, std::time::Duration::from_secs(10))
+            .await;
         let sessions = self.sessions.clone();
         crate::host::blocking_here(move || sessions.view(&handle))
     }

@@ -92,6 +92,16 @@ impl Sessions {
         self.store.view(handle)
     }
 
+    /// Waits, at most `limit`, for the turn of `handle` that is running now to end. A call's
+    /// result comes back before its snapshot has arrived, so a view read at once could miss
+    /// the revision that result named; a call still running past `limit` is not waited for.
+    pub async fn settle(&self, handle: &str, limit: std::time::Duration) {
+        let turn = (self.live.lock().expect("sessions lock").get(handle)).map(|l| l.turn.clone());
+        if let Some(turn) = turn {
+            let _ = tokio::time::timeout(limit, turn.lock_owned()).await;
+        }
+    }
+
     /// The handles of the sessions held.
     pub fn handles(&self) -> Vec<String> {
         self.store.handles()
