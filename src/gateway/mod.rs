@@ -22,6 +22,8 @@
 //! planning.rs  one execution's plan: calls recorded, then asked once and applied in order
 //! redact.rs    an upstream's credentials kept out of all it sends back
 //! call_stats.rs  calls, failures and latency per upstream, for get_execution_stats
+//! egress/      guarded egress: the `egress` entries (hosts, methods, paths, policy) and the
+//!              addresses a request through the server may reach
 //! ```
 //!
 //! A call travels harness → channel `call` frame (`call_tool`) → `execute::calls::ServerCalls`
@@ -34,6 +36,7 @@ pub mod call_stats;
 mod child;
 mod client;
 pub mod confirm;
+pub mod egress;
 pub mod flow;
 pub mod listing;
 pub mod names;
