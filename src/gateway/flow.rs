@@ -10,8 +10,9 @@
 //!
 //! A rule beside `mcpServers` is the default of every entry without its own; without any, every
 //! upstream receives every value (`*`), as before rules existed. Origins a rule may name:
-//! a server of the file, `user`, `workspace`, `sandbox`, `unknown` (values of a vault from
-//! before origins were kept, and values the vault holds without one) and `*` (all).
+//! a server of the file, an `egress` entry as `http:KEY`, `user`, `workspace`, `sandbox`,
+//! `unknown` (values of a vault from before origins were kept, and values the vault holds
+//! without one) and `*` (all).
 //!
 //! Rules only hold if the code never holds the values: once any rule withholds an upstream's
 //! values from some other upstream, that upstream's results enter the sandbox tokenized
@@ -150,7 +151,7 @@ impl RawFlow {
         {
             let line = line_of(text, bad).map_or(String::new(), |l| format!(" (line {l})"));
             return Err(format!(
-                "pii.restore_from names {bad:?}{line}, which is neither a server of the upstreams file ({}) nor an origin ({}): name the servers and origins whose personal data this upstream may receive",
+                "pii.restore_from names {bad:?}{line}, which is neither a server of the upstreams file ({}) nor an origin ({}): name the servers and origins whose personal data this upstream may receive (an egress entry as `http:KEY`)",
                 servers.join(", "),
                 ORIGIN_NAMES.join(", ")
             ));

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! upstreams_file.rs  the upstreams file (Claude Desktop's mcpServers, ${VAR} expansion, policy)
+//! upstreams_egress.rs  its `egress` object, read into the rules of `egress/`
 //! secrets.rs   what of an entry is secret, in every form it may come back in
 //! upstream.rs  one upstream kept connected: stdio child or streamable HTTP, relist, restart
 //! child.rs     a stdio upstream's process group and bounded stderr lines
@@ -52,6 +53,7 @@ pub mod tools;
 pub mod tree;
 pub mod upstream;
 pub mod upstream_calls;
+mod upstreams_egress;
 pub mod upstreams_file;
 pub mod view;
 
@@ -71,7 +73,7 @@ pub use confirm::{Answer, AskError, Confirm, Prompt};
 pub use flow::FlowRules;
 pub use upstream::{Upstream, UpstreamLimits, UpstreamStatus};
 pub use upstream_calls::{CallLimits, UpstreamCalls};
-pub use upstreams_file::{UpstreamConfig, UpstreamsError};
+pub use upstreams_file::{UpstreamConfig, UpstreamsError, UpstreamsFile};
 pub use view::GatewayView;
 
 /// Every upstream of this server, each kept connected by its own task.

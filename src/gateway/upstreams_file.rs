@@ -1,5 +1,6 @@
 //! The upstreams file: the `mcpServers` object users already have in Claude Desktop and Claude
-//! Code configs, read as is, plus two keys of this server's (`policy`, `tenants`).
+//! Code configs, read as is, plus two keys of this server's (`policy`, `tenants`), and beside it
+//! the `egress` object of HTTP hosts sandbox code may reach (`upstreams_egress.rs`).
 //!
 //! ```json
 //! {"mcpServers": {
@@ -18,9 +19,10 @@
 //! Server names become module names and `server/tool` addresses, so they are checked by
 //! allowlist. An entry with `"disabled": true` is skipped, as Claude Code does.
 //!
-//! `pii` (in an entry, or beside `mcpServers` as every entry's default) is a flow rule
-//! (`flow.rs`); a name in it that is neither a server of the file nor an origin stops the start,
-//! naming its line.
+//! `pii` (in an entry, or beside `mcpServers` as the default of every entry, `egress` entries
+//! too) is a flow rule (`flow.rs`); a name in it that is neither a server of the file, nor
+//! `http:KEY` for a key of `egress`, nor an origin stops the start, naming its line. A file with
+//! only `egress` is valid.
 //!
 //! Unknown keys stop the start with an error naming the key, the accepted ones and the line: a
 //! key this server does not read would otherwise be dropped without a word. Other MCP clients' settings ([`CLIENT_KEYS`]: a server entry's
@@ -34,8 +36,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
+use super::egress::rules::EgressRules;
 use super::flow::{FlowRule, RawFlow, RuleSource};
 use super::policy::{Decision, Policy};
+use super::upstreams_egress::{self, MAX_EGRESS_ENTRIES, RawEgress};
 use crate::tenancy::{MAX_TENANT_CHARS, valid_tenant_name};
 
 /// An upstreams file larger than this is not an upstreams file.
@@ -64,7 +68,7 @@ pub enum UpstreamsError {
         source: serde_json::Error,
     },
     #[error(
-        "the upstreams file {path}: {source}. Write only the keys of docs/gateway.md (other MCP clients' settings there are ignored with a warning)"
+        "the upstreams file {path}: {source}. Write only the keys of docs/gateway.md and docs/egress.md (other MCP clients' settings there are ignored with a warning)"
     )]
     Shape {
         path: PathBuf,
@@ -72,6 +76,12 @@ pub enum UpstreamsError {
     },
     #[error("upstream `{server}`: {problem}")]
     Server { server: String, problem: String },
+    #[error("egress entry {key:?}{}: {problem}", line.map_or(String::new(), |l| format!(" (line {l})")))]
+    Egress {
+        key: String,
+        line: Option<usize>,
+        problem: String,
+    },
     /// A problem of one entry, with the file it is in.
     #[error("the upstreams file {path}: {problem}")]
     InFile {
@@ -86,6 +96,19 @@ pub enum UpstreamsError {
     DefaultRule(String),
     #[error("the upstreams file has {0} servers; at most {MAX_UPSTREAMS} are supported")]
     TooMany(usize),
+    #[error(
+        "the upstreams file has {0} egress entries; at most {MAX_EGRESS_ENTRIES} are supported: cover hosts under one domain with a \"*.domain\" key"
+    )]
+    TooManyEgress(usize),
+}
+
+/// Everything the upstreams file configures.
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamsFile {
+    /// `mcpServers`, disabled entries left out.
+    pub servers: Vec<UpstreamConfig>,
+    /// `egress`: the HTTP hosts sandbox code may reach through the server.
+    pub egress: EgressRules,
 }
 
 /// How the server reaches one upstream.
@@ -156,10 +179,15 @@ pub const CLIENT_KEYS: [&str; 6] = [
 ];
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields, expecting = "an object with \"mcpServers\"")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an object with \"mcpServers\" or \"egress\""
+)]
 struct File {
     #[serde(rename = "mcpServers")]
     mcp_servers: Option<BTreeMap<String, RawServer>>,
+    #[serde(default)]
+    egress: Option<BTreeMap<String, RawEgress>>,
     #[serde(rename = "globalShortcut", default)]
     global_shortcut: Option<IgnoredAny>,
     /// The flow rule of every entry without its own.
@@ -251,7 +279,7 @@ fn warn_ignored(place: &str, keys: &[&str]) {
 }
 
 /// Reads and checks an upstreams file; variables come from this process's environment.
-pub fn read(path: &Path) -> Result<Vec<UpstreamConfig>, UpstreamsError> {
+pub fn read_file(path: &Path) -> Result<UpstreamsFile, UpstreamsError> {
     let read_error = |source| UpstreamsError::Read {
         path: path.to_owned(),
         source,
@@ -261,7 +289,7 @@ pub fn read(path: &Path) -> Result<Vec<UpstreamConfig>, UpstreamsError> {
         return Err(UpstreamsError::TooLarge(path.to_owned()));
     }
     let text = std::fs::read_to_string(path).map_err(read_error)?;
-    parse(&text, &|name| std::env::var(name).ok()).map_err(|e| match e {
+    parse_file(&text, &|name| std::env::var(name).ok()).map_err(|e| match e {
         UpstreamsError::Json { source, .. } => UpstreamsError::Json {
             path: path.to_owned(),
             source,
@@ -270,36 +298,60 @@ pub fn read(path: &Path) -> Result<Vec<UpstreamConfig>, UpstreamsError> {
             path: path.to_owned(),
             source,
         },
-        entry @ UpstreamsError::Server { .. } => UpstreamsError::InFile {
-            path: path.to_owned(),
-            problem: Box::new(entry),
-        },
+        entry @ (UpstreamsError::Server { .. } | UpstreamsError::Egress { .. }) => {
+            UpstreamsError::InFile {
+                path: path.to_owned(),
+                problem: Box::new(entry),
+            }
+        }
         other => other,
     })
 }
 
-/// [`read`], and the file's rules checked against `--pii-output`: rules only hold where values
-/// reach the code as tokens (`tokenizes`), so a file with any refuses to start without them.
-pub fn read_for(path: &Path, tokenizes: bool) -> Result<Vec<UpstreamConfig>, UpstreamsError> {
-    let upstreams = read(path)?;
-    let ruled: Vec<String> = (upstreams.iter())
+/// [`read_file`], and the file's rules checked against `--pii-output`: rules only hold where
+/// values reach the code as tokens (`tokenizes`), so a file with any refuses to start without
+/// them.
+pub fn read_file_for(path: &Path, tokenizes: bool) -> Result<UpstreamsFile, UpstreamsError> {
+    let file = read_file(path)?;
+    let servers = (file.servers.iter())
         .filter(|u| u.pii.source != RuleSource::BuiltIn)
-        .map(|u| format!("`{}`", u.name))
-        .collect();
+        .map(|u| format!("`{}`", u.name));
+    let entries = (file.egress.entries().iter())
+        .filter(|e| e.pii.source != RuleSource::BuiltIn)
+        .map(|e| format!("`{}`", e.origin()));
+    let ruled: Vec<String> = servers.chain(entries).collect();
     if !ruled.is_empty() && !tokenizes {
         return Err(UpstreamsError::RulesNeedTokens {
             path: path.to_owned(),
             servers: ruled.join(", "),
         });
     }
-    Ok(upstreams)
+    Ok(file)
 }
 
-/// Parses the text of an upstreams file, looking variables up with `var`.
+/// The servers of [`read_file`].
+pub fn read(path: &Path) -> Result<Vec<UpstreamConfig>, UpstreamsError> {
+    read_file(path).map(|f| f.servers)
+}
+
+/// The servers of [`read_file_for`].
+pub fn read_for(path: &Path, tokenizes: bool) -> Result<Vec<UpstreamConfig>, UpstreamsError> {
+    read_file_for(path, tokenizes).map(|f| f.servers)
+}
+
+/// The servers of [`parse_file`].
 pub fn parse(
     text: &str,
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<UpstreamConfig>, UpstreamsError> {
+    parse_file(text, var).map(|f| f.servers)
+}
+
+/// Parses the text of an upstreams file, looking variables up with `var`.
+pub fn parse_file(
+    text: &str,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<UpstreamsFile, UpstreamsError> {
     let file: File = serde_json::from_str(text).map_err(|source| {
         let path = PathBuf::new();
         match source.classify() {
@@ -314,7 +366,14 @@ pub fn parse(
     if servers.len() > MAX_UPSTREAMS {
         return Err(UpstreamsError::TooMany(servers.len()));
     }
-    let owned: Vec<String> = servers.keys().cloned().collect();
+    let egress = file.egress.unwrap_or_default();
+    if egress.len() > MAX_EGRESS_ENTRIES {
+        return Err(UpstreamsError::TooManyEgress(egress.len()));
+    }
+    // What a flow rule may name: the servers, and each egress entry as `http:KEY`.
+    let owned: Vec<String> = (servers.keys().cloned())
+        .chain(upstreams_egress::origins(&egress))
+        .collect();
     let names: Vec<&str> = owned.iter().map(String::as_str).collect();
     let default_rule = match file.pii {
         Some(raw) => raw
@@ -322,6 +381,35 @@ pub fn parse(
             .map_err(UpstreamsError::DefaultRule)?,
         None => FlowRule::default(),
     };
+    let expand = |s: &str| {
+        expand_vars(s, var).map_err(|e| match e {
+            UpstreamsError::Server { problem, .. } => problem,
+            other => other.to_string(),
+        })
+    };
+    let cx = upstreams_egress::Context {
+        text,
+        names: &names,
+        default_rule: &default_rule,
+        expand: &expand,
+        check_tenants: check_tenant_names,
+    };
+    Ok(UpstreamsFile {
+        servers: servers_of(servers, &cx, var)?,
+        egress: upstreams_egress::rules(egress, &cx).map_err(|p| UpstreamsError::Egress {
+            key: p.key,
+            line: p.line,
+            problem: p.problem,
+        })?,
+    })
+}
+
+/// The `mcpServers` entries, checked, disabled ones left out.
+fn servers_of(
+    servers: BTreeMap<String, RawServer>,
+    cx: &upstreams_egress::Context,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<UpstreamConfig>, UpstreamsError> {
     let mut out = Vec::new();
     for (name, raw) in servers {
         let problem = |problem: String| UpstreamsError::Server {
@@ -344,9 +432,9 @@ pub fn parse(
         };
         let pii = match raw.pii {
             Some(rule) => rule
-                .check(RuleSource::Entry, &names, text)
+                .check(RuleSource::Entry, cx.names, cx.text)
                 .map_err(problem)?,
-            None => default_rule.clone(),
+            None => cx.default_rule.clone(),
         };
         out.push(UpstreamConfig {
             name,

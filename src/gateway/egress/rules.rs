@@ -18,12 +18,12 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue, Method};
 
-use super::host::Host;
 use super::key::Pattern;
 use super::path::{check_path, valid_pattern};
 use crate::gateway::flow::FlowRule;
 use crate::gateway::policy::{Decision, glob_match};
 
+pub use super::host::Host;
 pub use super::refused::Refused;
 
 /// Headers the server sets itself on a forwarded request (framing, the connection, the
