@@ -1,7 +1,7 @@
 //! One `Config` for the whole server, built from command-line flags and their environment
 //! variables (clap), in groups of one subsystem each ([`TransportConfig`], [`TenantsConfig`],
 //! [`StorageConfig`], [`SandboxConfig`], [`LimitsConfig`], [`PoolConfig`], [`PiiConfig`],
-//! [`GatewayConfig`], [`OperationsConfig`]). Each group checks its own flags and converts them into its subsystem's
+//! [`GatewayConfig`], [`EgressConfig`], [`OperationsConfig`]). Each group checks its own flags and converts them into its subsystem's
 //! settings; ranges of a single flag are clap value parsers, so a bad value is refused while
 //! parsing, naming the flag. [`Config::validate`] adds the checks that span groups.
 //!
@@ -10,6 +10,7 @@
 //! built into the binary.
 
 mod discovery;
+mod egress;
 mod gateway;
 mod limits;
 mod operations;
@@ -26,6 +27,7 @@ mod transport;
 use clap::Args;
 
 pub use discovery::{DiscoveryConfig, Ranker};
+pub use egress::EgressConfig;
 pub use gateway::GatewayConfig;
 pub use limits::{LimitsConfig, MIN_MEMORY_MB};
 pub use operations::OperationsConfig;
@@ -90,6 +92,11 @@ pub struct Config {
     pub pii: PiiConfig,
     #[command(flatten, next_help_heading = "Upstream MCP servers")]
     pub gateway: GatewayConfig,
+    #[command(
+        flatten,
+        next_help_heading = "Guarded egress (HTTP through the server)"
+    )]
+    pub egress: EgressConfig,
     #[command(flatten, next_help_heading = "Operations (metrics, audit trail)")]
     pub operations: OperationsConfig,
 }
@@ -142,7 +149,20 @@ impl Config {
         self.packages.validate()?;
         self.pii.validate()?;
         self.gateway.validate()?;
+        self.egress.validate()?;
         self.operations.validate()?;
+        if self.storage.shared_data
+            && self
+                .egress
+                .socket_dir()
+                .starts_with(self.storage.data_dir())
+        {
+            return Err(ConfigError::Conflict(format!(
+                "--egress-socket-dir {} is inside the shared data directory {}: sockets are local to one machine, so give each node a directory on its own disk (the default is $XDG_RUNTIME_DIR/code-execution-mcp)",
+                self.egress.socket_dir().display(),
+                self.storage.data_dir().display()
+            )));
+        }
         if self.tenants.has_tokens() {
             if self.transport.transport == Transport::Stdio {
                 return Err(ConfigError::Conflict("--tokens-file and CEM_TOKENS authenticate HTTP clients, and stdio has one client (the process that started the server): remove them, or serve with --transport http".into()));

@@ -77,6 +77,14 @@ const FLAGS: &[(&str, &str)] = &[
     ("confirm-wait-secs", "CEM_CONFIRM_WAIT_SECS"),
     ("plan-max-calls", "CEM_PLAN_MAX_CALLS"),
     ("plan-max-bytes", "CEM_PLAN_MAX_BYTES"),
+    ("egress-ca-file", "CEM_EGRESS_CA_FILE"),
+    ("egress-max-requests", "CEM_EGRESS_MAX_REQUESTS"),
+    ("egress-max-bytes-in-mb", "CEM_EGRESS_MAX_BYTES_IN_MB"),
+    ("egress-max-bytes-out-mb", "CEM_EGRESS_MAX_BYTES_OUT_MB"),
+    ("egress-max-connections", "CEM_EGRESS_MAX_CONNECTIONS"),
+    ("egress-max-response-mb", "CEM_EGRESS_MAX_RESPONSE_MB"),
+    ("egress-timeout-seconds", "CEM_EGRESS_TIMEOUT_SECONDS"),
+    ("egress-socket-dir", "CEM_EGRESS_SOCKET_DIR"),
     ("metrics-listen", "CEM_METRICS_LISTEN"),
     ("audit", "CEM_AUDIT"),
     ("audit-code", "CEM_AUDIT_CODE"),
@@ -224,6 +232,12 @@ fn out_of_range_values_are_refused_while_parsing_naming_the_flag() {
         ("--max-code-bytes", "0"),
         ("--tenant-uid-range", "10001-70000"),
         ("--tenant-uid-range", "70000"),
+        ("--egress-max-requests", "0"),
+        ("--egress-max-connections", "1025"),
+        ("--egress-max-response-mb", "0"),
+        ("--egress-max-bytes-in-mb", "1048577"),
+        ("--egress-max-bytes-out-mb", "0"),
+        ("--egress-timeout-seconds", "86401"),
     ] {
         let err = Config::try_from_args([flag, bad]).unwrap_err().to_string();
         assert!(
@@ -252,6 +266,8 @@ fn a_configuration_built_in_code_is_held_to_the_same_ranges() {
         |c| c.gateway.max_tool_result_mb = 7,
         |c| c.tenants.tenant_max_concurrency = Some(0),
         |c| c.pool.pool_size = 65,
+        |c| c.egress.egress_max_connections = 0,
+        |c| c.egress.egress_timeout_seconds = 0,
     ] {
         let mut c = Config::defaults();
         adjust(&mut c);
@@ -343,4 +359,133 @@ fn packages_flags_are_checked_and_the_index_flag_wins() {
     );
     assert_eq!(c.packages.ca_file(), None);
     assert!(!parse(&["--packages", "off"]).packages.enabled());
+}
+
+/// A CA certificate (self-signed, P-256, valid until 2126) for `--egress-ca-file`.
+const TEST_CA: &str = "-----BEGIN CERTIFICATE-----
+MIIBkTCCATegAwIBAgIUHy9hR2x/D9iFJp4cxpIAb7UDoGcwCgYIKoZIzj0EAwIw
+HTEbMBkGA1UEAwwSY2VtIGVncmVzcyB0ZXN0IENBMCAXDTI2MTIwMTIzMTgyMVoY
+DzIxMjYxMTA3MjMxODIxWjAdMRswGQYDVQQDDBJjZW0gZWdyZXNzIHRlc3QgQ0Ew
+WTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAARp8WAQuk4UCSLB9YYx3lIPeUH67sZ/
+FAH0umzzkCSNBuwH5qIAfiPCQsTLzj/6ulJM0aA/CydS104yeM4Y+9S2o1MwUTAd
+BgNVHQ4EFgQUi/pBavXro24DezN8T+sBdRnlbOswHwYDVR0jBBgwFoAUi/pBavXr
+o24DezN8T+sBdRnlbOswDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNIADBF
+AiAIS45YIBiGHYBgFh8MOPdWxMC7ybchV7LqD6aoPKtvZAIhAKR5maARAB+rXLTT
+xv6H9dUcuIOHgMzn+P4n2wUv7+Au
+-----END CERTIFICATE-----
+";
+
+#[test]
+fn egress_flags_default_convert_and_allow_responses_past_a_gibibyte() {
+    let c = Config::defaults();
+    let limits = c.egress.limits();
+    assert_eq!(limits.max_requests, 256);
+    assert_eq!(limits.max_bytes_in, 4096 << 20);
+    assert_eq!(limits.max_bytes_out, 64 << 20);
+    assert_eq!(limits.max_connections, 16);
+    assert_eq!(limits.max_response_bytes, 2048 << 20);
+    assert!(limits.max_response_bytes > 1 << 30);
+    assert_eq!(limits.timeout, std::time::Duration::from_secs(300));
+    assert!(c.egress.extra_roots().unwrap().is_empty());
+    assert!(c.egress.socket_dir().is_absolute());
+    let c = Config::try_from_args([
+        "--egress-max-response-mb",
+        "16384",
+        "--egress-max-bytes-in-mb",
+        "16384",
+        "--egress-timeout-seconds",
+        "3600",
+        "--egress-socket-dir",
+        "/run/cem-egress",
+    ])
+    .unwrap();
+    c.validate().unwrap();
+    assert_eq!(c.egress.limits().max_response_bytes, 16 << 30);
+    assert_eq!(c.egress.socket_dir(), PathBuf::from("/run/cem-egress"));
+    // An empty value (compose's unset variable) is the default.
+    let mut c = Config::defaults();
+    c.egress.egress_socket_dir = Some(PathBuf::new());
+    c.egress.egress_ca_file = Some(PathBuf::new());
+    c.validate().unwrap();
+    assert_eq!(
+        c.egress.socket_dir(),
+        Config::defaults().egress.socket_dir()
+    );
+}
+
+#[test]
+fn egress_flags_that_do_not_fit_say_which_to_change() {
+    let parse = |args: &[&str]| Config::try_from_args(args.iter().copied()).unwrap();
+    let err = |c: Config| c.validate().unwrap_err().to_string();
+    let e = err(parse(&["--egress-max-response-mb", "8192"]));
+    assert!(
+        e.contains("--egress-max-response-mb 8192") && e.contains("--egress-max-bytes-in-mb 4096"),
+        "{e}"
+    );
+    let e = err(parse(&["--egress-socket-dir", "run/cem"]));
+    assert!(
+        e.contains("--egress-socket-dir") && e.contains("absolute"),
+        "{e}"
+    );
+    let long = format!("/{}", "d".repeat(70));
+    let e = err(parse(&["--egress-socket-dir", &long]));
+    assert!(e.contains("longer than 64 bytes"), "{e}");
+    let data = tempfile::tempdir().unwrap();
+    let inside = data.path().join("egress");
+    let args = [
+        "--data-dir",
+        data.path().to_str().unwrap(),
+        "--egress-socket-dir",
+        inside.to_str().unwrap(),
+    ];
+    parse(&args).validate().unwrap();
+    let mut shared = parse(&args);
+    shared.storage.shared_data = true;
+    let e = err(shared);
+    assert!(e.contains("inside the shared data directory"), "{e}");
+}
+
+#[test]
+fn the_egress_ca_file_must_be_pem_with_a_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let with = |path: &std::path::Path| {
+        Config::try_from_args(["--egress-ca-file", path.to_str().unwrap()]).unwrap()
+    };
+    let good = write("ca.pem", &format!("# a comment\n{TEST_CA}{TEST_CA}"));
+    let c = with(&good);
+    c.validate().unwrap();
+    assert_eq!(c.egress.extra_roots().unwrap().len(), 2);
+    for (path, words) in [
+        (dir.path().join("missing.pem"), "cannot be read"),
+        (write("empty.pem", ""), "holds no certificate"),
+        (
+            write(
+                "key.pem",
+                "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n",
+            ),
+            "holds no certificate",
+        ),
+        (write("cut.pem", &TEST_CA[..200]), "is not PEM"),
+        (
+            write(
+                "junk.pem",
+                "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+            ),
+            "certificate 1 is not usable",
+        ),
+    ] {
+        let e = with(&path).validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("--egress-ca-file ")
+                && e.contains(words)
+                && e.contains("PEM file of CA certificates"),
+            "{}: {e}",
+            path.display()
+        );
+    }
 }
