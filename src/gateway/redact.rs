@@ -86,6 +86,39 @@ impl Redactor {
     }
 }
 
+/// Each secret in every form it may come back in: as it is, percent-encoded (upper- and
+/// lower-case hex) and JSON-escaped; sorted, without duplicates, and without values under 4
+/// characters (replacing every "1" or "on" would garble messages and hide nothing).
+pub fn secret_forms(mut found: Vec<String>) -> Vec<String> {
+    let mut forms: Vec<String> = Vec::new();
+    for secret in &found {
+        forms.push(percent_encoded(secret, false));
+        forms.push(percent_encoded(secret, true));
+        // A JSON string is always quoted: its inside is the escaped form.
+        let quoted = serde_json::Value::String(secret.clone()).to_string();
+        forms.push(quoted[1..quoted.len() - 1].to_string());
+    }
+    found.extend(forms);
+    found.retain(|s| s.chars().count() >= 4);
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// `s` with every byte outside the URL-unreserved set percent-encoded, in upper- or lower-case
+/// hex (clients write either).
+fn percent_encoded(s: &str, upper: bool) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ if upper => format!("%{b:02X}"),
+            _ => format!("%{b:02x}"),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

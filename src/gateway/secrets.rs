@@ -33,19 +33,11 @@ impl UpstreamConfig {
                 found.extend(url_secrets(url));
             }
         }
-        let mut forms: Vec<String> = Vec::new();
-        for secret in &found {
-            forms.push(percent_encoded(secret, false));
-            forms.push(percent_encoded(secret, true));
-            // A JSON string is always quoted: its inside is the escaped form.
-            let quoted = serde_json::Value::String(secret.clone()).to_string();
-            forms.push(quoted[1..quoted.len() - 1].to_string());
-        }
-        found.extend(forms);
-        found.retain(|s| s.chars().count() >= 4);
-        found.sort();
-        found.dedup();
-        pairs.extend(found.into_iter().map(|s| (s, REDACTED.to_string())));
+        pairs.extend(
+            super::redact::secret_forms(found)
+                .into_iter()
+                .map(|s| (s, REDACTED.to_string())),
+        );
         Redactor::new(pairs)
     }
 }
@@ -84,18 +76,4 @@ fn url_secrets(url: &str) -> Vec<String> {
         }
     }
     found
-}
-
-/// `s` with every byte outside the URL-unreserved set percent-encoded, in upper- or lower-case
-/// hex (clients write either).
-fn percent_encoded(s: &str, upper: bool) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ if upper => format!("%{b:02X}"),
-            _ => format!("%{b:02x}"),
-        })
-        .collect()
 }
