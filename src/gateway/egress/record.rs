@@ -1,0 +1,87 @@
+//! What one request through the egress proxy was: as the execution's response lists it
+//! (`http_requests`), and as the audit trail and the metrics keep it. Never a header value, a
+//! body or a query string: the path alone, which the entry's `paths` are written against.
+
+use serde::Serialize;
+
+/// How a request through the proxy ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HttpDecision {
+    /// Sent, and answered by the host (whatever its status).
+    Sent,
+    /// Refused by the `egress` rules (no entry, port, method, path, address, policy, bounds).
+    Refused,
+    /// Sent, but the host could not be reached or did not answer in time.
+    Failed,
+}
+
+impl HttpDecision {
+    pub const ALL: [HttpDecision; 3] = [
+        HttpDecision::Sent,
+        HttpDecision::Refused,
+        HttpDecision::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpDecision::Sent => "sent",
+            HttpDecision::Refused => "refused",
+            HttpDecision::Failed => "failed",
+        }
+    }
+}
+
+/// One request through the proxy.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct HttpRecord {
+    pub method: String,
+    /// The `egress` key that decided (absent: no entry matched).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub entry: Option<String>,
+    pub host: String,
+    /// The path, without its query.
+    pub path: String,
+    /// The host's status, or the proxy's own (403 refused, 502 unreachable, 504 too slow).
+    pub status: u16,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+    pub duration_ms: f64,
+    /// sent, refused or failed.
+    pub decision: String,
+    /// Which rule refused it (absent when sent).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rule: Option<String>,
+    /// The names of the headers the proxy added (never their values).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub headers_added: Vec<String>,
+}
+
+/// The records of one execution: the first [`HttpLog::MAX`] in full, then a count.
+#[derive(Debug, Default)]
+pub struct HttpLog {
+    records: Vec<HttpRecord>,
+    dropped: u64,
+}
+
+impl HttpLog {
+    /// Most records kept per execution (the count goes on).
+    pub const MAX: usize = 200;
+
+    pub fn push(&mut self, record: HttpRecord) {
+        if self.records.len() < Self::MAX {
+            self.records.push(record);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    pub fn records(&self) -> &[HttpRecord] {
+        &self.records
+    }
+
+    /// Requests made beyond the kept records.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+}
