@@ -6,7 +6,7 @@ Frames are JSON objects, one per line, at most 8 MiB each:
        their bytes follow, in order, as {"type":"state","data"} frames (base64), then
        {"type":"state_end","bytes"}); then {"type":"job","code",
        "context_vars","limits":{"max_output_bytes","max_result_bytes"},"edge_bytes","servers"?,
-       "session"?:{"max_bytes"},"plan"?:{"tools","max_calls","max_bytes"}}, then {"type":"reply","id","result"} or {"type":"reply","id",
+       "session"?:{"max_bytes"},"plan"?:{"tools","max_calls","max_bytes"},"egress"?:{"http"}}, then {"type":"reply","id","result"} or {"type":"reply","id",
        "error"} answering our calls, in any order (threads may have several calls out at once).
   out: {"type":"ready"} once the interpreter and its preload are ready for work, {"type":"loaded"}
        once a session's state is loaded, {"type":"output","stream","data"}, per stream that passes its limit {"type":"output","stream",
@@ -79,6 +79,7 @@ sys.dont_write_bytecode = True  # -I ignores PYTHONDONTWRITEBYTECODE
 sys.path.insert(0, LIB)  # -I leaves the script's directory off sys.path, and ignores PYTHONPATH
 import cem_helpers  # the globals user code gets (names of the original project)
 import cem_state  # a session's globals as bytes and back
+import cem_egress  # the way out through the server's proxy, when the job has one
 
 MAX_FRAME = 8 << 20  # longest frame line we accept (bytes, without the newline)
 READ_CHUNK = 16 << 10  # <= 16 KiB read => an output frame's data stays under 64 KiB of UTF-8
@@ -538,11 +539,21 @@ def read_job(chan, job):
     if not isinstance(packages, (str, type(None))):
         raise ValueError('job frame: "packages" must be a string or absent')
     _read_plan(job.get("plan"))
+    _open_egress(job.get("egress"))
     session = job.get("session")
     if session is not None and not (isinstance(session, dict)
                                     and type(session.get("max_bytes")) is int):
         raise ValueError('job frame: "session" must be an object with an integer "max_bytes"')
     return job["code"], job.get("context_vars"), limits, servers, packages, session
+
+
+def _open_egress(egress):
+    """The execution's way out (cem_egress), when the job has one."""
+    if egress is None:
+        return
+    if not (isinstance(egress, dict) and isinstance(egress.get("http"), bool)):
+        raise ValueError('job frame: "egress" must be {"http": true|false}')
+    cem_egress.start(egress["http"])
 
 
 def _read_plan(plan):

@@ -137,6 +137,7 @@ pub fn probe_sandbox(engine: Arc<dyn Backend>, settings: ProbeSettings) -> Sandb
             oom_reported: settings.oom_reported,
             image_tree: None,
             state_dirs: None,
+            egress_dirs: None,
             span: tracing::Span::none(),
         },
         Arc::new(BuiltinCalls),
@@ -157,6 +158,7 @@ pub fn probe_job(code: String, memory_mb: i64) -> Job {
         packages: None,
         replaces_image: false,
         carry: None,
+        egress: None,
     }
 }
 

@@ -95,6 +95,8 @@ pub struct Sandbox {
     /// Where this server's containers' state directories are made (none: sessions' state goes
     /// through the channel).
     state_dirs: Option<StateDirs>,
+    /// Where this server's containers' egress directories are made (none: no egress).
+    egress_dirs: Option<container::egress_dir::EgressDirs>,
 }
 
 impl Sandbox {
@@ -107,6 +109,13 @@ impl Sandbox {
         let no_memory_update = (!settings.container.runtime_kind.updates_limits()).into();
         let instance = Instance::new();
         let state_dirs = instance.state_dirs(settings.state_dirs.as_ref());
+        let egress_dirs = (settings.egress_dirs.as_ref()).and_then(|e| {
+            let dirs = instance.state_dirs(Some(&e.dirs))?;
+            Some(container::egress_dir::EgressDirs {
+                dirs,
+                ca_pem: e.ca_pem.clone(),
+            })
+        });
         Self {
             pool: Arc::new(pool::Pool::new(
                 settings.pool_size,
@@ -135,6 +144,7 @@ impl Sandbox {
             pressure: Default::default(),
             learned: Default::default(),
             state_dirs,
+            egress_dirs,
         }
     }
 
@@ -169,7 +179,7 @@ impl Sandbox {
         let source = match warm {
             Some(ready) => {
                 self.stats.record_pooled();
-                run::Source::Warm(ready)
+                run::Source::Warm(Box::new(ready))
             }
             None => {
                 let name = self.next_name();
@@ -372,6 +382,7 @@ impl Sandbox {
             preload: Vec::new(),
             package_set: None,
             state: (self.state_dirs.as_ref()).map(|dirs| dirs.for_container(name)),
+            egress: (self.egress_dirs.as_ref()).map(|dirs| dirs.for_container(name)),
             seccomp: self.settings.seccomp.clone(),
         }
     }

@@ -64,6 +64,9 @@ pub struct SandboxSettings {
     /// Where containers' state directories are made (`container::state_dir`): the root on the
     /// host and as the engine names it. `None`: a session's state goes through the channel.
     pub state_dirs: Option<StateDirs>,
+    /// Where containers' egress directories are made (`container::egress_dir`), with the
+    /// certificate they hold. `None`: the tenant has no egress.
+    pub egress_dirs: Option<super::container::egress_dir::EgressDirs>,
     /// The span the sandbox's own background work (pool starts, prepared containers, the
     /// engine watch) runs in, rather than that of the execution that happened to start it.
     /// The app gives its tenant's; the sandbox does not look inside.

@@ -4,6 +4,7 @@
 //! the seccomp profile as a file ([`seccomp_file`]) and each container's own directory for a
 //! session's state ([`state_dir`]).
 
+pub mod egress_dir;
 pub mod installer;
 pub mod rootless;
 pub mod runtime;

@@ -156,6 +156,10 @@ pub struct SandboxSpec {
     /// The container's own state directory, mounted read-only at [`STATE_MOUNT`]: a session's
     /// blobs are linked into it when the container is given the session's state.
     pub state: Option<crate::sandbox::container::state_dir::StateDir>,
+    /// The container's own egress directory, mounted read-only at
+    /// [`EGRESS_MOUNT`](crate::sandbox::container::egress_dir::EGRESS_MOUNT): the proxy's
+    /// socket appears in it while an execution with egress runs.
+    pub egress: Option<crate::sandbox::container::egress_dir::EgressDir>,
     pub seccomp: Seccomp,
     /// A copy of the image's tree on the host (`image_tree`): the directories it names are
     /// mounted read-only over the image's own under `/usr`.
@@ -256,6 +260,10 @@ fn mounts(spec: &SandboxSpec) -> Vec<Mount> {
                 .iter()
                 .map(|dir| bind(&dir.engine, STATE_MOUNT, true)),
         )
+        .chain(spec.egress.iter().map(|egress| {
+            let mount = crate::sandbox::container::egress_dir::EGRESS_MOUNT;
+            bind(&egress.dir.engine, mount, true)
+        }))
         .chain(spec.image_tree.iter().flat_map(|tree| {
             let served = tree.root.join(SERVED);
             (tree.dirs.iter()).map(move |dir| {
@@ -340,6 +348,7 @@ mod tests {
             preload: Vec::new(),
             package_set: None,
             state: None,
+            egress: None,
             seccomp: Seccomp::Inline,
             image_tree: None,
         }

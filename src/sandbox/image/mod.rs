@@ -51,6 +51,10 @@ pub const CONTEXT: &[(&str, &[u8])] = &[
         include_bytes!("../../../images/python/SECCOMP.md"),
     ),
     (
+        "cem_egress.py",
+        include_bytes!("../../../images/python/cem_egress.py"),
+    ),
+    (
         "cem_helpers.py",
         include_bytes!("../../../images/python/cem_helpers.py"),
     ),

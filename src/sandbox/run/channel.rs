@@ -68,6 +68,9 @@ pub enum ToHarness<'a> {
         /// Present when some tools' policy is `plan`.
         #[serde(skip_serializing_if = "Option::is_none")]
         plan: Option<&'a PlanSpec>,
+        /// Present when the execution may reach hosts through the proxy socket.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        egress: Option<EgressJob>,
     },
     /// A session's snapshot to load before the job: its blobs are files in `dir` (the
     /// container's state directory), or, with `dir` null, their bytes follow as `state` frames.
@@ -210,6 +213,13 @@ pub struct StateReport {
     /// The session and revision a fork was made from (`HANDLE@N`). Set by the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<String>,
+}
+
+/// What the harness is told of an execution's egress: the proxy socket is in
+/// `/mnt/egress`, and whether plain `http://` goes through it as well.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct EgressJob {
+    pub http: bool,
 }
 
 /// A name a session could not carry, and why.
@@ -472,6 +482,7 @@ mod tests {
             packages: None,
             session: None,
             plan: None,
+            egress: None,
         }
         .to_line();
         assert_eq!(job.iter().filter(|&&b| b == b'\n').count(), 1);

@@ -74,7 +74,7 @@ macro_rules! fields {
 fn to_harness() -> Frames {
     let mut frames = fields! { ToHarness:
         "job" => Job {
-            code, context_vars, limits, edge_bytes, servers, packages, session, plan
+            code, context_vars, limits, edge_bytes, servers, packages, session, plan, egress
         },
         "restore" => Restore { modules, vars, dir },
         "state" => State { data },
@@ -90,6 +90,12 @@ fn to_harness() -> Frames {
     let session = SessionLimits { max_bytes: 0 };
     nest(&mut frames, "job", "session", session);
     nest(&mut frames, "job", "plan", PlanSpec::default());
+    nest(
+        &mut frames,
+        "job",
+        "egress",
+        super::EgressJob { http: false },
+    );
     frames
 }
 

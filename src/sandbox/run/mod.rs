@@ -13,6 +13,7 @@
 
 pub mod carry;
 pub mod channel;
+pub mod egress;
 mod frames;
 mod outcome;
 pub mod output;
@@ -62,6 +63,9 @@ pub struct Job {
     pub replaces_image: bool,
     /// A session's state: loaded before the code runs, saved after it (see [`crate::sandbox::run::carry`]).
     pub carry: Option<crate::sandbox::run::carry::Carry>,
+    /// The execution's way out (guarded egress): served on the container's proxy socket
+    /// while the job runs.
+    pub egress: Option<Arc<dyn egress::EgressHandler>>,
 }
 
 impl std::fmt::Debug for Job {
@@ -75,6 +79,7 @@ impl std::fmt::Debug for Job {
             .field("servers", &self.servers)
             .field("packages", &self.packages)
             .field("carry", &self.carry)
+            .field("egress", &self.egress.is_some())
             .finish()
     }
 }
@@ -142,6 +147,9 @@ pub(crate) async fn execute(
         guard,
         loaded: _,
         state_dir: _,
+        egress_dir: _,
+        // Served until the execution's outcome is known; dropped with this function.
+        listening: _listening,
     } = ready;
     let job_sent = started.elapsed();
     // The code's time starts now: starting its container is the engine's time.

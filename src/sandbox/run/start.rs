@@ -44,6 +44,8 @@ pub(crate) struct ContainerGuard {
     ended: bool,
     /// The container's state directory on the host, removed with it.
     state_dir: Option<std::path::PathBuf>,
+    /// The container's egress directory on the host, removed with it.
+    egress_dir: Option<std::path::PathBuf>,
 }
 
 impl ContainerGuard {
@@ -55,6 +57,7 @@ impl ContainerGuard {
             created: false,
             ended: false,
             state_dir: None,
+            egress_dir: None,
         }
     }
 
@@ -67,7 +70,10 @@ impl ContainerGuard {
 
 impl Drop for ContainerGuard {
     fn drop(&mut self) {
-        if let Some(dir) = self.state_dir.take() {
+        for dir in [self.state_dir.take(), self.egress_dir.take()]
+            .into_iter()
+            .flatten()
+        {
             crate::sandbox::container::state_dir::remove(&dir);
         }
         let id = std::mem::take(&mut self.id);
@@ -108,6 +114,10 @@ pub(crate) struct Started {
     pub(crate) loaded: bool,
     /// Its state directory on the host, where a session's blobs are linked.
     pub(crate) state_dir: Option<std::path::PathBuf>,
+    /// Its egress directory on the host, where an execution's proxy socket is bound.
+    pub(crate) egress_dir: Option<std::path::PathBuf>,
+    /// The proxy socket of the execution it was handed, while that execution runs.
+    pub(crate) listening: Option<crate::sandbox::run::egress::Listening>,
 }
 
 /// The frames a container announces itself with before its job.
@@ -197,6 +207,13 @@ pub(crate) async fn start(
         },
         None => spec,
     };
+    if let Some(egress) = &spec.egress {
+        // Without it the execution runs all the same; a job that asked for egress is told.
+        match crate::host::blocking_here(|| egress.create()) {
+            Ok(()) => guard.egress_dir = Some(egress.host().clone()),
+            Err(e) => tracing::warn!("no egress directory for {name}: {e}"),
+        }
+    }
     let t = Instant::now();
     let created = backend.create(name, spec).await;
     guard.created = true;
@@ -217,9 +234,11 @@ pub(crate) async fn start(
         name: name.to_string(),
         output: attached.output,
         input: attached.input,
-        guard,
         loaded: false,
         state_dir: spec.state.as_ref().map(|dir| dir.host.clone()),
+        egress_dir: guard.egress_dir.clone(),
+        listening: None,
+        guard,
     })
 }
 
@@ -244,7 +263,7 @@ pub(crate) enum Source<'a> {
     /// Created now from this spec, under this name.
     Cold(&'a SandboxSpec, &'a str),
     /// Started ahead (the pool).
-    Warm(Started),
+    Warm(Box<Started>),
 }
 
 /// How getting ready ended, when it did not give a container with its job.
@@ -264,7 +283,7 @@ pub(super) async fn ready_for_job(
 ) -> Result<Started, NotReady> {
     let setup = async {
         let mut ready = match source {
-            Source::Warm(ready) => ready,
+            Source::Warm(ready) => *ready,
             Source::Cold(spec, name) => start(runner.backend, spec, name, runner.cleanup).await?,
         };
         if let Some(carry) = &job.carry
@@ -284,6 +303,7 @@ pub(super) async fn ready_for_job(
             })?;
             runner.cleanup.stats.phase(Phase::StateSent, t.elapsed());
         }
+        let egress = open_egress(&mut ready, job)?;
         let job_line = ToHarness::Job {
             code: &job.code,
             context_vars: &job.context_vars,
@@ -298,6 +318,7 @@ pub(super) async fn ready_for_job(
                     max_bytes: c.max_bytes,
                 }),
             plan: job.calls.as_ref().and_then(|c| c.plan_spec()),
+            egress,
         }
         .to_line();
         // The harness reads its job before it runs anything, so this completes promptly.
@@ -321,4 +342,31 @@ pub(super) async fn ready_for_job(
         }
         ready = setup => ready.map_err(NotReady::Failed),
     }
+}
+
+/// Binds the job's proxy socket in the container's egress directory, if the job has egress:
+/// what the job line tells the harness of it.
+fn open_egress(
+    ready: &mut Started,
+    job: &Job,
+) -> Result<Option<crate::sandbox::run::channel::EgressJob>, EngineError> {
+    let Some(handler) = &job.egress else {
+        return Ok(None);
+    };
+    let Some(dir) = &ready.egress_dir else {
+        return Err(EngineError::Api {
+            action: "give the sandbox its egress socket",
+            message: "the container has no egress directory (see the server's log)".into(),
+        });
+    };
+    let listening = crate::sandbox::run::egress::listen(dir, handler.clone()).map_err(|e| {
+        EngineError::Api {
+            action: "give the sandbox its egress socket",
+            message: e.to_string(),
+        }
+    })?;
+    ready.listening = Some(listening);
+    Ok(Some(crate::sandbox::run::channel::EgressJob {
+        http: handler.plain_http(),
+    }))
 }

@@ -61,6 +61,7 @@ fn settings(pool_size: usize, max_concurrency: usize) -> SandboxSettings {
         oom_reported: true,
         image_tree: None,
         state_dirs: None,
+        egress_dirs: None,
         span: tracing::Span::none(),
     }
 }
@@ -147,6 +148,7 @@ fn job(timeout_secs: u64) -> Job {
         packages: None,
         replaces_image: false,
         carry: None,
+        egress: None,
     }
 }
 

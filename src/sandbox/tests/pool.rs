@@ -381,6 +381,7 @@ async fn shutdown_sweeps_containers_of_this_instance_that_no_guard_holds() {
         preload: Vec::new(),
         package_set: None,
         state: None,
+        egress: None,
         seccomp: Default::default(),
         image_tree: None,
     };

@@ -47,6 +47,7 @@ fn session_job(store: Arc<Memory>, prepared: Option<crate::sandbox::Prepared>) -
             max_bytes: 1 << 20,
             prepared,
         }),
+        egress: None,
         ..job(10)
     }
 }
