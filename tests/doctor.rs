@@ -219,7 +219,7 @@ async fn a_runtime_missing_or_registered_to_ignore_seccomp_fails_with_its_regist
     assert_fails(
         &out,
         "runtime",
-        r#""runtimeArgs": ["--network=none", "--oci-seccomp"]"#,
+        r#""runtimeArgs": ["--network=none", "--oci-seccomp", "--host-uds=open"]"#,
     );
     let (_, out) = doctor(&env, &[]).await;
     let (line, fix) = check(&out, "runtime");

@@ -72,7 +72,7 @@ up() {
   "log-driver": "json-file",
   "log-opts": {"max-size": "10m"},
   "runtimes": {
-    "runsc": {"path": "$runsc", "runtimeArgs": ["--network=none", "--oci-seccomp"]},
+    "runsc": {"path": "$runsc", "runtimeArgs": ["--network=none", "--oci-seccomp", "--host-uds=open"]},
     "runsc-networked": {"path": "$runsc", "runtimeArgs": ["--oci-seccomp"]},
     "runsc-no-seccomp": {"path": "$runsc", "runtimeArgs": ["--network=none"]}
   }

@@ -146,8 +146,7 @@ pub struct RegistrationProblem {
 }
 
 /// The registration `docker info` would show for runsc as the docs give it, for messages.
-pub const GVISOR_REGISTRATION: &str =
-    r#""runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--oci-seccomp"]}"#;
+pub const GVISOR_REGISTRATION: &str = r#""runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--oci-seccomp", "--host-uds=open"]}"#;
 
 impl Registration {
     /// The registrations the engine reports, by name.
@@ -214,6 +213,19 @@ impl Registration {
                     "runtime {} (gVisor) is registered without --network=none: on kernels that show network sysctls in every namespace runsc refuses to start any container (\"cannot run with network enabled in root network namespace\"); the sandbox has no network either way",
                     self.name
                 ),
+                fix: fix.clone(),
+            });
+        }
+        if !matches!(
+            self.passes("host-uds"),
+            Some("host-uds=open" | "host-uds=all")
+        ) {
+            problems.push(RegistrationProblem {
+                fatal: false,
+                what: format!(
+                    "runtime {} (gVisor) is registered without --host-uds=open, so its sandboxes cannot open the egress proxy's socket: code's requests to the upstreams file's \"egress\" hosts fail (nothing else needs it)",
+                    self.name
+                ),
                 fix,
             });
         }
@@ -246,23 +258,22 @@ mod tests {
     }
 
     #[test]
-    fn gvisor_without_oci_seccomp_is_refused_and_without_network_none_warned() {
+    fn gvisor_without_oci_seccomp_is_refused_and_without_network_none_or_host_uds_warned() {
         let plain = runsc(&[]).problems();
-        assert_eq!(plain.len(), 2);
+        assert_eq!(plain.len(), 3);
         assert!(plain[0].fatal && plain[0].what.contains("--oci-seccomp"));
         assert!(!plain[1].fatal && plain[1].what.contains("--network=none"));
+        assert!(!plain[2].fatal && plain[2].what.contains("--host-uds=open"));
         assert!(plain[0].fix.contains(r#""--oci-seccomp""#));
+        assert!(plain[0].fix.contains(r#""--host-uds=open""#));
+        let full = ["--network=none", "--oci-seccomp", "--host-uds=open"];
+        assert!(runsc(&full).problems().is_empty());
         assert!(
-            runsc(&["--network=none", "--oci-seccomp"])
+            runsc(&["-network=none", "-oci-seccomp=true", "-host-uds=all"])
                 .problems()
                 .is_empty()
         );
-        assert!(
-            runsc(&["-network=none", "-oci-seccomp=true"])
-                .problems()
-                .is_empty()
-        );
-        let off = runsc(&["--network=none", "--oci-seccomp=false"]).problems();
+        let off = runsc(&["--network=none", "--oci-seccomp=false", "--host-uds=open"]).problems();
         assert!(off.len() == 1 && off[0].fatal);
     }
 
