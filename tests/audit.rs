@@ -544,6 +544,8 @@ async fn a_file_ending_in_a_cut_line_at_start_is_logged_and_never_continued() {
         files_truncated: false,
         packages: None,
         plan: None,
+        http: Vec::new(),
+        http_more: 0,
     };
     let file = trail.join("n1.jsonl");
     let whole = serde_json::to_string(&earlier).unwrap();

@@ -70,6 +70,10 @@ pub enum StartError {
     Storage(#[from] crate::host::storage::StorageError),
     #[error("packages on demand: {0}. Turn them off with --packages off, or fix the cause")]
     Packages(String),
+    #[error(
+        "guarded egress: {0}. Remove \"egress\" from the upstreams file to run without it, or fix the cause"
+    )]
+    Egress(String),
     /// The engine does not enforce the sandbox's limits (see `engine_limits`).
     #[error("{0}")]
     LimitsNotEnforced(String),

@@ -66,6 +66,8 @@ pub struct App {
     stats: Arc<Stats>,
     /// This tenant's upstream MCP servers (`--upstreams`), their tools and package.
     gateway: Option<Arc<GatewayView>>,
+    /// The hosts this tenant's code may reach through the server (the `egress` object).
+    egress: Option<open::egress::TenantEgress>,
     /// State carried across calls (`execute_code`'s `session`).
     sessions: Arc<execution::sessions::Sessions>,
     /// Executions waiting for a 2026-07-28 client's answer to a question.
@@ -161,6 +163,8 @@ impl App {
         let stats = Arc::new(Stats::new());
         let events = events::Events::open(gateway.as_ref());
         let (sessions, state_dirs) = open_sessions(&shared, &dirs, own_user, &events);
+        let (egress, egress_dirs) =
+            open::egress::for_tenant(&shared, tenant, own_user.map(|u| u.gid));
         let sandbox = open::sandbox::start(
             &shared,
             open::sandbox::Mounts {
@@ -169,6 +173,7 @@ impl App {
                 gateway: gateway.as_deref(),
                 user: opened.user,
                 state_dirs,
+                egress_dirs,
             },
             tenant.is_some(),
             Arc::new(ServerCalls::new(skills.clone(), pii.clone())),
@@ -201,11 +206,17 @@ impl App {
             stats,
             events,
             gateway,
+            egress,
             sessions,
             paused,
             tasks: rmcp::task_manager::TaskManager::new(),
             span,
         })
+    }
+
+    /// This tenant's egress counters, when it has `egress` entries.
+    pub fn egress_stats(&self) -> Option<&Arc<crate::gateway::egress::stats::EgressStats>> {
+        self.egress.as_ref().map(|e| &e.stats)
     }
 
     /// The tenant's name (none on a server without tenants).

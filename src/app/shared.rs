@@ -64,6 +64,8 @@ pub struct Shared {
     /// what (`--packages-policy`).
     pub(super) packages: Option<Arc<crate::packages::PackageSets>>,
     pub(super) package_policy: crate::packages::PolicyFile,
+    /// Guarded egress, when the upstreams file has an `egress` object.
+    pub(super) egress: Option<crate::app::open::egress::ServerEgress>,
     /// Holds the copy (a shared lock) so no other server removes it while this one runs.
     _image_tree_hold: Option<crate::sandbox::image::tree::Prepared>,
 }
@@ -199,11 +201,15 @@ impl Shared {
         let ranking = config.discovery.ranking();
         let discovery = Arc::new(open_discovery(&registry_dir, ranking.clone())?);
         progress.step("opening the package cache", SECOND, SECOND);
-        let (packages, package_policy) = open_packages(&config, &side, &image, &engine_limits)?;
+        let egress =
+            crate::app::open::egress::open(&config, egress_rules(&config)?, &side.host_paths)?;
+        let (packages, package_policy) =
+            open_packages(&config, &side, &image, &engine_limits, egress.as_ref())?;
         Ok(Arc::new(Self {
             packages,
             package_policy,
             gateway: start_gateway(&config, ranking)?,
+            egress,
             pool_budget: crate::sandbox::PoolBudget::new(config.pool.pool_max),
             pii_key,
             removals: crate::sandbox::Removals::new(
@@ -248,6 +254,7 @@ fn open_packages(
     side: &EngineSide,
     image: &str,
     engine_limits: &EngineLimits,
+    egress: Option<&crate::app::open::egress::ServerEgress>,
 ) -> Result<
     (
         Option<Arc<crate::packages::PackageSets>>,
@@ -265,6 +272,7 @@ fn open_packages(
         host_paths: &side.host_paths,
         seccomp: &side.seccomp,
         ids: engine_limits.sandbox_ids(own),
+        egress,
     };
     let sets = crate::app::open::packages::open(config, from)?;
     let policy = match &config.packages.packages_policy {
@@ -375,6 +383,15 @@ fn open_discovery(registry_dir: &Path, ranking: Ranking) -> Result<Discovery, St
 }
 
 /// Starts connecting to the upstream MCP servers of `--upstreams`, in the background.
+/// The `egress` entries of the upstreams file (none without one).
+fn egress_rules(config: &Config) -> Result<crate::gateway::egress::rules::EgressRules, StartError> {
+    let Some(path) = &config.gateway.upstreams else {
+        return Ok(Default::default());
+    };
+    let file = crate::gateway::upstreams_file::read_file_for(path, config.pii.tokenizes())?;
+    Ok(file.egress)
+}
+
 fn start_gateway(config: &Config, ranking: Ranking) -> Result<Option<Arc<Gateway>>, StartError> {
     let Some(path) = &config.gateway.upstreams else {
         return Ok(None);

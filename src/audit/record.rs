@@ -51,6 +51,41 @@ pub struct AuditRecord {
     /// outcome.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<AuditPlan>,
+    /// The HTTP requests the code made through the server (guarded egress; the first 200):
+    /// never a header value, a body or a query.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub http: Vec<AuditHttp>,
+    /// How many more it made than `http` lists.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub http_more: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One request through the egress proxy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditHttp {
+    pub method: String,
+    /// The `egress` key that decided; absent when none matched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
+    pub host: String,
+    /// The path without its query (tokenized).
+    pub path: String,
+    pub status: u16,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+    pub duration_ms: f64,
+    /// sent, refused or failed.
+    pub decision: String,
+    /// The rule that refused it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The names of the headers the server added (never their values).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers_added: Vec<String>,
 }
 
 /// An execution's plan.
@@ -188,6 +223,8 @@ pub(crate) fn sample(tenant: Option<&str>, time: &str, execution_id: &str) -> Au
         files_truncated: false,
         packages: None,
         plan: None,
+        http: Vec::new(),
+        http_more: 0,
     }
 }
 

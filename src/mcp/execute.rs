@@ -112,6 +112,19 @@ pub struct ExecuteCodeResponse {
     /// them and how each went.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub plan: Option<crate::gateway::plan::PlanReport>,
+    /// The HTTP requests the code made through the server (egress), the first 50 in order.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub http_requests: Vec<crate::gateway::egress::record::HttpRecord>,
+    /// How many more it made than are listed.
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub http_requests_more: u64,
+}
+
+/// Most egress requests an `execute_code` response lists (the audit record keeps more).
+const MAX_SHOWN_HTTP: usize = 50;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One returned image.
@@ -343,6 +356,11 @@ impl CodeExecutionServer {
         let (outcome, limits, produced) = (ran.outcome, ran.limits, ran.produced);
         let tool_calls = self.shown_calls(ran.tool_calls);
         let plan = ran.plan.map(|plan| self.shown_plan(plan));
+        let (mut http_requests, mut http_requests_more) = ran.http_requests;
+        if http_requests.len() > MAX_SHOWN_HTTP {
+            http_requests_more += (http_requests.len() - MAX_SHOWN_HTTP) as u64;
+            http_requests.truncate(MAX_SHOWN_HTTP);
+        }
         let response = ExecuteCodeResponse {
             success: outcome.success(),
             status: outcome.status.as_str().to_string(),
@@ -394,6 +412,8 @@ impl CodeExecutionServer {
             state: ran.state,
             packages: ran.packages,
             plan,
+            http_requests,
+            http_requests_more,
         };
         let mut attachments = self.attachments(produced.images, &produced.links);
         // The session's manifest, to read what it holds without running code.

@@ -36,6 +36,7 @@ pub async fn render(shared: &Shared, apps: &[Arc<App>]) -> String {
     containers(&mut e, &tenants);
     upstreams(&mut e, shared, &tenants);
     tenant_state(&mut e, &tenants);
+    egress(&mut e, &tenants);
     e.finish()
 }
 
@@ -423,5 +424,39 @@ fn session_state(e: &mut Exposition, tenants: &[(&str, &App)]) {
             &[("tenant", tenant)],
             n as f64,
         );
+    }
+}
+
+/// Requests and bytes through each tenant's egress proxy, by entry (`none`: no entry matched).
+fn egress(e: &mut Exposition, tenants: &[(&str, &App)]) {
+    e.family(
+        "cem_egress_requests_total",
+        Kind::Counter,
+        "HTTP requests sandbox code made through the server, by egress entry and decision (sent, refused, failed).",
+    );
+    for (tenant, app) in tenants {
+        for (entry, decision, n) in app.egress_stats().map(|s| s.requests()).unwrap_or_default() {
+            let labels = [
+                ("tenant", *tenant),
+                ("entry", &entry),
+                ("decision", decision.as_str()),
+            ];
+            e.sample("cem_egress_requests_total", &labels, n as f64);
+        }
+    }
+    e.family(
+        "cem_egress_bytes_total",
+        Kind::Counter,
+        "Bytes of HTTP bodies through the server's egress proxy, by egress entry and direction (in: from hosts, out: to them).",
+    );
+    for (tenant, app) in tenants {
+        for (entry, direction, n) in app.egress_stats().map(|s| s.bytes()).unwrap_or_default() {
+            let labels = [
+                ("tenant", *tenant),
+                ("entry", &entry),
+                ("direction", direction),
+            ];
+            e.sample("cem_egress_bytes_total", &labels, n as f64);
+        }
     }
 }

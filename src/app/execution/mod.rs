@@ -10,6 +10,7 @@
 pub(crate) mod audit;
 pub mod calls;
 pub mod detached;
+mod egress;
 pub mod packages;
 pub mod paused;
 pub mod pictures;
@@ -50,6 +51,9 @@ pub struct Executed {
     pub packages_audit: Option<crate::audit::record::AuditPackages>,
     /// What became of the calls the code planned (policy `plan`), if it planned any.
     pub plan: Option<crate::gateway::plan::PlanReport>,
+    /// The requests the code made through the egress proxy (the first ones), and how many
+    /// more it made.
+    pub http_requests: (Vec<crate::gateway::egress::record::HttpRecord>, u64),
 }
 
 impl App {
@@ -104,13 +108,11 @@ impl App {
         } = request;
         let (context_vars, limits) = self.check(&code, context_vars, timeout_seconds, memory_mb)?;
         let before = self.workspace_before().await?;
+        let grant = self.egress_grant(confirm.clone());
         let upstream = self.upstream_calls(confirm).await?;
         let (mut turn, packages) = self.turn_and_packages(session_arg, fork, &named).await?;
         let set = packages.as_ref().map(|p| p.set().to_string());
-        let (carry, saved) = match turn.as_mut().map(|t| t.carry(set.as_deref())) {
-            Some((carry, saved)) => (Some(carry), Some(saved)),
-            None => (None, None),
-        };
+        let (carry, saved) = turn.as_mut().map(|t| t.carry(set.as_deref())).unzip();
         let job = Job {
             code,
             carry,
@@ -123,6 +125,9 @@ impl App {
             packages: set.clone(),
             replaces_image: (packages.as_ref())
                 .is_some_and(|p| !p.installed.meta.replaces.is_empty()),
+            egress: grant
+                .clone()
+                .map(|g| g as Arc<dyn crate::sandbox::run::egress::EgressHandler>),
         };
         let ran = self.sandbox.run(job, cancel.clone()).await;
         let handle = turn.as_ref().map(|t| t.handle.clone());
@@ -164,6 +169,7 @@ impl App {
             // The set's lease ends here: the run is over.
             packages: packages.map(|p| p.report()),
             plan,
+            http_requests: grant.map(|g| g.requests()).unwrap_or_default(),
         })
     }
 

@@ -187,6 +187,7 @@ pub fn check_job_size(code: &str, context_vars: &serde_json::Value) -> Result<()
             max_bytes: u64::MAX,
         }),
         plan: None,
+        egress: Some(crate::sandbox::run::channel::EgressJob { http: true }),
     }
     .to_line()
     .len();

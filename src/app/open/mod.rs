@@ -4,6 +4,7 @@
 //! tenant's sandbox user ([`tenant_user`]), the engine's limits proved at start
 //! ([`engine_limits`]), and the server's package cache with its installer ([`packages`]).
 
+pub(crate) mod egress;
 pub mod engine_limits;
 pub(crate) mod image_tree;
 pub(crate) mod packages;

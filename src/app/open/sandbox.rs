@@ -20,6 +20,8 @@ pub(crate) struct Mounts<'a> {
     pub user: SandboxUser,
     /// Where each container's state directory is made (none: a session's state goes inline).
     pub state_dirs: Option<crate::sandbox::StateDirs>,
+    /// Where each container's egress directory is made (none: the tenant has no egress).
+    pub egress_dirs: Option<crate::sandbox::container::egress_dir::EgressDirs>,
 }
 
 /// Starts the sandbox of one tenant (`tenant`: an HTTP tenant, limited to its share of the
@@ -98,6 +100,7 @@ pub(crate) fn start(
         oom_reported: shared.engine_info.reports_oom_kills(),
         image_tree: shared.image_tree.clone(),
         state_dirs: mounts.state_dirs,
+        egress_dirs: mounts.egress_dirs,
         span,
     };
     let sandbox = Arc::new(Sandbox::new(

@@ -1,0 +1,151 @@
+//! The server's guarded egress, opened when the upstreams file has an `egress` object or the
+//! package installer needs a way to its index: the authority and TLS client
+//! ([`crate::gateway::egress::Egress`]), and the root of the containers' egress directories on
+//! local disk, as this process and as the engine name it. Each tenant then gets the entries it
+//! may use, its counters, and (when it has entries) an egress directory per container.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::app::{Shared, StartError};
+use crate::config::Config;
+use crate::gateway::egress::address::Never;
+use crate::gateway::egress::rules::EgressRules;
+use crate::gateway::egress::stats::EgressStats;
+use crate::gateway::egress::{Egress, Grant};
+use crate::sandbox::StateDirs;
+use crate::sandbox::container::egress_dir::EgressDirs;
+use crate::sandbox::engine::paths::HostPaths;
+
+/// What every tenant's egress shares.
+pub(crate) struct ServerEgress {
+    pub egress: Arc<Egress>,
+    pub rules: EgressRules,
+    /// `--egress-socket-dir`, on the host and as the engine names it.
+    pub root: StateDirs,
+}
+
+/// One tenant's egress: its entries (never empty) and its counters.
+pub(crate) struct TenantEgress {
+    pub egress: Arc<Egress>,
+    pub rules: EgressRules,
+    pub stats: Arc<EgressStats>,
+}
+
+impl TenantEgress {
+    /// A grant for one execution, asking `confirm` where an entry's policy says so.
+    pub fn grant(&self, confirm: Option<Arc<dyn crate::gateway::confirm::Confirm>>) -> Arc<Grant> {
+        Arc::new(Grant::new(
+            self.egress.clone(),
+            self.rules.clone(),
+            confirm,
+            self.stats.clone(),
+        ))
+    }
+}
+
+impl ServerEgress {
+    /// A directory of this server's for the installer's egress directories, reaped with the
+    /// sandboxes' when the server is gone.
+    pub fn installer_dirs(&self) -> std::io::Result<StateDirs> {
+        let id = format!("installer-{}", uuid::Uuid::new_v4().simple());
+        let owner = crate::sandbox::container::spec::current_owner();
+        StateDirs::open(&self.root.host, &self.root.engine, &id, &owner, None)
+    }
+}
+
+/// The server's egress for `rules`, or for the package installer alone (none when neither
+/// needs it).
+pub(crate) fn open(
+    config: &Config,
+    rules: EgressRules,
+    host_paths: &HostPaths,
+) -> Result<Option<ServerEgress>, StartError> {
+    let installer = config.packages.enabled() && !config.packages.index_urls().is_empty();
+    if rules.is_empty() && !installer {
+        return Ok(None);
+    }
+    let egress = Egress::new(
+        config.egress.limits(),
+        config.egress.extra_roots()?,
+        never(config),
+    )
+    .map_err(|e| StartError::Egress(e.to_string()))?;
+    let dir = config.egress.socket_dir();
+    let root = socket_root(&dir, host_paths)?;
+    tracing::info!(
+        "guarded egress: {} entries; sandboxes' proxy sockets under {}",
+        rules.entries().len(),
+        dir.display()
+    );
+    Ok(Some(ServerEgress {
+        egress: Arc::new(egress),
+        rules,
+        root,
+    }))
+}
+
+/// The tenant's egress and its containers' directories (none when no entry is its).
+pub(crate) fn for_tenant(
+    shared: &Shared,
+    tenant: Option<&str>,
+    gid: Option<u32>,
+) -> (Option<TenantEgress>, Option<EgressDirs>) {
+    let Some(server) = &shared.egress else {
+        return (None, None);
+    };
+    let rules = server.rules.for_tenant(tenant);
+    if rules.is_empty() {
+        return (None, None);
+    }
+    let dirs = EgressDirs {
+        dirs: StateDirs {
+            gid,
+            ..server.root.clone()
+        },
+        ca_pem: Arc::from(server.egress.ca_pem()),
+    };
+    let egress = TenantEgress {
+        egress: server.egress.clone(),
+        rules,
+        stats: Arc::default(),
+    };
+    (Some(egress), Some(dirs))
+}
+
+/// Addresses no entry reaches: the server's own listeners.
+fn never(config: &Config) -> Never {
+    let mut addrs = vec![config.transport.listen];
+    addrs.extend(config.operations.metrics_listen);
+    Never::new(addrs)
+}
+
+/// The root of the containers' egress directories: made (only its owner may list it), and
+/// named as the engine names it.
+fn socket_root(dir: &Path, host_paths: &HostPaths) -> Result<StateDirs, StartError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let fail = |why: String| {
+        StartError::Egress(format!(
+            "the sockets' directory {} (--egress-socket-dir): {why}",
+            dir.display()
+        ))
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o711)
+        .create(dir)
+        .map_err(|e| fail(e.to_string()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))
+        .map_err(|e| fail(e.to_string()))?;
+    let host = dir.canonicalize().map_err(|e| fail(e.to_string()))?;
+    let engine = host_paths.to_engine(&host).map_err(|e| {
+        fail(format!(
+            "{e}; under compose, mount a host directory there (compose.yaml mounts CEM_EGRESS_HOST_DIR)"
+        ))
+    })?;
+    Ok(StateDirs {
+        host,
+        engine,
+        gid: None,
+    })
+}

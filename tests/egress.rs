@@ -1,0 +1,289 @@
+//! Guarded egress against real HTTPS servers on loopback (Python's, with a CA this test makes),
+//! each recording every request it receives: what was refused or not sent is read from those
+//! records, never from the proxy's words. The sandbox keeps network none throughout.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use common::TestApp;
+
+/// The secret the upstreams file gives the API's entry.
+const SECRET: &str = "egress-secret-4f9a2c81d7";
+
+/// A CA made for the test and a certificate it signed for 127.0.0.1 and localhost.
+struct TestCa {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+fn test_ca(dir: &Path) -> TestCa {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let params = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let paths = TestCa {
+        ca: dir.join("ca.pem"),
+        cert: dir.join("api.pem"),
+        key: dir.join("api.key"),
+    };
+    std::fs::write(&paths.ca, ca_cert.pem()).unwrap();
+    std::fs::write(&paths.cert, cert.pem()).unwrap();
+    std::fs::write(&paths.key, key.serialize_pem()).unwrap();
+    paths
+}
+
+/// A recording HTTPS API (`tests/python/recording_https.py`).
+struct Api {
+    child: std::process::Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Api {
+    fn start(ca: &TestCa, dir: &Path, name: &str) -> Self {
+        let log = dir.join(format!("{name}.jsonl"));
+        let port_file = dir.join(format!("{name}.port"));
+        let mut child = std::process::Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/python/recording_https.py"
+            ))
+            .args([&ca.cert, &ca.key, &log, &port_file])
+            .spawn()
+            .expect("python3 runs the recording API");
+        for _ in 0..100 {
+            if let Ok(port) = std::fs::read_to_string(&port_file) {
+                return Self {
+                    child,
+                    port: port.trim().parse().unwrap(),
+                    log,
+                };
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the recording API did not start");
+    }
+
+    /// Every request the API received, in order.
+    fn requests(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn paths(&self) -> Vec<String> {
+        (self.requests().iter())
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r["method"].as_str().unwrap(),
+                    r["path"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for Api {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A server whose upstreams file holds `egress`, trusting the test's CA.
+async fn server_with(dir: &Path, ca: &TestCa, egress: Value) -> TestApp {
+    let upstreams = dir.join("upstreams.json");
+    std::fs::write(
+        &upstreams,
+        serde_json::json!({"egress": egress}).to_string(),
+    )
+    .unwrap();
+    let (ca_file, sockets) = (ca.ca.clone(), dir.join("sockets"));
+    TestApp::start_with(move |c| {
+        c.gateway.upstreams = Some(upstreams);
+        c.egress.egress_ca_file = Some(ca_file);
+        c.egress.egress_socket_dir = Some(sockets);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn code_reads_a_listed_api_through_the_server_and_never_holds_its_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = test_ca(dir.path());
+    let (api, other) = (
+        Api::start(&ca, dir.path(), "api"),
+        Api::start(&ca, dir.path(), "other"),
+    );
+    let t = server_with(
+        dir.path(),
+        &ca,
+        serde_json::json!({
+            "127.0.0.1": {"ports": [api.port], "private": true,
+                          "headers": {"Authorization": format!("Bearer {SECRET}")}},
+            "localhost": {"ports": [api.port]}
+        }),
+    )
+    .await;
+    let code = r#"
+import json, os, socket, urllib.error, urllib.request
+import pandas as pd
+
+API, OTHER = "https://127.0.0.1:%d" % PORT, "https://127.0.0.1:%d" % OTHER_PORT
+
+def status(url, **kw):
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, **kw), timeout=20) as r:
+            return [r.status, r.read().decode()]
+    except urllib.error.HTTPError as e:
+        return [e.code, e.read().decode()]
+
+df = pd.read_csv(API + "/data.csv")
+try:
+    socket.create_connection(("1.1.1.1", 443), timeout=3)
+    direct = "connected"
+except OSError as e:
+    direct = type(e).__name__
+files = {n: open(os.path.join("/mnt/egress", n), errors="replace").read()
+         for n in os.listdir("/mnt/egress") if n != "proxy.sock"}
+result = {
+    "rows": len(df), "total": int(df.amount.sum()),
+    "echo": status(API + "/echo"),
+    "post": status(API + "/post-me", data=b"x", method="POST"),
+    "other_port": status(OTHER + "/other"),
+    "redirected": status(API + "/redirect?to=" + OTHER + "/after-redirect"),
+    "private": status("https://localhost:%d/private" % PORT),
+    "net": sorted(os.listdir("/sys/class/net")),
+    "direct": direct,
+    "secret_in_env": SECRET in json.dumps(dict(os.environ)),
+    "secret_in_files": any(SECRET in v for v in files.values()),
+}
+"#;
+    let code = code
+        .replace("OTHER_PORT", &other.port.to_string())
+        .replace("PORT", &api.port.to_string())
+        .replace("SECRET", &format!("{SECRET:?}"));
+    let ran = t.run_full(&code).await;
+    let outcome = &ran.outcome;
+    common::assert_ok(outcome);
+    let r = &outcome.result;
+    assert_eq!(
+        (r["rows"].as_u64(), r["total"].as_u64()),
+        (Some(3), Some(6)),
+        "{r}"
+    );
+    assert_eq!(r["net"], serde_json::json!(["lo"]), "no interface but lo");
+    assert_ne!(r["direct"], "connected", "no route out: {r}");
+    assert_eq!(
+        (r["secret_in_env"].as_bool(), r["secret_in_files"].as_bool()),
+        (Some(false), Some(false))
+    );
+    // The API echoed the header it received: the code sees it redacted.
+    let echo = r["echo"][1].as_str().unwrap();
+    assert_eq!(r["echo"][0], 200);
+    assert!(
+        echo.contains("[redacted]") && !echo.contains(SECRET),
+        "{echo}"
+    );
+    // Refusals are the proxy's own 403s, naming what to change.
+    for (what, rule) in [
+        ("post", "methods"),
+        ("other_port", "port"),
+        ("redirected", "port"),
+        ("private", "private"),
+    ] {
+        assert_eq!(r[what][0], 403, "{what}: {r}");
+        assert!(
+            r[what][1].as_str().unwrap().contains(rule),
+            "{what} names {rule}: {r}"
+        );
+    }
+    // The API's own record: the allowed requests with the secret added, nothing refused.
+    let got = api.requests();
+    assert_eq!(
+        api.paths(),
+        [
+            "GET /data.csv",
+            "GET /echo",
+            &format!(
+                "GET /redirect?to=https://127.0.0.1:{}/after-redirect",
+                other.port
+            )
+        ],
+        "only allowed requests reached the API"
+    );
+    for request in &got {
+        assert_eq!(
+            request["headers"]["authorization"],
+            format!("Bearer {SECRET}")
+        );
+    }
+    assert_eq!(
+        other.paths(),
+        Vec::<String>::new(),
+        "nothing reached the unlisted port"
+    );
+    // The response lists every request with its decision.
+    let (records, more) = &ran.http_requests;
+    assert_eq!(*more, 0);
+    let decisions: Vec<(&str, u16)> = (records.iter())
+        .map(|h| (h.decision.as_str(), h.status))
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            ("sent", 200),
+            ("sent", 200),
+            ("refused", 403),
+            ("refused", 403),
+            ("sent", 302),
+            ("refused", 403),
+            ("refused", 403)
+        ],
+        "{records:?}"
+    );
+    assert_eq!(records[0].headers_added, ["authorization"]);
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn a_tenant_without_entries_has_no_proxy_and_no_way_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = test_ca(dir.path());
+    let api = Api::start(&ca, dir.path(), "api");
+    let t = server_with(dir.path(), &ca, serde_json::json!({})).await;
+    let code = format!(
+        r#"
+import os, urllib.request
+try:
+    urllib.request.urlopen("https://127.0.0.1:{}/x", timeout=5)
+    reached = True
+except OSError:
+    reached = False
+result = {{"reached": reached, "proxy": os.environ.get("HTTPS_PROXY"), "dir": os.path.exists("/mnt/egress")}}
+"#,
+        api.port
+    );
+    let outcome = t.run(&code).await;
+    common::assert_ok(&outcome);
+    assert_eq!(
+        outcome.result,
+        serde_json::json!({"reached": false, "proxy": null, "dir": false})
+    );
+    assert!(api.requests().is_empty());
+    t.finish().await;
+}
