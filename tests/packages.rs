@@ -491,25 +491,77 @@ async fn a_version_the_call_asks_for_wins_over_the_images_even_when_the_pool_pre
     t.finish().await;
 }
 
-/// A PEP 503 index (`tests/python/hash_index.py`) served by Python's http.server from a
-/// container of the test's own with no network but its loopback; the installer joins that
-/// namespace (`installer_network`), so its traffic never leaves it. The container goes when
-/// this is dropped.
+/// A PEP 503 index (`tests/python/hash_index.py`) served by Python's http.server on the host's
+/// loopback, which the installer (no network of its own) reaches through the server's egress
+/// proxy; and a second server beside it, off the index's port, that one project links to. Each
+/// logs the requests it got. Both stop when this is dropped.
 struct HashIndex {
-    name: String,
     dir: tempfile::TempDir,
+    index: Served,
+    elsewhere: Served,
+}
+
+/// One http.server serving a directory on 127.0.0.1, its requests logged to a file.
+struct Served {
+    child: std::process::Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Served {
+    fn start(root: &Path, name: &str) -> Self {
+        let log = root.join(format!("{name}.log"));
+        let port_file = root.join(format!("{name}.port"));
+        let program = "import functools, http.server, os, sys\n\
+            d, log, pf = sys.argv[1:4]\n\
+            class H(http.server.SimpleHTTPRequestHandler):\n\
+            \x20   def log_message(self, f, *a):\n\
+            \x20       open(log, 'a').write((f % a) + '\\n')\n\
+            s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(H, directory=d))\n\
+            open(pf + '.tmp', 'w').write(str(s.server_address[1])); os.rename(pf + '.tmp', pf)\n\
+            s.serve_forever()\n";
+        let mut child = std::process::Command::new(common::upstreams::main_python())
+            .args(["-c", program])
+            .arg(root.join(name))
+            .args([&log, &port_file])
+            .spawn()
+            .expect("python serves the index");
+        for _ in 0..100 {
+            if let Ok(port) = std::fs::read_to_string(&port_file) {
+                let port = port.trim().parse().unwrap();
+                return Self { child, port, log };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the test's http.server did not start");
+    }
+
+    /// The requests it got: http.server's log lines.
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl HashIndex {
-    /// Writes the index; [`HashIndex::serve`] starts its container.
-    fn write() -> Self {
+    /// Writes the index and serves it (and the second server).
+    fn serve() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
+        let elsewhere = Served::start(dir.path(), "elsewhere");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/hash_index.py");
         let out = std::process::Command::new(common::upstreams::main_python())
             .arg(script)
             .arg(dir.path().join("index"))
+            .arg(format!("http://127.0.0.1:{}", elsewhere.port))
             .output()
             .expect("run hash_index.py");
         assert!(
@@ -517,63 +569,21 @@ impl HashIndex {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let name = format!("cem-test-index-{}", uuid::Uuid::new_v4().simple());
-        Self { name, dir }
-    }
-
-    fn network(&self) -> String {
-        format!("container:{}", self.name)
-    }
-
-    /// Serves the index on 127.0.0.1:8000 inside its container, from the sandbox image's Python.
-    fn serve(&self, image: &str) {
-        let index = format!("{}:/index:ro", self.dir.path().join("index").display());
-        common::docker::docker(&[
-            "run",
-            "-d",
-            "--name",
-            &self.name,
-            "--network",
-            "none",
-            "--read-only",
-            "--cap-drop",
-            "ALL",
-            "--security-opt",
-            "no-new-privileges",
-            "-v",
-            &index,
-            "--entrypoint",
-            "python3",
-            image,
-            "-m",
-            "http.server",
-            "8000",
-            "--bind",
-            "127.0.0.1",
-            "--directory",
-            "/index",
-        ]);
-        let probe = "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/simple/')";
-        for _ in 0..100 {
-            let ready = std::process::Command::new("docker")
-                .args(["exec", &self.name, "python3", "-c", probe])
-                .output()
-                .unwrap();
-            if ready.status.success() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
+        let index = Served::start(dir.path(), "index");
+        Self {
+            dir,
+            index,
+            elsewhere,
         }
-        panic!("the test index did not answer: {}", self.log());
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/simple/", self.index.port)
     }
 
     /// What the index served: http.server's request log.
     fn log(&self) -> String {
-        let out = std::process::Command::new("docker")
-            .args(["logs", &self.name])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+        self.index.log()
     }
 
     fn wheel_sha256(&self, project: &str) -> String {
@@ -582,14 +592,6 @@ impl HashIndex {
         hex::encode(sha2::Sha256::digest(
             std::fs::read(self.dir.path().join(file)).unwrap(),
         ))
-    }
-}
-
-impl Drop for HashIndex {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("docker")
-            .args(["rm", "-f", &self.name])
-            .output();
     }
 }
 
@@ -608,14 +610,9 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 
 #[tokio::test]
 async fn wheels_are_pinned_by_the_hash_their_index_published() {
-    let index = HashIndex::write();
-    let network = index.network();
-    let t = TestApp::start_with(|c| {
-        c.packages.packages_index = Some("http://127.0.0.1:8000/simple/".into());
-        c.packages.installer_network = Some(network);
-    })
-    .await;
-    index.serve(t.app.image().1);
+    let index = HashIndex::serve();
+    let url = index.url();
+    let t = TestApp::start_with(|c| c.packages.packages_index = Some(url)).await;
     // The control: a wheel whose link carries its own sha256 installs, pinned by it, and its
     // code runs (it leaves /workspace/imported-cemhashok).
     let good = ok(
@@ -655,6 +652,19 @@ async fn wheels_are_pinned_by_the_hash_their_index_published() {
         "{why}"
     );
 
+    // A link off the index's port: the installer has no network, and the server's proxy lets
+    // it reach the index alone, so nothing reached the other server.
+    let why = refused_running(&t, "cemhashelsewhere", "import cemhashelsewhere").await;
+    assert!(
+        why.contains("cemhashelsewhere") && why.contains("403"),
+        "{why}"
+    );
+    assert_eq!(
+        index.elsewhere.log(),
+        "",
+        "the installer reached past its index"
+    );
+
     // The index served every one of them: the refusals are of its bytes, not of its absence.
     let served = index.log();
     for project in ["cemhashswapped", "cemhashtampered", "cemhashless"] {
@@ -674,16 +684,25 @@ async fn wheels_are_pinned_by_the_hash_their_index_published() {
         .into_iter()
         .filter(|p| {
             let name = p.file_name().unwrap().to_string_lossy();
-            ["cemhashswapped", "cemhashtampered", "cemhashless"]
-                .iter()
-                .any(|project| name.starts_with(project))
+            [
+                "cemhashswapped",
+                "cemhashtampered",
+                "cemhashless",
+                "cemhashelsewhere",
+            ]
+            .iter()
+            .any(|project| name.starts_with(project))
         })
         .collect();
     assert!(kept.is_empty(), "refused wheels were kept: {kept:?}");
     let outcomes: Vec<String> = (audited(&t).iter())
         .map(|r| r["outcome"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(outcomes, ["installed", "refused", "refused", "refused"]);
+    // The last is a failure to fetch (the proxy refused it), not a refusal of bytes.
+    assert_eq!(
+        outcomes,
+        ["installed", "refused", "refused", "refused", "failed"]
+    );
     t.finish().await;
 }
 

@@ -1,10 +1,12 @@
 """Resolves and installs the requirements given as arguments for this image's Python and
 platform, binary wheels only, into /out; prints one JSON line saying what happened.
 
-The server runs it (as `python3 -I -c`) in a container of its own made from the sandbox image:
-the network reaches the package index, and nothing else is mounted but /out, the certificate
-bundle and, for an air-gapped host, the wheelhouse at /wheelhouse. No package code runs here:
-only wheels are accepted (a source distribution would run its own build), and pip unpacks them.
+The server runs it (as `python3 -I -c`) in a container of its own made from the sandbox image,
+with no network: pip reaches the package index through the server's proxy (cem_egress, on the
+socket in /mnt/egress), which lets through the configured index's hosts and nothing else.
+Nothing else is mounted but /out, /mnt/egress and, for an air-gapped host, the wheelhouse. No
+package code runs here: only wheels are accepted (a source distribution would run its own
+build), and pip unpacks them.
 
 Two pip runs, in this one process: a dry run that resolves against what the image already has and reports every
 file it would install with its sha256 from the index, then an install of exactly those files,
@@ -185,8 +187,17 @@ def replaced(chosen):
     return names
 
 
+def open_way_out():
+    """The index through the server's proxy (cem_egress): the container has no network."""
+    sys.path.insert(0, "/opt/sandbox/lib")
+    import cem_egress
+    if not cem_egress.start(os.environ.get("CEM_EGRESS_HTTP") == "1"):
+        finish(False, kind="failed", said="the installer has no way to the index (no egress socket)")
+
+
 def main(requirements):
     if not OFFLINE:
+        open_way_out()
         record_published()
     resolved = pip("install", "--dry-run", "--quiet", "--report", REPORT, *COMMON, *SOURCE,
                    "--", *requirements)

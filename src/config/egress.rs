@@ -129,30 +129,10 @@ impl EgressConfig {
     /// rustls can take as a root; a file that cannot be read, holds no certificate or a
     /// malformed one is an error naming the flag.
     pub fn extra_roots(&self) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
-        let Some(path) = self.ca_file() else {
-            return Ok(Vec::new());
-        };
-        let invalid = |what: String| ConfigError::Invalid {
-            flag: "--egress-ca-file",
-            problem: format!(
-                "{}: {what}. Point it at a readable PEM file of CA certificates (\"-----BEGIN CERTIFICATE-----\")",
-                path.display()
-            ),
-        };
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-            .map_err(|e| invalid(format!("cannot be read ({e})")))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| invalid(format!("is not PEM ({e})")))?;
-        if certs.is_empty() {
-            return Err(invalid("holds no certificate".into()));
+        match self.ca_file() {
+            Some(path) => pem_roots(path, "--egress-ca-file"),
+            None => Ok(Vec::new()),
         }
-        let mut store = rustls::RootCertStore::empty();
-        for (i, cert) in certs.iter().enumerate() {
-            store
-                .add(cert.clone())
-                .map_err(|e| invalid(format!("certificate {} is not usable ({e})", i + 1)))?;
-        }
-        Ok(certs)
     }
 
     /// Where each sandbox's socket directory is made: `--egress-socket-dir`, else
@@ -167,6 +147,36 @@ impl EgressConfig {
                 )
             })
     }
+}
+
+/// The certificates of the PEM file at `path` (`flag` names it in errors), each one a
+/// certificate rustls can take as a root; a file that cannot be read, holds no certificate or a
+/// malformed one is an error naming the flag.
+pub fn pem_roots(
+    path: &Path,
+    flag: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
+    let invalid = |what: String| ConfigError::Invalid {
+        flag,
+        problem: format!(
+            "{}: {what}. Point it at a readable PEM file of CA certificates (\"-----BEGIN CERTIFICATE-----\")",
+            path.display()
+        ),
+    };
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+        .map_err(|e| invalid(format!("cannot be read ({e})")))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| invalid(format!("is not PEM ({e})")))?;
+    if certs.is_empty() {
+        return Err(invalid("holds no certificate".into()));
+    }
+    let mut store = rustls::RootCertStore::empty();
+    for (i, cert) in certs.iter().enumerate() {
+        store
+            .add(cert.clone())
+            .map_err(|e| invalid(format!("certificate {} is not usable ({e})", i + 1)))?;
+    }
+    Ok(certs)
 }
 
 /// The default socket directory, given `$XDG_RUNTIME_DIR` and this process's uid: the runtime

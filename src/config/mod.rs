@@ -27,7 +27,7 @@ mod transport;
 use clap::Args;
 
 pub use discovery::{DiscoveryConfig, Ranker};
-pub use egress::EgressConfig;
+pub use egress::{EgressConfig, pem_roots};
 pub use gateway::GatewayConfig;
 pub use limits::{LimitsConfig, MIN_MEMORY_MB};
 pub use operations::OperationsConfig;

@@ -14,21 +14,17 @@ const PACKAGES_CACHE_MB: Range = Range::new("--packages-cache-mb", 1, 1 << 20);
 const PACKAGES_TIMEOUT_SECS: Range = Range::new("--packages-timeout-secs", 5, 3600);
 
 /// The pip settings the installer is given, as pip itself reads them from the environment.
+/// The proxy variables are not among them: the server reaches the index for the installer
+/// (through the operator's proxy when they name one, [`PackagesConfig::proxy`]).
 pub const PIP_VARIABLES: &[&str] = &[
     "PIP_INDEX_URL",
     "PIP_EXTRA_INDEX_URL",
     "PIP_FIND_LINKS",
     "PIP_TRUSTED_HOST",
-    "HTTPS_PROXY",
-    "https_proxy",
-    "HTTP_PROXY",
-    "http_proxy",
-    "NO_PROXY",
-    "no_proxy",
 ];
 
-/// Where Debian (and the distributions that follow it) keep the system's certificate bundle.
-const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+/// PyPI's simple index: pip's default.
+const PYPI_SIMPLE: &str = "https://pypi.org/simple";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PackagesMode {
@@ -53,9 +49,9 @@ pub struct PackagesConfig {
     #[arg(long, env = "CEM_PACKAGES_INDEX")]
     pub packages_index: Option<String>,
 
-    /// A PEM bundle of the certificates the installer trusts, for an index reached through a
-    /// TLS-inspecting proxy or with a private CA [default: PIP_CERT, else the host's
-    /// /etc/ssl/certs/ca-certificates.crt when present].
+    /// A PEM bundle of certificates the server trusts for the package index besides the
+    /// system's roots, for an index reached through a TLS-inspecting proxy or with a private CA
+    /// [default: PIP_CERT].
     #[arg(long, env = "CEM_PACKAGES_CA_FILE")]
     pub packages_ca_file: Option<PathBuf>,
 
@@ -80,13 +76,6 @@ pub struct PackagesConfig {
     /// A JSON file of allow and deny lists, with a tenant's own under "tenants" (docs/packages.md).
     #[arg(long, env = "CEM_PACKAGES_POLICY")]
     pub packages_policy: Option<PathBuf>,
-
-    /// The engine network the installer's container joins to reach the index [default: the
-    /// engine's `bridge`]. Not a flag: a test serves its own index inside a network namespace
-    /// it made and joins the installer to it (`container:ID`), so that its traffic stays on
-    /// that namespace's loopback and never crosses the host's bridge.
-    #[arg(skip)]
-    pub installer_network: Option<String>,
 }
 
 impl PackagesConfig {
@@ -132,22 +121,19 @@ impl PackagesConfig {
         Duration::from_secs(self.packages_timeout_secs)
     }
 
-    /// The certificate bundle the installer trusts, if any: the flag, PIP_CERT, the system's.
+    /// The certificates the server trusts for the package index besides the system's roots,
+    /// if any: the flag, else PIP_CERT. None with a wheelhouse (no index).
     pub fn ca_file(&self) -> Option<PathBuf> {
-        let offline = self.packages_wheelhouse.is_some();
-        (!offline).then(|| {
-            (self.packages_ca_file.clone())
-                .filter(|f| !f.as_os_str().is_empty())
-                .or_else(|| {
-                    std::env::var_os("PIP_CERT")
-                        .filter(|v| !v.is_empty())
-                        .map(PathBuf::from)
-                })
-                .or_else(|| {
-                    let system = PathBuf::from(SYSTEM_CA_BUNDLE);
-                    system.is_file().then_some(system)
-                })
-        })?
+        if self.packages_wheelhouse.is_some() {
+            return None;
+        }
+        (self.packages_ca_file.clone())
+            .filter(|f| !f.as_os_str().is_empty())
+            .or_else(|| {
+                std::env::var_os("PIP_CERT")
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
     }
 
     /// The installer's environment: pip's own variables as this process has them, the index
@@ -168,6 +154,32 @@ impl PackagesConfig {
             env.push(format!("PIP_INDEX_URL={index}"));
         }
         env
+    }
+
+    /// The index URLs pip may reach (the index, extra indexes, http(s) find-links), for the
+    /// installer's way out; none with a wheelhouse.
+    pub fn index_urls(&self) -> Vec<String> {
+        if self.packages_wheelhouse.is_some() {
+            return Vec::new();
+        }
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let index = (self.index().map(str::to_string))
+            .or_else(|| env("PIP_INDEX_URL"))
+            .unwrap_or_else(|| PYPI_SIMPLE.into());
+        let more = ["PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"]
+            .into_iter()
+            .filter_map(env)
+            .flat_map(|v| v.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .filter(|u| u.starts_with("http://") || u.starts_with("https://"));
+        std::iter::once(index).chain(more).collect()
+    }
+
+    /// The operator's proxy the server reaches the index through (`HTTPS_PROXY`, else
+    /// `HTTP_PROXY`, either case), with `NO_PROXY`'s exceptions.
+    pub fn proxy(&self) -> Option<String> {
+        ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"]
+            .into_iter()
+            .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
     }
 
     /// Where packages come from, for the cache's keys: a change of index or wheelhouse is a

@@ -346,6 +346,11 @@ fn packages_flags_are_checked_and_the_index_flag_wins() {
         "{env:?}"
     );
     assert!(c.packages.source().contains("https://index.example/simple"));
+    assert_eq!(c.packages.index_urls()[0], "https://index.example/simple");
+    assert!(
+        !env.iter().any(|v| v.to_ascii_uppercase().contains("PROXY")),
+        "{env:?}"
+    );
     // An empty value (compose's unset variable) is no index.
     let c = parse(&["--packages-index", ""]);
     c.validate().unwrap();
@@ -358,6 +363,7 @@ fn packages_flags_are_checked_and_the_index_flag_wins() {
         "no network settings offline"
     );
     assert_eq!(c.packages.ca_file(), None);
+    assert!(c.packages.index_urls().is_empty(), "no way out offline");
     assert!(!parse(&["--packages", "off"]).packages.enabled());
 }
 

@@ -1,6 +1,6 @@
 //! Packages on demand, with the sandbox still offline. An execution names requirements
 //! (`packages`); they are resolved and installed outside the sandbox, by an [`Installer`] that
-//! gets the network to the index and nothing else, binary wheels only, pinned by the hashes the
+//! reaches the index and nothing else (through the server), binary wheels only, pinned by the hashes the
 //! index published (a wheel whose link has none, or whose bytes do not match it, is refused).
 //! The result is checked ([`tree`]), named by its content (the wheels and their sha256) and
 //! kept in a cache on disk ([`store`]) that every sandbox mounts read-only; the job names the

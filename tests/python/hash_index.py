@@ -9,7 +9,9 @@ that a package's code ran). Projects:
   that and checks the wheel only when it fetches it afterwards;
 - cemhashswapped: the same, without metadata (pip downloads the wheel to read its metadata);
 - cemhashless: a link with no hash at all (pip downloads it to read its metadata and could only
-  pin the hash of what it got).
+  pin the hash of what it got);
+- cemhashelsewhere (with a second argument, a base URL): its link, with the right hash, points
+  there, off the index's host and port (the installer reaches the index and nothing else).
 
 Standard library only. Prints nothing; the layout is index/simple/NAME/index.html and
 index/files/*.whl (and *.whl.metadata).
@@ -61,7 +63,7 @@ def sha256(data):
     return hashlib.sha256(data).hexdigest()
 
 
-def main(root):
+def main(root, elsewhere=None):
     files = os.path.join(root, "files")
     os.makedirs(files, exist_ok=True)
     projects = []
@@ -70,12 +72,13 @@ def main(root):
         ("cemhashtampered", "other", True),
         ("cemhashswapped", "other", False),
         ("cemhashless", None, False),
-    ]:
+    ] + ([("cemhashelsewhere", "own", False)] if elsewhere else []):
         served = wheel(name, "served")
         file = f"{name}-{VERSION}-py3-none-any.whl"
         with open(os.path.join(files, file), "wb") as f:
             f.write(served)
-        href = f"../../files/{file}"
+        base = elsewhere if name == "cemhashelsewhere" else "../.."
+        href = f"{base}/files/{file}"
         if fragment == "own":
             href += f"#sha256={sha256(served)}"
         elif fragment == "other":
@@ -99,4 +102,4 @@ def main(root):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

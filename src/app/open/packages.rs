@@ -2,7 +2,9 @@
 //! installer: `images/installer/driver.py` in a container made from the sandbox image
 //! (`sandbox::container::installer`), so the resolution is for the image's exact Python and
 //! platform. pip runs there because it is the reference resolver for the index and the
-//! wheels, and because in a container it gets the network to the index and nothing else: no
+//! wheels, and because in a container it reaches the index and nothing else: no network of its
+//! own, the configured index's hosts through the server's egress proxy ([`InstallerEgress`],
+//! the server verifying the index's certificate and going through the operator's proxy), no
 //! workspace, no secrets, no user code, and no file of the host but its staging directory.
 
 use std::collections::HashMap;
@@ -11,16 +13,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::app::StartError;
+use crate::app::open::egress::ServerEgress;
 use crate::config::Config;
+use crate::gateway::egress::connect::Connector;
+use crate::gateway::egress::rules::EgressRules;
+use crate::gateway::egress::{Egress, EgressLimits, Grant};
 use crate::packages::installer::InstallAnswer;
 use crate::packages::installer::{DRIVER, read_answer};
 use crate::packages::{InstallFailure, Installer, PackageSets, PackageSettings, TreeLimits};
-use crate::sandbox::Engine;
+use crate::sandbox::container::egress_dir::EgressDir;
 use crate::sandbox::container::installer::{InstallerSpec, installer_body};
 use crate::sandbox::container::spec::{
     LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, Seccomp, current_owner,
 };
 use crate::sandbox::engine::paths::HostPaths;
+use crate::sandbox::{Engine, StateDirs};
 
 /// The cache's directory under the data directory.
 pub const DIR_NAME: &str = "packages";
@@ -43,10 +50,8 @@ pub(crate) struct EngineInstaller {
     host_paths: HostPaths,
     seccomp: Seccomp,
     env: Vec<String>,
-    ca_file: Option<PathBuf>,
-    /// The bundle was named (`--packages-ca-file`, `PIP_CERT`) rather than the host's default.
-    ca_named: bool,
-    network: String,
+    /// How it reaches the index (none with a wheelhouse).
+    way_out: Option<InstallerEgress>,
     wheelhouse: Option<PathBuf>,
     timeout: Duration,
     max_set_bytes: u64,
@@ -65,15 +70,20 @@ impl Installer for EngineInstaller {
                 .to_engine(&p.canonicalize().unwrap_or(p.to_path_buf()))
                 .map_err(|e| failed(e.to_string()))
         };
+        let name = format!("cem-install-{}", uuid::Uuid::new_v4().simple());
+        let way_out = (self.way_out.as_ref()).map(|w| w.open(&name)).transpose()?;
+        let mut env = self.env.clone();
+        if self.way_out.as_ref().is_some_and(|w| w.http) {
+            env.push("CEM_EGRESS_HTTP=1".into());
+        }
         let spec = InstallerSpec {
             image: self.image.clone(),
             uid: self.ids.0,
             gid: self.ids.1,
             out: for_engine(staging)?,
             wheelhouse: self.wheelhouse.as_deref().map(for_engine).transpose()?,
-            ca_file: self.ca_file()?,
-            network: self.network.clone(),
-            env: self.env.clone(),
+            egress: way_out.as_ref().map(|w| w.engine.clone()),
+            env,
             memory_bytes: MEMORY_BYTES + (TMP_BYTES + 2 * self.max_set_bytes) as i64,
             tmpfs_bytes: TMP_BYTES + 2 * self.max_set_bytes,
             pids_limit: PIDS_LIMIT,
@@ -86,7 +96,6 @@ impl Installer for EngineInstaller {
             driver: DRIVER.to_string(),
             requirements: requirements.to_vec(),
         };
-        let name = format!("cem-install-{}", uuid::Uuid::new_v4().simple());
         let finished = (self.engine)
             .run_to_end(&name, installer_body(&spec), self.timeout, MAX_OUTPUT)
             .await
@@ -100,25 +109,110 @@ impl Installer for EngineInstaller {
     }
 }
 
-impl EngineInstaller {
-    /// The certificate bundle as the engine names it. The host's default bundle may be the
-    /// server container's own file, which the engine cannot mount: the installer then uses
-    /// the image's bundle. A named one must be mountable.
-    fn ca_file(&self) -> Result<Option<PathBuf>, InstallFailure> {
-        let Some(file) = &self.ca_file else {
-            return Ok(None);
-        };
-        match self.host_paths.to_engine(file) {
-            Ok(path) => Ok(Some(path)),
-            Err(_) if !self.ca_named => Ok(None),
-            Err(e) => Err(InstallFailure::Failed {
-                said: format!(
-                    "the certificate bundle {} cannot be given to the installer: {e}. Put it on a volume the server's container mounts",
-                    file.display()
-                ),
-            }),
-        }
+/// The installer's way out: for each install, an egress directory of its own with a socket
+/// served by a grant of the index's hosts alone (`gateway::egress::installer`), reached by the
+/// server with the packages' roots and the operator's proxy.
+pub(crate) struct InstallerEgress {
+    egress: Arc<Egress>,
+    connector: Arc<Connector>,
+    rules: EgressRules,
+    limits: EgressLimits,
+    /// This server's installer directories (`<--egress-socket-dir>/<id>/`).
+    dirs: StateDirs,
+    /// Some index is plain `http://`.
+    http: bool,
+}
+
+/// One install's way out, open while it runs: dropped, the socket stops and its directory goes.
+struct OpenWayOut {
+    /// The directory as the engine names it.
+    engine: PathBuf,
+    host: PathBuf,
+    _listening: crate::sandbox::run::egress::Listening,
+}
+
+impl Drop for OpenWayOut {
+    fn drop(&mut self) {
+        crate::sandbox::container::state_dir::remove(&self.host);
     }
+}
+
+impl InstallerEgress {
+    fn open(&self, name: &str) -> Result<OpenWayOut, InstallFailure> {
+        let failed = |e: std::io::Error| InstallFailure::Failed {
+            said: format!("the installer's way to the index could not be opened: {e}"),
+        };
+        let dir = EgressDir {
+            dir: self.dirs.for_container(name),
+            ca_pem: Arc::from(self.egress.ca_pem()),
+        };
+        crate::host::blocking_here(|| dir.create()).map_err(failed)?;
+        let grant = Arc::new(Grant::with(
+            self.egress.clone(),
+            self.connector.clone(),
+            self.limits,
+            self.rules.clone(),
+            None,
+            Arc::default(),
+        ));
+        let listening = crate::sandbox::run::egress::listen(&dir.dir.host, grant);
+        let listening = listening.map_err(|e| {
+            crate::sandbox::container::state_dir::remove(&dir.dir.host);
+            failed(e)
+        })?;
+        Ok(OpenWayOut {
+            engine: dir.dir.engine.clone(),
+            host: dir.dir.host.clone(),
+            _listening: listening,
+        })
+    }
+}
+
+/// The installer's way out under the server's egress: the index's hosts, the packages' roots,
+/// the operator's proxy. None with a wheelhouse.
+fn installer_egress(
+    config: &Config,
+    server: Option<&ServerEgress>,
+) -> Result<Option<InstallerEgress>, StartError> {
+    let packages = &config.packages;
+    let urls = packages.index_urls();
+    let (Some(server), false) = (server, urls.is_empty()) else {
+        return Ok(None);
+    };
+    let fail = |why: String| StartError::Packages(why);
+    let rules = crate::gateway::egress::installer::installer_rules(&urls).map_err(fail)?;
+    let roots = match packages.ca_file() {
+        Some(file) => crate::config::pem_roots(&file, "--packages-ca-file")?,
+        None => Vec::new(),
+    };
+    let proxy = (packages.proxy())
+        .map(|url| {
+            reqwest::Proxy::all(&url)
+                .map(|p| p.no_proxy(reqwest::NoProxy::from_env()))
+                .map_err(|e| fail(format!("the proxy {url:?} (HTTPS_PROXY): {e}")))
+        })
+        .transpose()?;
+    let never = crate::gateway::egress::address::Never::default();
+    let connector =
+        Connector::new(roots, never, packages.timeout(), proxy).map_err(|e| fail(e.to_string()))?;
+    let max_set = packages.packages_max_mb << 20;
+    let limits = EgressLimits {
+        max_requests: 10_000,
+        max_bytes_in: 4 * max_set + (256 << 20),
+        max_bytes_out: 16 << 20,
+        max_connections: 32,
+        max_response_bytes: max_set + (64 << 20),
+        timeout: packages.timeout(),
+    };
+    let dirs = server.installer_dirs().map_err(|e| fail(e.to_string()))?;
+    Ok(Some(InstallerEgress {
+        egress: server.egress.clone(),
+        connector: Arc::new(connector),
+        http: rules.entries().iter().any(|e| e.http),
+        rules,
+        limits,
+        dirs,
+    }))
 }
 
 /// What the cache needs from the server's start.
@@ -130,6 +224,8 @@ pub(crate) struct PackagesFrom<'a> {
     /// The ids sandboxes run as on this engine, given the server's own
     /// (`EngineLimits::sandbox_ids`).
     pub ids: (u32, u32),
+    /// The server's egress, which the installer reaches the index through.
+    pub egress: Option<&'a ServerEgress>,
 }
 
 /// Opens the cache under DATA_DIR/packages, or nothing with `--packages off`.
@@ -161,10 +257,7 @@ pub(crate) fn open(
             ),
         },
         env: packages.installer_env(),
-        ca_file: packages.ca_file(),
-        ca_named: (packages.packages_ca_file.as_ref()).is_some_and(|f| !f.as_os_str().is_empty())
-            || std::env::var_os("PIP_CERT").is_some_and(|v| !v.is_empty()),
-        network: (packages.installer_network.clone()).unwrap_or_else(|| "bridge".into()),
+        way_out: installer_egress(config, from.egress)?,
         wheelhouse: packages.packages_wheelhouse.clone(),
         timeout: packages.timeout(),
         max_set_bytes,

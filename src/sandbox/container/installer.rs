@@ -2,16 +2,18 @@
 //! (`crate::packages`), never in a sandbox. It is made from the sandbox image itself, so the
 //! resolution is for the image's exact Python and platform, and it is hardened like a sandbox
 //! (read-only root, no capabilities, no new privileges, the seccomp profile, a non-root user,
-//! memory and pids limits) with one difference: the network, to reach the package index (none
-//! at all with a wheelhouse). It mounts nothing but the directory it installs into, the
-//! certificate bundle and the wheelhouse: no workspace, no secrets, no user code. It runs
-//! under the engine's default runtime (gVisor's runsc is registered with `--network=none`).
+//! memory and pids limits, no network). It reaches the package index as sandboxes reach their
+//! `egress` hosts: through the server's proxy, on a socket in its own read-only `/mnt/egress`,
+//! which lets through the configured index and nothing else (none at all with a wheelhouse). It
+//! mounts nothing but the directory it installs into, that directory and the wheelhouse: no
+//! workspace, no secrets, no user code. It runs under the engine's default runtime.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig};
 
+use crate::sandbox::container::egress_dir::EGRESS_MOUNT;
 use crate::sandbox::container::runtime::RuntimeKind;
 use crate::sandbox::container::spec::{Seccomp, bind};
 
@@ -19,9 +21,6 @@ use crate::sandbox::container::spec::{Seccomp, bind};
 pub const OUT_MOUNT: &str = "/out";
 /// Where a wheelhouse directory appears (the driver installs from it alone when present).
 pub const WHEELHOUSE_MOUNT: &str = "/wheelhouse";
-/// Where the certificate bundle appears: the system bundle's own path, so that pip's
-/// system trust store and `PIP_CERT` agree.
-pub const CA_MOUNT: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// One install's container.
 #[derive(Debug, Clone)]
@@ -32,11 +31,9 @@ pub struct InstallerSpec {
     /// The staging directory, as the engine names it.
     pub out: PathBuf,
     pub wheelhouse: Option<PathBuf>,
-    pub ca_file: Option<PathBuf>,
-    /// The engine network it joins when it has no wheelhouse (`bridge`, or a test's
-    /// `container:ID`).
-    pub network: String,
-    /// `PIP_*` settings and proxies, as `NAME=value`.
+    /// Its egress directory, as the engine names it (none with a wheelhouse).
+    pub egress: Option<PathBuf>,
+    /// `PIP_*` settings, as `NAME=value`.
     pub env: Vec<String>,
     pub memory_bytes: i64,
     pub tmpfs_bytes: u64,
@@ -50,12 +47,8 @@ pub struct InstallerSpec {
 
 /// The create-container body of an install.
 pub fn installer_body(spec: &InstallerSpec) -> ContainerCreateBody {
-    let offline = spec.wheelhouse.is_some();
     let mut env = vec!["HOME=/tmp".to_string(), "LANG=C.UTF-8".into()];
     env.extend(spec.env.iter().cloned());
-    if spec.ca_file.is_some() {
-        env.push(format!("PIP_CERT={CA_MOUNT}"));
-    }
     let cmd: Vec<String> = ["python3", "-I", "-c", spec.driver.as_str()]
         .into_iter()
         .map(String::from)
@@ -67,20 +60,12 @@ pub fn installer_body(spec: &InstallerSpec) -> ContainerCreateBody {
                 .iter()
                 .map(|d| bind(d, WHEELHOUSE_MOUNT, true)),
         )
-        .chain(spec.ca_file.iter().map(|f| bind(f, CA_MOUNT, true)))
+        .chain(spec.egress.iter().map(|d| bind(d, EGRESS_MOUNT, true)))
         .collect();
-    let network = if offline {
-        "none"
-    } else {
-        spec.network.as_str()
-    };
-    // A container that joins another's network namespace has that one's host name: the engine
-    // refuses one of its own.
-    let shared = network.starts_with("container:");
     ContainerCreateBody {
         image: Some(spec.image.clone()),
         user: Some(format!("{}:{}", spec.uid, spec.gid)),
-        hostname: (!shared).then(|| "installer".into()),
+        hostname: Some("installer".into()),
         env: Some(env),
         cmd: Some(cmd),
         entrypoint: Some(Vec::new()),
@@ -88,10 +73,10 @@ pub fn installer_body(spec: &InstallerSpec) -> ContainerCreateBody {
         attach_stdout: Some(true),
         attach_stderr: Some(true),
         tty: Some(false),
-        network_disabled: Some(offline),
+        network_disabled: Some(true),
         labels: Some(spec.labels.clone()),
         host_config: Some(HostConfig {
-            network_mode: Some(network.into()),
+            network_mode: Some("none".into()),
             readonly_rootfs: Some(true),
             memory: Some(spec.memory_bytes),
             memory_swap: Some(spec.memory_bytes),
@@ -131,8 +116,7 @@ mod tests {
             gid: 65534,
             out: "/srv/packages/staging/x".into(),
             wheelhouse: wheelhouse.then(|| "/srv/wheels".into()),
-            ca_file: Some("/etc/ssl/certs/ca-certificates.crt".into()),
-            network: "bridge".into(),
+            egress: (!wheelhouse).then(|| "/run/cem-egress/i/x".into()),
             env: vec!["PIP_INDEX_URL=https://pypi.org/simple".into()],
             memory_bytes: 1 << 30,
             tmpfs_bytes: 1 << 30,
@@ -145,38 +129,26 @@ mod tests {
     }
 
     #[test]
-    fn the_installer_is_hardened_and_mounts_only_its_own_directories() {
-        let body = installer_body(&spec(false));
-        let hc = body.host_config.as_ref().unwrap();
-        assert_eq!(hc.network_mode.as_deref(), Some("bridge"));
-        assert_eq!(hc.readonly_rootfs, Some(true));
-        assert_eq!(hc.cap_drop.as_deref(), Some(&["ALL".to_string()][..]));
-        assert!(hc.security_opt.as_ref().unwrap()[0].starts_with("no-new-privileges"));
-        assert_eq!(hc.runtime, None, "the engine's default runtime");
-        let targets: Vec<&str> = (hc.mounts.iter().flatten())
-            .map(|m| m.target.as_deref().unwrap())
-            .collect();
-        assert_eq!(targets, [OUT_MOUNT, CA_MOUNT]);
-        assert_eq!(body.user.as_deref(), Some("65534:65534"));
-        assert!(body.env.unwrap().contains(&format!("PIP_CERT={CA_MOUNT}")));
-
-        let offline = installer_body(&spec(true));
-        let hc = offline.host_config.as_ref().unwrap();
-        assert_eq!(hc.network_mode.as_deref(), Some("none"));
-        assert!(
-            (hc.mounts.iter().flatten()).any(|m| m.target.as_deref() == Some(WHEELHOUSE_MOUNT))
-        );
-
-        let joined = installer_body(&InstallerSpec {
-            network: "container:index".into(),
-            ..spec(false)
-        });
-        let hc = joined.host_config.as_ref().unwrap();
-        assert_eq!(hc.network_mode.as_deref(), Some("container:index"));
-        assert_eq!(
-            joined.hostname, None,
-            "the engine refuses a host name there"
-        );
-        assert_eq!(body.hostname.as_deref(), Some("installer"));
+    fn the_installer_is_hardened_has_no_network_and_mounts_only_its_own_directories() {
+        for wheelhouse in [false, true] {
+            let body = installer_body(&spec(wheelhouse));
+            let hc = body.host_config.as_ref().unwrap();
+            assert_eq!(hc.network_mode.as_deref(), Some("none"));
+            assert_eq!(body.network_disabled, Some(true));
+            assert_eq!(hc.readonly_rootfs, Some(true));
+            assert_eq!(hc.cap_drop.as_deref(), Some(&["ALL".to_string()][..]));
+            assert!(hc.security_opt.as_ref().unwrap()[0].starts_with("no-new-privileges"));
+            assert_eq!(hc.runtime, None, "the engine's default runtime");
+            let targets: Vec<&str> = (hc.mounts.iter().flatten())
+                .map(|m| m.target.as_deref().unwrap())
+                .collect();
+            let way = if wheelhouse {
+                WHEELHOUSE_MOUNT
+            } else {
+                EGRESS_MOUNT
+            };
+            assert_eq!(targets, [OUT_MOUNT, way]);
+            assert_eq!(body.user.as_deref(), Some("65534:65534"));
+        }
     }
 }
