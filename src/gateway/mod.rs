@@ -23,8 +23,8 @@
 //! planning.rs  one execution's plan: calls recorded, then asked once and applied in order
 //! redact.rs    an upstream's credentials kept out of all it sends back
 //! call_stats.rs  calls, failures and latency per upstream, for get_execution_stats
-//! egress/      guarded egress: the `egress` entries (hosts, methods, paths, policy) and the
-//!              addresses a request through the server may reach
+//! egress/      guarded egress: the `egress` entries (hosts, methods, paths, policy), the
+//!              addresses a request may reach, and the proxy sandbox HTTP goes through
 //! ```
 //!
 //! A call travels harness → channel `call` frame (`call_tool`) → `execute::calls::ServerCalls`
