@@ -23,7 +23,8 @@
 //!   progress and what it produced (pictures, links, changed files) around a sandbox run.
 //! - [`config`]: the command line in groups, one per subsystem.
 //! - [`privacy`]: what the model may see, as types only it makes.
-//! - [`gateway`]: the user's own MCP servers as Python functions in the sandbox.
+//! - [`gateway`]: the user's own MCP servers as Python functions in the sandbox, and the
+//!   HTTP APIs the `egress` entries list, reached through the server (guarded egress).
 //! - The subsystems, which do not know each other: [`audit`]: the audit trail's records, files
 //!   and reader; [`discovery`]: the tool catalog and its ranked search; [`packages`]:
 //!   requirements resolved and installed outside the sandbox into a shared, content-named
