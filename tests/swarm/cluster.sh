@@ -58,7 +58,7 @@ entry() {
   mount_cgroups
   hostname "cem-node$i"
   mount --bind "$n/run" /run
-  mkdir -p /run/gluster /run/cem-data /run/lock
+  mkdir -p /run/gluster /run/cem-data /run/lock /run/code-execution-mcp
   mount --bind "$n/glusterd" /var/lib/glusterd
   mount --bind "$n/glusterlog" /var/log/glusterfs
   glusterd -p /run/glusterd.pid
