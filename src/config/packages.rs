@@ -49,9 +49,9 @@ pub struct PackagesConfig {
     #[arg(long, env = "CEM_PACKAGES_INDEX")]
     pub packages_index: Option<String>,
 
-    /// A PEM bundle of certificates the server trusts for the package index besides the
+    /// A PEM bundle of the certificates the server trusts for the package index, instead of the
     /// system's roots, for an index reached through a TLS-inspecting proxy or with a private CA
-    /// [default: PIP_CERT].
+    /// [default: PIP_CERT, else the system's roots].
     #[arg(long, env = "CEM_PACKAGES_CA_FILE")]
     pub packages_ca_file: Option<PathBuf>,
 
@@ -121,7 +121,7 @@ impl PackagesConfig {
         Duration::from_secs(self.packages_timeout_secs)
     }
 
-    /// The certificates the server trusts for the package index besides the system's roots,
+    /// The certificates the server trusts for the package index instead of the system's roots,
     /// if any: the flag, else PIP_CERT. None with a wheelhouse (no index).
     pub fn ca_file(&self) -> Option<PathBuf> {
         if self.packages_wheelhouse.is_some() {

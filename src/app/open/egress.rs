@@ -135,6 +135,14 @@ fn socket_root(dir: &Path, host_paths: &HostPaths) -> Result<StateDirs, StartErr
         .mode(0o711)
         .create(dir)
         .map_err(|e| fail(e.to_string()))?;
+    // In a shared /tmp another user could have made it first, or put a link there.
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| fail(e.to_string()))?;
+    if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() {
+        return Err(fail(
+            "it is a link, or belongs to another user: point --egress-socket-dir at a directory of this server's user".into(),
+        ));
+    }
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))
         .map_err(|e| fail(e.to_string()))?;
     let host = dir.canonicalize().map_err(|e| fail(e.to_string()))?;

@@ -105,7 +105,11 @@ impl Installer for EngineInstaller {
                 secs: self.timeout.as_secs(),
             });
         }
-        read_answer(&finished.stdout, finished.exit_code, &finished.stderr)
+        let answer = read_answer(&finished.stdout, finished.exit_code, &finished.stderr);
+        match (answer, way_out) {
+            (Err(e), Some(way)) => Err(way.explain(e)),
+            (answer, _) => answer,
+        }
     }
 }
 
@@ -128,7 +132,29 @@ struct OpenWayOut {
     /// The directory as the engine names it.
     engine: PathBuf,
     host: PathBuf,
+    grant: Arc<Grant>,
     _listening: crate::sandbox::run::egress::Listening,
+}
+
+impl OpenWayOut {
+    /// A failed install's cause as the server saw it, when pip's words hide it (a proxy's 502
+    /// reads "no version" to pip): the index unreachable, or a link off the index.
+    fn explain(&self, failure: InstallFailure) -> InstallFailure {
+        let Some(problem) = self.grant.last_problem() else {
+            return failure;
+        };
+        let asked = format!("{} {}{}", problem.method, problem.host, problem.path);
+        match (&failure, problem.error) {
+            (InstallFailure::HashMismatch { .. } | InstallFailure::Unhashed { .. }, _) => failure,
+            (_, Some(error)) => InstallFailure::Unreachable { said: error },
+            (_, None) => InstallFailure::Failed {
+                said: format!(
+                    "the index sent pip to {asked}, which is not the package index (HTTP {}): the installer reaches the configured index and nothing else; name that host with PIP_FIND_LINKS or PIP_EXTRA_INDEX_URL if it is meant",
+                    problem.status
+                ),
+            },
+        }
+    }
 }
 
 impl Drop for OpenWayOut {
@@ -155,7 +181,7 @@ impl InstallerEgress {
             None,
             Arc::default(),
         ));
-        let listening = crate::sandbox::run::egress::listen(&dir.dir.host, grant);
+        let listening = crate::sandbox::run::egress::listen(&dir.dir.host, grant.clone());
         let listening = listening.map_err(|e| {
             crate::sandbox::container::state_dir::remove(&dir.dir.host);
             failed(e)
@@ -163,6 +189,7 @@ impl InstallerEgress {
         Ok(OpenWayOut {
             engine: dir.dir.engine.clone(),
             host: dir.dir.host.clone(),
+            grant,
             _listening: listening,
         })
     }
@@ -181,8 +208,11 @@ fn installer_egress(
     };
     let fail = |why: String| StartError::Packages(why);
     let rules = crate::gateway::egress::installer::installer_rules(&urls).map_err(fail)?;
-    let roots = match packages.ca_file() {
-        Some(file) => crate::config::pem_roots(&file, "--packages-ca-file")?,
+    // A named bundle is all pip would trust (PIP_CERT's meaning): the system's roots only
+    // without one.
+    let named = packages.ca_file();
+    let roots = match &named {
+        Some(file) => crate::config::pem_roots(file, "--packages-ca-file")?,
         None => Vec::new(),
     };
     let proxy = (packages.proxy())
@@ -193,8 +223,8 @@ fn installer_egress(
         })
         .transpose()?;
     let never = crate::gateway::egress::address::Never::default();
-    let connector =
-        Connector::new(roots, never, packages.timeout(), proxy).map_err(|e| fail(e.to_string()))?;
+    let connector = Connector::new(roots, named.is_none(), never, packages.timeout(), proxy)
+        .map_err(|e| fail(e.to_string()))?;
     let max_set = packages.packages_max_mb << 20;
     let limits = EgressLimits {
         max_requests: 10_000,

@@ -48,19 +48,21 @@ pub struct Connector {
 }
 
 impl Connector {
-    /// A connector trusting the system's roots and `extra_roots`; `timeout` bounds a request;
-    /// `proxy`, the operator's proxy it goes through.
+    /// A connector trusting `roots` (with the system's when `system` says so); `timeout`
+    /// bounds a request; `proxy`, the operator's proxy it goes through.
     pub fn new(
         extra_roots: Vec<CertificateDer<'static>>,
+        system: bool,
         never: Never,
         timeout: Duration,
         proxy: Option<reqwest::Proxy>,
     ) -> Result<Self, EgressError> {
         let mut roots = rustls::RootCertStore::empty();
-        let native = rustls_native_certs::load_native_certs();
-        for cert in native.certs {
-            // A system root rustls cannot parse is one host less, not a reason to stop.
-            let _ = roots.add(cert);
+        if system {
+            for cert in rustls_native_certs::load_native_certs().certs {
+                // A system root rustls cannot parse is one host less, not a reason to stop.
+                let _ = roots.add(cert);
+            }
         }
         for cert in extra_roots {
             roots

@@ -113,6 +113,7 @@ pub(super) async fn forward(
         decision: HttpDecision::Refused.as_str().into(),
         rule: None,
         headers_added: Vec::new(),
+        error: None,
     };
     let mut recording = Recording::new(grant.clone(), record, started);
     match send(&grant, &target, request, &mut recording).await {
@@ -126,6 +127,7 @@ pub(super) async fn forward(
                 }
                 Failure::Unreachable(message) => {
                     record.decision = HttpDecision::Failed.as_str().into();
+                    record.error = Some(crate::text::cut(&message, 500).to_string());
                     let timeout = message.contains("timed out");
                     let status = if timeout {
                         StatusCode::GATEWAY_TIMEOUT
@@ -219,7 +221,7 @@ async fn send(
         .body(body)
         .send()
         .await;
-    let response = sent.map_err(|e| unreachable(&target.host, &e))?;
+    let response = sent.map_err(|e| unreachable(&target.host, e))?;
     let record = recording.record_mut();
     record.status = response.status().as_u16();
     record.decision = HttpDecision::Sent.as_str().into();
@@ -355,8 +357,11 @@ fn over_out(grant: &Grant) -> Refused {
     }
 }
 
-fn unreachable(host: &Host, e: &reqwest::Error) -> Failure {
+/// A request that could not be completed, in words without its URL (its query may hold what
+/// the code sent).
+fn unreachable(host: &Host, e: reqwest::Error) -> Failure {
     use std::error::Error;
+    let e = e.without_url();
     let mut cause = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

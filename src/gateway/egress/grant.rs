@@ -146,6 +146,15 @@ impl Grant {
         self.log.lock().expect("never poisoned").push(record);
     }
 
+    /// The last request that was refused or failed, if any.
+    pub fn last_problem(&self) -> Option<HttpRecord> {
+        let log = self.log.lock().expect("never poisoned");
+        (log.records().iter())
+            .rev()
+            .find(|r| r.decision != super::record::HttpDecision::Sent.as_str())
+            .cloned()
+    }
+
     /// The requests made so far (the first [`HttpLog::MAX`]) and how many more there were.
     pub fn requests(&self) -> (Vec<HttpRecord>, u64) {
         let log = self.log.lock().expect("never poisoned");

@@ -84,6 +84,7 @@ impl Egress {
             ca: ca::EgressCa::new()?,
             connector: std::sync::Arc::new(connect::Connector::new(
                 extra_roots,
+                true,
                 never,
                 limits.timeout,
                 None,

@@ -55,6 +55,9 @@ pub struct HttpRecord {
     /// The names of the headers the proxy added (never their values).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub headers_added: Vec<String>,
+    /// Why a request that was sent failed (the host unreachable, too slow).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
 }
 
 /// The records of one execution: the first [`HttpLog::MAX`] in full, then a count.
