@@ -121,6 +121,12 @@ async fn server_with(dir: &Path, ca: &TestCa, egress: Value) -> TestApp {
     .await
 }
 
+/// The servers of this file run under the runtime and read `/usr` from where CI's step asked.
+#[tokio::test]
+async fn the_servers_run_under_the_runtime_and_image_tree_asked_for() {
+    common::placement::assert_runs_where_asked().await;
+}
+
 #[tokio::test]
 async fn code_reads_a_listed_api_through_the_server_and_never_holds_its_secret() {
     let dir = tempfile::tempdir().unwrap();
