@@ -73,6 +73,8 @@ pub(crate) fn open(
     .map_err(|e| StartError::Egress(e.to_string()))?;
     let dir = config.egress.socket_dir();
     let root = socket_root(&dir, host_paths)?;
+    // What servers that are gone left (the sandboxes' and the installer's directories).
+    crate::host::blocking_here(|| crate::sandbox::cleanup::reaper::reap_state_dirs(&root.host));
     tracing::info!(
         "guarded egress: {} entries; sandboxes' proxy sockets under {}",
         rules.entries().len(),
