@@ -90,6 +90,21 @@ pub enum StartError {
         "the server's start stopped unexpectedly; its log (stderr) says where. Restart the server, and report the log if it happens again"
     )]
     Interrupted,
+    /// The server was told to stop before its start had ended.
+    #[error("the server is stopping: it was told to stop before its start had ended")]
+    Cancelled,
+    /// A tenant could not be opened. What the tenant is told: the cause names the server's
+    /// paths, so it goes to the server's log only (with the tenant's name).
+    #[error(
+        "the server could not open this tenant's workspace or skills: retry later, or ask the administrator, who finds the cause in the server's log"
+    )]
+    TenantUnavailable,
+    /// The start of what every tenant shares failed. What a tenant is told: the cause names
+    /// the server's paths, so it goes to the server's log only.
+    #[error(
+        "the server could not start: its administrator finds the cause in the server's log, fixes it and restarts the server"
+    )]
+    ServerUnavailable,
 }
 
 /// Why an execution request did not run.

@@ -97,31 +97,22 @@ impl App {
         Self::start_reporting(config, &starting::Progress::silent()).await
     }
 
-    /// [`App::start`] in a task of its own, after the checks that need no engine
-    /// ([`Shared::check`]): a transport serves the returned [`Starting`] at once, so a client's
-    /// handshake is answered while the image is built or its tree copied.
-    pub fn begin(config: Config) -> Result<Starting, StartError> {
-        Shared::check(&config)?;
-        let (progress, starting) = starting::Progress::new("connecting to the engine");
-        let starting = starting.with_upstreams(config.gateway.upstreams.is_some());
-        let start = async move {
-            let result = Self::start_reporting(config, &progress).await;
-            progress.finish(result.map(Arc::new));
-        };
-        tokio::spawn(start.in_current_span());
-        Ok(starting)
-    }
-
+    /// [`App::start`], naming each step to `progress` (see [`starting`]).
     async fn start_reporting(
         config: Config,
         progress: &starting::Progress,
     ) -> Result<Self, StartError> {
         let shared = Shared::start_reporting(config, progress).await?;
-        progress.step(
+        let step = progress.step(
             "opening the workspace, skills and sandbox pool",
-            std::time::Duration::from_secs(1),
+            starting::OPEN_TENANT,
             std::time::Duration::ZERO,
         );
+        if let Err(stopped) = step {
+            // Its upstream connections are running already.
+            shared.shutdown().await;
+            return Err(stopped);
+        }
         let dirs = shared.config.storage.single_tenant_dirs();
         Self::open(shared, dirs, None).await
     }

@@ -146,7 +146,7 @@ impl Shared {
     /// Connects to the engine, removes containers a crashed server left, makes sure the image
     /// exists (building it on first start) and loads the tool registry.
     pub async fn start(config: Config) -> Result<Arc<Self>, StartError> {
-        Self::start_reporting(config, &Progress::silent()).await
+        Self::start_reporting(config, &Progress::<Arc<Self>>::silent()).await
     }
 
     /// The checks of a start that need neither the engine nor the network: the flags, the
@@ -161,24 +161,26 @@ impl Shared {
         Ok(())
     }
 
-    /// [`Shared::start`], naming each step to `progress` as it enters it.
-    pub async fn start_reporting(
+    /// [`Shared::start`], naming each step to `progress` as it enters it, and stopping where
+    /// stopping leaves nothing behind once `progress` is asked to stop.
+    pub async fn start_reporting<T: Clone + Send + Sync>(
         config: Config,
-        progress: &Progress,
+        progress: &Progress<T>,
     ) -> Result<Arc<Self>, StartError> {
         Self::check(&config)?;
         let pii_key = match &config.pii.pii_key_file {
             Some(path) => Some(PiiKey::from_file(path)?),
             None => None,
         };
-        progress.step("connecting to the engine", SECOND, AFTER_IMAGE);
-        let side = prepare_engine(&config).await?;
-        let (image, image_id) = sandbox_image(&config, &side.engine, progress).await?;
+        progress.step("connecting to the engine", SECOND, AFTER_IMAGE)?;
+        let side = progress.unless_stopped(prepare_engine(&config)).await?;
+        let image = sandbox_image(&config, &side.engine, progress);
+        let (image, image_id) = progress.unless_stopped(image).await?;
         progress.step(
             "checking that the engine enforces the sandbox's limits",
             LIMITS,
             AFTER_IMAGE - LIMITS,
-        );
+        )?;
         let engine_limits = crate::app::open::engine_limits::check(
             &config,
             side.runtime_kind,
@@ -191,16 +193,16 @@ impl Shared {
             "copying the image's /usr for the sandboxes (--image-tree)",
             TREE,
             AFTER_IMAGE - LIMITS - TREE,
-        );
+        )?;
         let tree =
             crate::app::open::image_tree::serve(&config, &side.engine, &image_id, &side.host_paths)
                 .await;
-        progress.step("loading the tool catalog", SECOND, 2 * SECOND);
+        progress.step("loading the tool catalog", SECOND, 2 * SECOND)?;
         let registry_dir = config.storage.registry_dir();
         // One ranking, so the catalog and the upstreams' live tools share one model.
         let ranking = config.discovery.ranking();
         let discovery = Arc::new(open_discovery(&registry_dir, ranking.clone())?);
-        progress.step("opening the package cache", SECOND, SECOND);
+        progress.step("opening the package cache", SECOND, SECOND)?;
         let egress =
             crate::app::open::egress::open(&config, egress_rules(&config)?, &side.host_paths)?;
         let (packages, package_policy) =
@@ -346,10 +348,10 @@ async fn warn_of_engine_gaps(engine: &Engine, info: &EngineInfo) {
 
 /// The sandbox image's tag and the id it resolves to: `--image` must exist; the server's own
 /// image is built on first start.
-async fn sandbox_image(
+async fn sandbox_image<T: Clone>(
     config: &Config,
     engine: &Engine,
-    progress: &Progress,
+    progress: &Progress<T>,
 ) -> Result<(String, String), StartError> {
     let image = config.sandbox.image_tag();
     let present = image::image_id(engine, &image).await?;
@@ -362,7 +364,7 @@ async fn sandbox_image(
             "building the sandbox image (first start)",
             IMAGE_BUILD,
             AFTER_IMAGE,
-        );
+        )?;
     }
     let image_id = image::ensure(
         engine,

@@ -37,7 +37,8 @@ use crate::transport::jsonrpc_input::{MAX_MESSAGE_BYTES, Parsed, classify, too_l
 /// need the started server wait for it ([`Front`]). A start that fails is the session's
 /// error once the client leaves (a client that closes stdin at once still learns why, from
 /// the exit status and stderr); one still running then is waited for, so that its image build
-/// or tree copy is not lost halfway.
+/// or tree copy is not lost halfway. A signal asks a running start to stop
+/// ([`Starting::cancel`]) instead.
 pub async fn serve_stdio(
     starting: Starting,
     shutdown: impl Future<Output = ()>,
@@ -68,8 +69,11 @@ pub async fn serve_stdio(
     metrics.abort();
     let app = match starting.now() {
         StartState::Ready(app) => app,
-        // A signal does not wait for a start (the next start reaps what it leaves).
-        StartState::Working(_) if signalled => return result,
+        // A signal stops the start where that leaves no container behind.
+        StartState::Working(_) if signalled => match starting.cancel().await {
+            StartState::Ready(app) => app,
+            _ => return result,
+        },
         _ => starting.finished().await.map_err(ServeError::Started)?,
     };
     // The pool's containers go either way, not at the next start's reap.
