@@ -6,6 +6,10 @@
 //! long is left, or with why the start failed and what to change; `get_execution_stats` says
 //! so at once.
 //!
+//! Stdio has one session; over HTTP each MCP session has a `Front` of its own, and the sessions
+//! of one start (the one app's, or a tenant's: the shared start, then the tenant's opening)
+//! share its [`Lobby`].
+//!
 //! Before the start ends there is no tenant's PII engine, so what this module says (the start's
 //! own words: steps, durations, paths of a failure) goes through an engine of its own.
 
@@ -26,7 +30,7 @@ use serde_json::json;
 
 use super::CodeExecutionServer;
 use crate::app::starting::Step;
-use crate::app::{StartState, Starting};
+use crate::app::{StartError, StartState, Starting};
 use crate::pii::PiiEngine;
 use crate::privacy::{Privacy, Refusal};
 
@@ -37,19 +41,23 @@ const MAX_EXECUTE_WAIT: Duration = Duration::from_secs(120);
 /// The tokens a start's messages could mint: a handful.
 const START_VAULT: usize = 64;
 
-/// A [`CodeExecutionServer`] once the start has made its app; the start's state before.
-#[derive(Clone)]
-pub struct Front {
+/// What every session of one start shares (the one app of stdio or of HTTP without tokens,
+/// or one tenant's): the start, the listing it answers with before it ends, and the PII engine
+/// of its own messages, which also reads what the transport answers before the app is ready.
+pub struct Lobby {
     starting: Starting,
-    server: Arc<OnceLock<CodeExecutionServer>>,
     /// Every tool, in name order, as a server without upstreams lists them.
-    tools: Arc<Vec<Tool>>,
+    tools: Vec<Tool>,
     /// The door for the start's own messages.
     privacy: Privacy,
+    /// Whether the server serves tenants: then even the fixed listing is cached privately
+    /// (`cache_hints`).
+    tenants: bool,
 }
 
-impl Front {
-    pub fn new(starting: Starting) -> Self {
+impl Lobby {
+    /// The lobby of `starting`, on a server with tenants (bearer tokens) or without.
+    pub fn new(starting: Starting, tenants: bool) -> Self {
         // Listed short, as the started server lists them (`tool_list::listed`).
         let mut tools: Vec<Tool> = (CodeExecutionServer::tool_router().list_all().iter())
             .map(super::tool_list::listed)
@@ -61,9 +69,44 @@ impl Front {
             .unwrap_or_else(|_| PiiEngine::new([7; 32], START_VAULT));
         Self {
             starting,
-            server: Arc::default(),
-            tools: Arc::new(tools),
+            tools,
             privacy: Privacy::new(Arc::new(pii), true),
+            tenants,
+        }
+    }
+
+    pub fn starting(&self) -> &Starting {
+        &self.starting
+    }
+
+    /// The privacy layer of what is told now: the started app's, or the start's own before.
+    pub fn privacy(&self) -> Privacy {
+        match self.starting.now() {
+            StartState::Ready(app) => app.privacy().clone(),
+            _ => self.privacy.clone(),
+        }
+    }
+}
+
+/// One MCP session: a [`CodeExecutionServer`] once the start has made its app; the start's
+/// state before.
+#[derive(Clone)]
+pub struct Front {
+    lobby: Arc<Lobby>,
+    server: Arc<OnceLock<CodeExecutionServer>>,
+}
+
+impl Front {
+    /// The one session of stdio.
+    pub fn new(starting: Starting) -> Self {
+        Self::in_lobby(Arc::new(Lobby::new(starting, false)))
+    }
+
+    /// A session of an HTTP server, over the lobby its start's sessions share.
+    pub fn in_lobby(lobby: Arc<Lobby>) -> Self {
+        Self {
+            lobby,
+            server: Arc::default(),
         }
     }
 
@@ -72,7 +115,7 @@ impl Front {
     pub fn privacy(&self) -> Privacy {
         match self.ready() {
             Some(server) => server.app().privacy().clone(),
-            None => self.privacy.clone(),
+            None => self.lobby.privacy.clone(),
         }
     }
 
@@ -81,7 +124,7 @@ impl Front {
         if let Some(server) = self.server.get() {
             return Some(server);
         }
-        match self.starting.now() {
+        match self.lobby.starting.now() {
             StartState::Ready(app) => Some(self.server_of(app)),
             _ => None,
         }
@@ -96,7 +139,7 @@ impl Front {
         if let Some(server) = self.ready() {
             return Ok(server);
         }
-        match self.starting.wait(limit).await {
+        match self.lobby.starting.wait(limit).await {
             StartState::Ready(app) => Ok(self.server_of(app)),
             StartState::Failed(e) => Err(failed(&e)),
             StartState::Working(step) => Err(still_starting(&step)),
@@ -105,15 +148,17 @@ impl Front {
 
     /// [`Front::server`] for a request answered with a JSON-RPC error.
     async fn server_or_error(&self, limit: Duration) -> Result<&CodeExecutionServer, Refusal> {
-        self.server(limit)
-            .await
-            .map_err(|message| self.privacy.refusal(ErrorCode::INTERNAL_ERROR, message))
+        self.server(limit).await.map_err(|message| {
+            self.lobby
+                .privacy
+                .refusal(ErrorCode::INTERNAL_ERROR, message)
+        })
     }
 
     /// `get_execution_stats` before the start has ended: where it is, as an error result (the
     /// statistics' schema has nothing to fill yet).
     fn start_report(&self) -> CallToolResponse {
-        let (message, step) = match self.starting.now() {
+        let (message, step) = match self.lobby.starting.now() {
             StartState::Working(step) => (still_starting(&step), Some(step)),
             StartState::Failed(e) => (failed(&e), None),
             StartState::Ready(_) => ("the server has started: ask again".to_string(), None),
@@ -122,12 +167,13 @@ impl Front {
             json!({
                 "step": step.what,
                 "step_seconds": step.since.elapsed().as_secs(),
-                "seconds_since_start": self.starting.began().elapsed().as_secs(),
+                "seconds_since_start": self.lobby.starting.began().elapsed().as_secs(),
                 "about_seconds_left": step.left().as_secs(),
             })
         });
         let value = json!({"success": false, "error": message, "starting": starting});
-        self.privacy
+        self.lobby
+            .privacy
             .structured(&value, true, Vec::new())
             .into_response()
     }
@@ -143,11 +189,16 @@ fn still_starting(step: &Step) -> String {
     )
 }
 
-/// What every request is told after the start failed.
-fn failed(error: &crate::app::StartError) -> String {
-    format!(
-        "the server could not start: {error}. Its operator fixes this and restarts it; nothing can run until then"
-    )
+/// What every request is told after the start failed (a tenant is told no cause: it names
+/// the server's paths).
+fn failed(error: &StartError) -> String {
+    match error {
+        StartError::TenantUnavailable | StartError::ServerUnavailable => error.to_string(),
+        StartError::Cancelled => format!("{error}; call again once it runs again"),
+        _ => format!(
+            "the server could not start: {error}. Its operator fixes this and restarts it; nothing can run until then"
+        ),
+    }
 }
 
 /// How long `execute_code` may wait: its own `timeout_seconds` (the default's 30 s without
@@ -176,13 +227,15 @@ impl ServerHandler for Front {
         if let Some(server) = self.ready() {
             return server.list_tools(request, context).await;
         }
-        let mut result = ListToolsResult::with_all_items(self.tools.to_vec());
+        let mut result = ListToolsResult::with_all_items(self.lobby.tools.clone());
         if super::cache_hints::wanted(&context) {
             // Upstreams may add to the listing once the start ends: then ask again soon.
-            // Without them it is the fixed listing, for every client alike (stdio, the one
-            // transport of this handler, has no tenants).
-            let (ttl, scope) = if self.starting.upstreams() {
+            // Without them it is the fixed listing, for every client alike, but cached
+            // privately on a server with tenants, as the started server's.
+            let (ttl, scope) = if self.lobby.starting.upstreams() {
                 (super::cache_hints::UPSTREAM_TTL_MS, CacheScope::Private)
+            } else if self.lobby.tenants {
+                (super::cache_hints::STATIC_TTL_MS, CacheScope::Private)
             } else {
                 (super::cache_hints::STATIC_TTL_MS, CacheScope::Public)
             };
@@ -194,7 +247,7 @@ impl ServerHandler for Front {
     fn get_tool(&self, name: &str) -> Option<Tool> {
         match self.ready() {
             Some(server) => server.get_tool(name),
-            None => self.tools.iter().find(|t| t.name == name).cloned(),
+            None => self.lobby.tools.iter().find(|t| t.name == name).cloned(),
         }
     }
 
@@ -210,7 +263,7 @@ impl ServerHandler for Front {
         };
         match self.server(limit).await {
             Ok(server) => server.call_tool(request, context).await,
-            Err(message) => self.privacy.error(message).into_call_tool_result(),
+            Err(message) => self.lobby.privacy.error(message).into_call_tool_result(),
         }
     }
 
@@ -279,10 +332,13 @@ impl ServerHandler for Front {
     /// A listen stream lasts as long as the client keeps it: it waits for the start however
     /// long it takes.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), Refusal> {
-        let server = match self.starting.finished().await {
+        let server = match self.lobby.starting.finished().await {
             Ok(app) => self.server_of(app),
             Err(e) => {
-                return Err(self.privacy.refusal(ErrorCode::INTERNAL_ERROR, failed(&e)));
+                return Err(self
+                    .lobby
+                    .privacy
+                    .refusal(ErrorCode::INTERNAL_ERROR, failed(&e)));
             }
         };
         server.listen(context).await
@@ -296,7 +352,7 @@ impl ServerHandler for Front {
         }
         let front = self.clone();
         tokio::spawn(async move {
-            let Ok(app) = front.starting.finished().await else {
+            let Ok(app) = front.lobby.starting.finished().await else {
                 return;
             };
             let peer = context.peer.clone();

@@ -48,7 +48,7 @@ use crate::app::App;
 use crate::privacy::{Refusal, Reply, Shown};
 
 pub use execute::{ExecuteCodeArgs, ExecuteCodeResponse};
-pub use front::Front;
+pub use front::{Front, Lobby};
 pub use tool_list::PACKAGE_META_KEY;
 
 /// The argument types of every tool, as the MCP layer deserializes them from a `tools/call`.
