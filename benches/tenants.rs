@@ -43,8 +43,10 @@ fn config(dir: &Path) -> Config {
 
 type Served = tokio::task::JoinHandle<Result<(), code_execution_mcp::transport::ServeError>>;
 
-/// A server on a free loopback port: its URL, what stops it, and its task.
+/// A server on a free loopback port, once it has started: its URL, what stops it, and its
+/// task.
 async fn start(access: Access) -> (String, tokio::sync::oneshot::Sender<()>, Served) {
+    let started = access.started();
     let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(serve_http(
@@ -56,6 +58,9 @@ async fn start(access: Access) -> (String, tokio::sync::oneshot::Sender<()>, Ser
         Some(bound_tx),
     ));
     let addr = bound_rx.await.expect("the server binds");
+    started
+        .await
+        .unwrap_or_else(|e| panic!("the server starts (is the sandbox image built?): {e}"));
     (format!("http://{addr}/mcp"), stop, task)
 }
 

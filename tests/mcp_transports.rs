@@ -309,7 +309,7 @@ async fn a_delete_ends_a_legacy_http_session_with_204() {
 async fn http_refuses_non_loopback_addresses_without_authentication() {
     let t = TestApp::start().await;
     let err = code_execution_mcp::transport::serve_http(
-        code_execution_mcp::transport::Access::Open(t.app.clone()),
+        code_execution_mcp::transport::Access::ready(t.app.clone()),
         "0.0.0.0:0".parse().unwrap(),
         async {},
         None,

@@ -38,6 +38,9 @@ pub enum ServeError {
     Started(std::sync::Arc<crate::app::StartError>),
     #[error("unhealthy: {0}")]
     Health(String),
+    /// `/health` says the server is still starting: not healthy yet, and not broken.
+    #[error("not healthy yet: the server is still starting: {0}")]
+    HealthStarting(String),
     #[error("HTTP server failed: {0}")]
     Http(std::io::Error),
     #[error(transparent)]

@@ -3,49 +3,62 @@
 //! `DATA_DIR/tenants/NAME/`) behind its own MCP session manager, so a session id of one tenant
 //! means nothing to another. A tenant is opened at its first authenticated request, not at
 //! start: configured tenants that never call cost no containers.
+//!
+//! The server answers while it starts, so a tenant's first request may come before what every
+//! tenant shares is ready: the tenant's start ([`App::begin_tenant`]) waits for the shared one,
+//! then opens the tenant, in the background, and its sessions are answered meanwhile (`S`, made
+//! from that start). On a server that has started, a tenant's first request waits for its
+//! opening (a second or so), as it did before. Authentication needs neither: a missing or wrong
+//! token is answered at once. A tenant that could not be opened is started anew at its next
+//! request (its sessions are gone with it: their clients start new ones).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use tokio::sync::OnceCell;
-
-use crate::app::{App, Shared, StartError};
+use crate::app::{App, Shared, StartError, StartState, Starting};
 use crate::tenancy::tokens::{AuthFailure, TokenTable};
 
-/// Why a request found no tenant to serve it.
-#[derive(Debug, thiserror::Error)]
-pub enum TenantError {
-    #[error(transparent)]
-    Auth(#[from] AuthFailure),
-    /// The cause goes to the server's log only: it names server paths.
-    #[error(
-        "the server could not open this tenant's workspace or skills: retry later, or ask the administrator, who finds the cause in the server's log"
-    )]
-    Open(StartError),
-}
-
-/// One tenant's application and whatever the transport keeps per tenant (`S`: the HTTP
-/// service with its sessions).
+/// One tenant's start and whatever the transport keeps per tenant (`S`: the HTTP service with
+/// its sessions).
 pub struct Tenant<S> {
-    pub app: Arc<App>,
+    pub starting: Starting,
     pub service: S,
 }
 
-pub struct Tenants<S> {
-    shared: Arc<Shared>,
-    tokens: TokenTable,
-    make_service: Box<dyn Fn(Arc<App>) -> S + Send + Sync>,
-    open: Mutex<OpenTenants<S>>,
+impl<S> Tenant<S> {
+    /// The tenant's app, once it is open.
+    pub fn app(&self) -> Option<Arc<App>> {
+        match self.starting.now() {
+            StartState::Ready(app) => Some(app),
+            _ => None,
+        }
+    }
+
+    /// Whether its opening failed for a cause of its own (not the server's start, nor a stop),
+    /// so that its next request opens it anew.
+    fn failed_alone(&self) -> bool {
+        matches!(self.starting.now(), StartState::Failed(e) if matches!(*e, StartError::TenantUnavailable))
+    }
 }
 
-/// Each tenant's slot, filled at its first request.
-type OpenTenants<S> = HashMap<String, Arc<OnceCell<Arc<Tenant<S>>>>>;
+/// How long a request waits for its tenant's opening on a server that has started.
+pub const OPEN_WAIT: Duration = Duration::from_secs(10);
+
+pub struct Tenants<S> {
+    shared: Starting<Arc<Shared>>,
+    tokens: TokenTable,
+    make_service: Box<dyn Fn(Starting) -> S + Send + Sync>,
+    open: Mutex<HashMap<String, Arc<Tenant<S>>>>,
+}
 
 impl<S> Tenants<S> {
+    /// The tenants of `tokens` over the shared start; `make_service` makes what serves a
+    /// tenant's sessions from its start.
     pub fn new(
-        shared: Arc<Shared>,
+        shared: Starting<Arc<Shared>>,
         tokens: TokenTable,
-        make_service: impl Fn(Arc<App>) -> S + Send + Sync + 'static,
+        make_service: impl Fn(Starting) -> S + Send + Sync + 'static,
     ) -> Self {
         Self {
             shared,
@@ -55,46 +68,58 @@ impl<S> Tenants<S> {
         }
     }
 
-    /// The tenant an `Authorization` header value authenticates, opened on first use (two
-    /// first requests at once open it once).
-    pub async fn get(&self, authorization: Option<&[u8]>) -> Result<Arc<Tenant<S>>, TenantError> {
-        let name = self.tokens.authenticate(authorization)?.to_string();
-        let cell = self
-            .open
-            .lock()
-            .expect("the tenant map is never poisoned")
-            .entry(name.clone())
-            .or_default()
-            .clone();
-        let tenant = cell
-            .get_or_try_init(|| async {
-                let dirs = self.shared.config().storage.tenant_dirs(&name);
-                let app = App::open(self.shared.clone(), dirs, Some(&name))
-                    .await
-                    .map_err(|e| {
-                        tracing::error!("cannot open tenant {name}: {e}");
-                        TenantError::Open(e)
-                    })?;
-                let app = Arc::new(app);
-                Ok::<_, TenantError>(Arc::new(Tenant {
-                    service: (self.make_service)(app.clone()),
-                    app,
-                }))
-            })
-            .await?;
-        Ok(tenant.clone())
+    /// The tenant an `Authorization` header value authenticates (refused at once), its start
+    /// begun at its first request (two first requests at once begin it once). On a server that
+    /// has started, its opening (a second or so) is waited for up to [`OPEN_WAIT`], so that its
+    /// first request meets it open; while the server starts it is not.
+    pub async fn get(&self, authorization: Option<&[u8]>) -> Result<Arc<Tenant<S>>, AuthFailure> {
+        let tenant = self.begun(authorization)?;
+        if matches!(self.shared.now(), StartState::Ready(_)) {
+            tenant.starting.wait(OPEN_WAIT).await;
+        }
+        Ok(tenant)
     }
 
-    /// The tenants opened so far.
-    pub fn opened(&self) -> Vec<Arc<Tenant<S>>> {
+    /// The tenant `authorization` names, its start begun if it has none yet or its opening
+    /// failed.
+    fn begun(&self, authorization: Option<&[u8]>) -> Result<Arc<Tenant<S>>, AuthFailure> {
+        let name = self.tokens.authenticate(authorization)?;
+        let mut open = self.open.lock().expect("the tenant map is never poisoned");
+        if let Some(tenant) = open.get(name)
+            && !tenant.failed_alone()
+        {
+            return Ok(tenant.clone());
+        }
+        let starting = App::begin_tenant(&self.shared, name);
+        let tenant = Arc::new(Tenant {
+            service: (self.make_service)(starting.clone()),
+            starting,
+        });
+        open.insert(name.to_string(), tenant.clone());
+        Ok(tenant)
+    }
+
+    /// The tenants open now (started, not failed).
+    pub fn opened(&self) -> Vec<Arc<App>> {
         let open = self.open.lock().expect("the tenant map is never poisoned");
-        open.values().filter_map(|c| c.get().cloned()).collect()
+        open.values().filter_map(|t| t.app()).collect()
     }
 
-    /// Shuts every opened tenant's sandbox down (at once: each waits for its removals).
+    /// Stops the tenants' starts still running and the shared one, then shuts down every
+    /// opened tenant's sandbox (at once: each waits for its removals) and what they share.
     pub async fn shutdown(&self) {
-        let opened = self.opened();
-        futures::future::join_all(opened.iter().map(|t| t.app.shutdown())).await;
-        self.shared.shutdown().await;
+        let tenants: Vec<Arc<Tenant<S>>> = {
+            let open = self.open.lock().expect("the tenant map is never poisoned");
+            open.values().cloned().collect()
+        };
+        let ended = futures::future::join_all(tenants.iter().map(|t| t.starting.cancel())).await;
+        let apps = ended.into_iter().filter_map(|state| match state {
+            StartState::Ready(app) => Some(app),
+            _ => None,
+        });
+        futures::future::join_all(apps.map(|app| async move { app.shutdown().await })).await;
+        if let StartState::Ready(shared) = self.shared.cancel().await {
+            shared.shutdown().await;
+        }
     }
 }

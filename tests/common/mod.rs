@@ -640,7 +640,7 @@ pub struct HttpServer {
 
 impl HttpServer {
     pub async fn start(app: Arc<App>) -> Self {
-        Self::serve(code_execution_mcp::transport::Access::Open(app)).await
+        Self::serve(code_execution_mcp::transport::Access::ready(app)).await
     }
 
     /// `serve_http` for `access` (e.g. tenants with tokens) on a free loopback port.
@@ -648,8 +648,22 @@ impl HttpServer {
         Self::serve_on(access, "127.0.0.1:0".parse().unwrap()).await
     }
 
-    /// `serve_http` for `access` on `listen`; `url` names the loopback address of its port.
+    /// `serve_http` for `access` on `listen`, once it has started (it listens from the start:
+    /// see [`HttpServer::serve_starting`]); `url` names the loopback address of its port.
     pub async fn serve_on(
+        access: code_execution_mcp::transport::Access,
+        listen: std::net::SocketAddr,
+    ) -> Self {
+        let started = access.started();
+        let server = Self::serve_starting(access, listen).await;
+        started
+            .await
+            .unwrap_or_else(|e| panic!("the server starts (is the image built?): {e}"));
+        server
+    }
+
+    /// `serve_http` for `access` on `listen` as soon as it listens, its start going on.
+    pub async fn serve_starting(
         access: code_execution_mcp::transport::Access,
         listen: std::net::SocketAddr,
     ) -> Self {

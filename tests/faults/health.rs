@@ -20,12 +20,17 @@ async fn health(port: u16) -> (u16, String) {
     (r.status().as_u16(), r.text().await.unwrap_or_default())
 }
 
-/// The status of the first `/health` a starting server on `port` answers (`None`: none within
-/// 30 s).
+/// The status of the first `/health` a starting server on `port` answers once it has started:
+/// it listens from the start, answering 503 `starting` until then (`None`: not started within
+/// 60 s).
 async fn first_health(port: u16) -> Option<u16> {
-    for _ in 0..300 {
+    for _ in 0..600 {
         if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{port}/health")).await {
-            return Some(r.status().as_u16());
+            let status = r.status().as_u16();
+            let body = r.text().await.unwrap_or_default();
+            if !(status == 503 && body.contains(r#""status":"starting""#)) {
+                return Some(status);
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 from mcp import Client, StdioServerParameters
 
@@ -213,21 +214,33 @@ def free_port():
 @contextlib.contextmanager
 def http_server(binary, args):
     """`binary serve --transport http` on a free loopback port with `args`; yields its MCP URL
-    once it accepts connections, and checks that it exits cleanly on SIGTERM afterwards."""
+    once it has started (it listens from the start: `/health` answers 200 once it has), and
+    checks that it exits cleanly on SIGTERM afterwards."""
     port = free_port()
     server = subprocess.Popen([binary, "serve", "--transport", "http", "--listen",
                                f"127.0.0.1:{port}", *args])
     try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        started(server, port)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         server.terminate()
         check(server.wait(timeout=30) == 0, "the HTTP server did not exit cleanly on SIGTERM")
+
+
+def started(server, port):
+    """Waits (10 minutes at most: a first start may build the image) for the HTTP server on
+    `port` to answer `/health` with 200; fails if it exits first."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        check(server.poll() is None, f"the HTTP server exited with {server.returncode} while starting")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as r:
+                if r.status == 200:
+                    return
+        except OSError:  # not listening yet, or 503 while it starts (HTTPError)
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the HTTP server did not start within 10 minutes")
 
 
 async def main(binary, data_dir):
