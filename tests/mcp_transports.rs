@@ -927,3 +927,124 @@ async fn an_unknown_line_in_the_tokens_file_stops_the_start_naming_its_line() {
         "{stderr}"
     );
 }
+
+/// A free loopback port (bound, then released for the server to take).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `serve` over HTTP on `port` with `args` (no pool), its stderr piped.
+fn http_serve(dir: &std::path::Path, port: u16, args: &[&str]) -> Command {
+    let listen = format!("127.0.0.1:{port}");
+    let all = [
+        &[
+            "--transport",
+            "http",
+            "--listen",
+            &listen,
+            "--pool-size",
+            "0",
+        ],
+        args,
+    ]
+    .concat();
+    let mut command = common::serve_command(dir, &all);
+    command
+        .env("RUST_LOG", "code_execution_mcp=info,warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Asks `/health` on `port` every 50 ms until its JSON body's `status` is `status` (a minute at
+/// most); that body. It listens from the start.
+async fn health_says(port: u16, status: &str) -> serde_json::Value {
+    let url = format!("http://127.0.0.1:{port}/health");
+    let mut last = None;
+    for _ in 0..1200 {
+        if let Ok(r) = reqwest::get(&url).await
+            && let Ok(body) = r.json::<serde_json::Value>().await
+        {
+            if body["status"] == status {
+                return body;
+            }
+            last = Some(body);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("/health never said {status:?}; last: {last:?}");
+}
+
+#[tokio::test]
+async fn an_http_start_that_fails_after_listening_answers_why_then_exits_non_zero() {
+    code_execution_mcp::install_tls_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let absent = "code-execution-mcp-test-absent:none";
+    // It reaps before it fails (the image check comes after).
+    let _starting = common::SERVER_STARTS.read().await;
+    let mut child = http_serve(dir.path(), port, &["--image", absent])
+        .spawn()
+        .expect("spawn the server binary");
+    let log = common::read_stderr(&mut child);
+    let health = health_says(port, "failed").await;
+    let reason = health["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("could not start") && reason.contains(absent),
+        "{health}"
+    );
+    // Every request is answered with the cause until it stops.
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let client = ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+        url,
+    ));
+    let client = client.await.expect("the handshake is answered");
+    let (err, v) = call_tool(&client, "execute_code", json!({"code": "print(1)"})).await;
+    assert!(err, "{v}");
+    assert!(v.to_string().contains(absent), "{v}");
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the server stops on its own after a failed start")
+        .unwrap();
+    assert!(!status.success(), "a failed start exits {status}");
+    let log = log.await.unwrap();
+    assert!(
+        log.contains("cannot start") && log.contains(absent),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn an_http_server_stopped_while_it_copies_the_image_tree_leaves_no_container() {
+    code_execution_mcp::install_tls_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _starting = common::SERVER_STARTS.read().await;
+    // A data directory of its own and no shared copy: the image's /usr is copied anew.
+    let mut child = http_serve(dir.path(), port, &["--image-tree", "host"])
+        .env_remove("CEM_IMAGE_TREE_DIR")
+        .spawn()
+        .expect("spawn the server binary");
+    let log = common::read_stderr(&mut child);
+    // Until it enters the step (/health fails the test if it starts before).
+    let step = "copying the image's /usr for the sandboxes (--image-tree)";
+    while health_says(port, "starting").await["step"] != step {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = child.id().unwrap();
+    let stopped = std::time::Instant::now();
+    stop_with_sigterm(&mut child).await;
+    let took = stopped.elapsed();
+    assert!(
+        containers_of(pid).await.is_empty(),
+        "containers of the stopped server are left"
+    );
+    let log = log.await.unwrap();
+    assert!(log.contains("the start stopped"), "{log}");
+    eprintln!("stopped during the tree copy in {took:?}");
+}

@@ -3,7 +3,7 @@
 //! `tests/python/original_examples.py`) and reads the saved skills through the Skills extension
 //! (`tests/python/skill_resources.py`), against the real binary over stdio and streamable HTTP,
 //! each on a legacy session and on a 2026-07-28 one; and a first start that answers its client
-//! before it is done (`tests/python/first_answer.py`).
+//! before it is done, over stdio and over HTTP (`tests/python/first_answer.py`).
 //! The interpreter is `$CEM_TEST_PYTHON` (CI points it at a venv with `mcp` installed), else a
 //! venv the tests make with the pinned SDK (`common::upstreams::sdk_python`).
 
@@ -22,4 +22,11 @@ fn official_python_client_reads_saved_skills_as_mcp_skills() {
 #[test]
 fn the_first_start_answers_the_handshake_before_it_is_done() {
     common::run_python_client("first_answer.py");
+}
+
+/// The same over streamable HTTP, with and without a tenant's token: the server listens from
+/// the start, and `/health` says it is starting until it has.
+#[test]
+fn the_first_start_over_http_answers_the_handshake_before_it_is_done() {
+    common::run_python_client_with("first_answer.py", &[("FIRST_ANSWER_OVER", "http")]);
 }
