@@ -4,14 +4,17 @@
 //! sandbox image on it and runs code: the path a new user takes, where CI's own setup takes the
 //! explicit `image build --base` path. The client's handshake is answered before any of that is
 //! done: the sandbox image is still missing when it is, and `get_execution_stats` says the image
-//! is being built; `execute_code` answers with what is left until the image is there.
+//! is being built; `execute_code` answers with what is left until the image is there. An HTTP
+//! server started beside it on the same engine (it waits for the same build) listens at once:
+//! `/health` says it is starting, its handshake is answered before the image exists, and it
+//! runs code once it has started.
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::common::private_engine::PrivateEngine;
-use crate::common::{call_tool, require_root};
+use crate::common::{call_tool, require_root, serve_command, stop_with_sigterm};
 use crate::server::{Server, error_text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,6 +42,8 @@ async fn a_fresh_offline_engine_gets_its_image_built_on_the_first_start() {
     )
     .await;
     let answered = started.elapsed();
+    let http_dir = tempfile::tempdir().unwrap();
+    let mut http = HttpBeside::start(http_dir.path(), &host).await;
     let sandbox_images = || async {
         let images = client
             .list_images(None::<bollard::query_parameters::ListImagesOptions>)
@@ -53,6 +58,11 @@ async fn a_fresh_offline_engine_gets_its_image_built_on_the_first_start() {
     assert!(
         sandbox_images().await.is_empty(),
         "the handshake waited for the image"
+    );
+    http.answers_while_starting().await;
+    assert!(
+        sandbox_images().await.is_empty(),
+        "the HTTP handshake waited for the image"
     );
     let stats = step_reached(&server, "building the sandbox image (first start)").await;
     assert!(
@@ -85,7 +95,9 @@ async fn a_fresh_offline_engine_gets_its_image_built_on_the_first_start() {
     eprintln!(
         "first start on a fresh offline engine: handshake answered in {answered:?}, code ran after {ready:?}"
     );
+    http.runs_code_once_started().await;
     let _ = server.close(Duration::from_secs(60)).await;
+    stop_with_sigterm(&mut http.child).await;
     assert!(
         engine.containers().await.is_empty(),
         "no container is left on the engine"
@@ -125,5 +137,92 @@ async fn step_reached(server: &Server, step: &str) -> Value {
             "not {step:?}: {stats}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// An HTTP server on the same fresh engine, started beside the stdio one.
+struct HttpBeside {
+    child: tokio::process::Child,
+    port: u16,
+    began: Instant,
+}
+
+impl HttpBeside {
+    async fn start(dir: &std::path::Path, host: &str) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let listen = format!("127.0.0.1:{port}");
+        let args = ["--transport", "http", "--listen", &listen];
+        let child = serve_command(dir, &[&args[..], &["--pool-size", "0"]].concat())
+            .args(["--image-profile", "minimal"])
+            .env("DOCKER_HOST", host)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn the HTTP server");
+        Self {
+            child,
+            port,
+            began: Instant::now(),
+        }
+    }
+
+    /// `/health`: its status and JSON body, once it listens (10 s at most from its spawn).
+    async fn health(&self) -> (u16, Value) {
+        let url = format!("http://127.0.0.1:{}/health", self.port);
+        loop {
+            if let Ok(r) = reqwest::get(&url).await {
+                let status = r.status().as_u16();
+                return (status, r.json().await.unwrap_or_default());
+            }
+            assert!(
+                self.began.elapsed() < Duration::from_secs(10),
+                "the HTTP server does not listen"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// It listens at once, `/health` says it is starting, and its handshake is answered.
+    async fn answers_while_starting(&self) {
+        use rmcp::ServiceExt;
+        code_execution_mcp::install_tls_provider();
+        let (status, body) = self.health().await;
+        assert_eq!(
+            (status, &body["status"]),
+            (503, &json!("starting")),
+            "{body}"
+        );
+        let url = format!("http://127.0.0.1:{}/mcp", self.port);
+        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
+        let client = ().serve(transport).await.expect("the HTTP handshake");
+        eprintln!(
+            "HTTP on a fresh offline engine: handshake answered {:?} after its spawn ({})",
+            self.began.elapsed(),
+            body["step"]
+        );
+        let (err, stats) = call_tool(&client, "get_execution_stats", json!({})).await;
+        assert!(err && stats["starting"]["step"].is_string(), "{stats}");
+        let _ = client.cancel().await;
+    }
+
+    /// Once `/health` answers 200 (the build is the stdio server's, then this one's tree and
+    /// catalog), `execute_code` over HTTP runs.
+    async fn runs_code_once_started(&self) {
+        use rmcp::ServiceExt;
+        let until = Instant::now() + Duration::from_secs(300);
+        while self.health().await.0 != 200 {
+            assert!(Instant::now() < until, "{:?}", self.health().await);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let url = format!("http://127.0.0.1:{}/mcp", self.port);
+        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
+        let client = ().serve(transport).await.expect("the HTTP handshake");
+        let (err, v) = call_tool(&client, "execute_code", json!({"code": "print(6 * 7)"})).await;
+        assert!(!err && v["output"] == json!(["42"]), "{v}");
+        let _ = client.cancel().await;
     }
 }
