@@ -64,16 +64,18 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// One request through the egress proxy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One request through the egress proxy, as the audit trail keeps it and as the execution's
+/// response lists it (`http_requests`): never a header value, a body or a query.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditHttp {
     pub method: String,
     /// The `egress` key that decided; absent when none matched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entry: Option<String>,
     pub host: String,
-    /// The path without its query (tokenized).
+    /// The path without its query.
     pub path: String,
+    /// The host's status, or the proxy's own (403 refused, 502 unreachable, 504 too slow).
     pub status: u16,
     pub bytes_out: u64,
     pub bytes_in: u64,
@@ -86,6 +88,9 @@ pub struct AuditHttp {
     /// The names of the headers the server added (never their values).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub headers_added: Vec<String>,
+    /// Why a request that was sent failed (the host unreachable, too slow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// An execution's plan.

@@ -109,7 +109,7 @@ impl App {
                 record.files_truncated = e.produced.files_truncated;
                 record.packages = e.packages_audit.clone();
                 record.plan = e.plan.as_ref().map(plan_audit);
-                record.http = e.http_requests.0.iter().map(http_audit).collect();
+                record.http = e.http_requests.0.clone();
                 record.http_more = e.http_requests.1;
             }
             Err(ExecuteError::Packages {
@@ -183,22 +183,5 @@ fn plan_audit(plan: &PlanReport) -> AuditPlan {
                 duration_ms: c.duration_ms,
             })
             .collect(),
-    }
-}
-
-/// One egress request as the audit trail keeps it.
-fn http_audit(h: &crate::gateway::egress::record::HttpRecord) -> crate::audit::record::AuditHttp {
-    crate::audit::record::AuditHttp {
-        method: h.method.clone(),
-        entry: h.entry.clone(),
-        host: h.host.clone(),
-        path: h.path.clone(),
-        status: h.status,
-        bytes_out: h.bytes_out,
-        bytes_in: h.bytes_in,
-        duration_ms: h.duration_ms,
-        decision: h.decision.clone(),
-        rule: h.rule.clone(),
-        headers_added: h.headers_added.clone(),
     }
 }

@@ -1,6 +1,7 @@
 //! What one request through the egress proxy was: as the execution's response lists it
-//! (`http_requests`), and as the audit trail and the metrics keep it. Never a header value, a
-//! body or a query string: the path alone, which the entry's `paths` are written against.
+//! (`http_requests`), and as the audit trail and the metrics keep it (one type, the audit's).
+//! Never a header value, a body or a query string: the path alone, which the entry's `paths`
+//! are written against.
 
 use serde::Serialize;
 
@@ -32,33 +33,9 @@ impl HttpDecision {
     }
 }
 
-/// One request through the proxy.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct HttpRecord {
-    pub method: String,
-    /// The `egress` key that decided (absent: no entry matched).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub entry: Option<String>,
-    pub host: String,
-    /// The path, without its query.
-    pub path: String,
-    /// The host's status, or the proxy's own (403 refused, 502 unreachable, 504 too slow).
-    pub status: u16,
-    pub bytes_out: u64,
-    pub bytes_in: u64,
-    pub duration_ms: f64,
-    /// sent, refused or failed.
-    pub decision: String,
-    /// Which rule refused it (absent when sent).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub rule: Option<String>,
-    /// The names of the headers the proxy added (never their values).
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub headers_added: Vec<String>,
-    /// Why a request that was sent failed (the host unreachable, too slow).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub error: Option<String>,
-}
+/// One request through the proxy: the audit trail's record of it, which the response lists
+/// too.
+pub use crate::audit::record::AuditHttp as HttpRecord;
 
 /// The records of one execution: the first [`HttpLog::MAX`] in full, then a count.
 #[derive(Debug, Default)]
