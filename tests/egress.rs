@@ -173,6 +173,8 @@ result = {
     "other_port": status(OTHER + "/other"),
     "redirected": status(API + "/redirect?to=" + OTHER + "/after-redirect"),
     "private": status("https://localhost:%d/private" % PORT),
+    "plain": status("http://127.0.0.1:%d/plain" % PORT),
+    "echo_header": urllib.request.urlopen(API + "/echo-header", timeout=20).headers.get("X-Echo"),
     "net": sorted(os.listdir("/sys/class/net")),
     "direct": direct,
     "secret_in_env": SECRET in json.dumps(dict(os.environ)),
@@ -205,12 +207,17 @@ result = {
         echo.contains("[redacted]") && !echo.contains(SECRET),
         "{echo}"
     );
+    assert_eq!(
+        r["echo_header"], "[redacted]",
+        "a secret echoed in a header"
+    );
     // Refusals are the proxy's own 403s, naming what to change.
     for (what, rule) in [
         ("post", "methods"),
         ("other_port", "port"),
         ("redirected", "port"),
         ("private", "private"),
+        ("plain", "\"http\": true"),
     ] {
         assert_eq!(r[what][0], 403, "{what}: {r}");
         assert!(
@@ -228,7 +235,8 @@ result = {
             &format!(
                 "GET /redirect?to=https://127.0.0.1:{}/after-redirect",
                 other.port
-            )
+            ),
+            "GET /echo-header",
         ],
         "only allowed requests reached the API"
     );
@@ -258,7 +266,9 @@ result = {
             ("refused", 403),
             ("sent", 302),
             ("refused", 403),
-            ("refused", 403)
+            ("refused", 403),
+            ("refused", 403),
+            ("sent", 200)
         ],
         "{records:?}"
     );
@@ -291,5 +301,47 @@ result = {{"reached": reached, "proxy": os.environ.get("HTTPS_PROXY"), "dir": os
         serde_json::json!({"reached": false, "proxy": null, "dir": false})
     );
     assert!(api.requests().is_empty());
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn a_connection_over_the_bound_is_refused_while_a_tunnel_holds_its_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = test_ca(dir.path());
+    let api = Api::start(&ca, dir.path(), "api");
+    let upstreams = dir.path().join("upstreams.json");
+    let entry = serde_json::json!({"127.0.0.1": {"ports": [api.port], "private": true}});
+    std::fs::write(&upstreams, serde_json::json!({"egress": entry}).to_string()).unwrap();
+    let (ca_file, sockets) = (ca.ca.clone(), dir.path().join("sockets"));
+    let t = TestApp::start_with(move |c| {
+        c.gateway.upstreams = Some(upstreams);
+        c.egress.egress_ca_file = Some(ca_file);
+        c.egress.egress_socket_dir = Some(sockets);
+        c.egress.egress_max_connections = 1;
+    })
+    .await;
+    // One tunnel opened by hand and held; the next connection finds no slot.
+    let code = r#"
+import os, socket, urllib.error, urllib.request
+port = int(os.environ["HTTPS_PROXY"].rsplit(":", 1)[1])
+held = socket.create_connection(("127.0.0.1", port))
+held.sendall(b"CONNECT 127.0.0.1:API HTTP/1.1\r\nHost: 127.0.0.1:API\r\n\r\n")
+opened = held.recv(200).decode()
+try:
+    urllib.request.urlopen("https://127.0.0.1:API/data.csv", timeout=20)
+    second = [200, ""]
+except urllib.error.HTTPError as e:
+    second = [e.code, e.read().decode()]
+result = {"opened": opened.split("\r\n")[0], "second": second}
+"#
+    .replace("API", &api.port.to_string());
+    let outcome = t.run(&code).await;
+    common::assert_ok(&outcome);
+    let r = &outcome.result;
+    assert!(r["opened"].as_str().unwrap().contains("200"), "{r}");
+    assert_eq!(r["second"][0], 403, "{r}");
+    let said = r["second"][1].as_str().unwrap();
+    assert!(said.contains("--egress-max-connections"), "{r}");
+    assert_eq!(api.paths(), Vec::<String>::new(), "nothing reached the API");
     t.finish().await;
 }

@@ -3,9 +3,8 @@
 The sandbox has no network interface but lo. When an execution may reach hosts (the upstreams
 file's "egress" entries), the server binds a Unix socket in this container's own read-only
 directory /mnt/egress for that execution alone, and the harness calls start(): a thread listens
-on 127.0.0.1 and carries each connection, byte for byte, to that socket; HTTPS_PROXY (and
-HTTP_PROXY where plain http is allowed) name the port, so urllib, pandas, requests, httpx, pip
-and curl use it unchanged. The server terminates their TLS with its own authority, whose
+on 127.0.0.1 and carries each connection, byte for byte, to that socket; HTTPS_PROXY and
+HTTP_PROXY name the port, so urllib, pandas, requests, httpx, pip and curl use it unchanged. The server terminates their TLS with its own authority, whose
 certificate is /mnt/egress/ca.pem: the only root these variables name. Libraries that ignore
 proxy variables by default (aiohttp without trust_env=True, fsspec's HTTP without it) reach
 nothing: there is no route out.
@@ -78,12 +77,12 @@ def environment(port, http):
     proxy = f"http://127.0.0.1:{port}"
     # Every host goes through the proxy, loopback names included: the sandbox's own loopback
     # serves nothing, and an entry for the host's needs "private": true.
-    env = {"HTTPS_PROXY": proxy, "https_proxy": proxy, "NO_PROXY": "", "no_proxy": "",
-           "SSL_CERT_FILE": CA_FILE, "REQUESTS_CA_BUNDLE": CA_FILE, "CURL_CA_BUNDLE": CA_FILE,
-           "PIP_CERT": CA_FILE}
-    if http:
-        env.update({"HTTP_PROXY": proxy, "http_proxy": proxy})
-    return env
+    # Plain http:// goes to the proxy too, entry or not: it answers what no entry allows with
+    # a refusal that says what to change, where no proxy would leave "network unreachable".
+    del http
+    return {"HTTPS_PROXY": proxy, "https_proxy": proxy, "HTTP_PROXY": proxy, "http_proxy": proxy,
+            "NO_PROXY": "", "no_proxy": "", "SSL_CERT_FILE": CA_FILE,
+            "REQUESTS_CA_BUNDLE": CA_FILE, "CURL_CA_BUNDLE": CA_FILE, "PIP_CERT": CA_FILE}
 
 
 def start(http):

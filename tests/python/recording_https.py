@@ -5,6 +5,7 @@ what reached it (and what did not) from the server's own record, never from the 
 
 Each request is one JSON line in LOG: method, path (with its query), headers, body. Routes:
 /data.csv a small CSV; /echo the request's headers as JSON (an API that echoes a secret back);
+/echo-header its Authorization back in the X-Echo header;
 /redirect?to=URL a 302 there; /big?mb=N N MiB of bytes; anything else "ok". The port it
 listens on (127.0.0.1, chosen by the kernel) is written to PORT_FILE once it accepts.
 """
@@ -53,6 +54,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif url.path == "/echo":
             headers = {k.lower(): v for k, v in self.headers.items()}
             self._send(200, json.dumps(headers).encode(), "application/json")
+        elif url.path == "/echo-header":
+            echoed = self.headers.get("Authorization", "")
+            self._send(200, b"ok", extra=[("X-Echo", echoed)])
         elif url.path == "/redirect":
             self._send(302, b"", extra=[("Location", query["to"][0])])
         elif url.path == "/big":

@@ -49,8 +49,8 @@ impl std::fmt::Debug for EgressCa {
 }
 
 impl EgressCa {
-    /// A new authority, valid from yesterday for 90 days (a server runs for less; leaves are
-    /// signed for the same span).
+    /// A new authority, valid from yesterday for ten years (its key dies with the process);
+    /// leaves are signed for the same span.
     pub fn new() -> Result<Self, CaError> {
         let key = KeyPair::generate().map_err(CaError::Make)?;
         let mut params = CertificateParams::default();
@@ -132,7 +132,7 @@ fn name(common: &str) -> DistinguishedName {
 }
 
 /// From yesterday (clocks of sandboxes and host agree, but a day's slack costs nothing) for
-/// 90 days.
+/// ten years (the key dies with the process).
 fn validity(params: &mut CertificateParams) {
     use chrono::Datelike;
     let day = |d: chrono::DateTime<chrono::Utc>| {
@@ -140,7 +140,7 @@ fn validity(params: &mut CertificateParams) {
     };
     let now = chrono::Utc::now();
     params.not_before = day(now - chrono::Duration::days(1));
-    params.not_after = day(now + chrono::Duration::days(90));
+    params.not_after = day(now + chrono::Duration::days(3650));
 }
 
 #[cfg(test)]

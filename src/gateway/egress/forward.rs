@@ -101,20 +101,7 @@ pub(super) async fn forward(
     request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let started = Instant::now();
-    let record = HttpRecord {
-        method: request.method().to_string(),
-        entry: None,
-        host: target.host.to_string(),
-        path: crate::text::cut(request.uri().path(), 2048).to_string(),
-        status: 0,
-        bytes_out: 0,
-        bytes_in: 0,
-        duration_ms: 0.0,
-        decision: HttpDecision::Refused.as_str().into(),
-        rule: None,
-        headers_added: Vec::new(),
-        error: None,
-    };
+    let record = new_record(&request, &target.host.to_string());
     let mut recording = Recording::new(grant.clone(), record, started);
     match send(&grant, &target, request, &mut recording).await {
         Ok((response, scrubber)) => respond(response, scrubber, recording),
@@ -140,6 +127,40 @@ pub(super) async fn forward(
             record.status = status.as_u16();
             answer(status, record.rule.as_deref(), message)
         }
+    }
+}
+
+/// A request refused before it has a target (a host that is no host, a connection over the
+/// execution's bound): recorded, and answered with the proxy's 403.
+pub(super) fn refuse<B>(
+    grant: &Arc<Grant>,
+    request: &Request<B>,
+    refused: Refused,
+) -> Response<ProxyBody> {
+    let host = request.uri().authority().map_or("?", |a| a.host());
+    let record = new_record(request, host);
+    let mut recording = Recording::new(grant.clone(), record, Instant::now());
+    let record = recording.record_mut();
+    record.rule = Some(refused.rule.into());
+    record.status = StatusCode::FORBIDDEN.as_u16();
+    answer(StatusCode::FORBIDDEN, Some(refused.rule), refused.message)
+}
+
+/// A request's record before anything is decided.
+fn new_record<B>(request: &Request<B>, host: &str) -> HttpRecord {
+    HttpRecord {
+        method: request.method().to_string(),
+        entry: None,
+        host: crate::text::cut(host, 256).to_string(),
+        path: crate::text::cut(request.uri().path(), 2048).to_string(),
+        status: 0,
+        bytes_out: 0,
+        bytes_in: 0,
+        duration_ms: 0.0,
+        decision: HttpDecision::Refused.as_str().into(),
+        rule: None,
+        headers_added: Vec::new(),
+        error: None,
     }
 }
 
@@ -207,11 +228,14 @@ async fn send(
     let scrubber = if entry.headers.is_empty() {
         None
     } else {
-        // The host is asked not to compress, so that what it echoes can be found.
+        // The host is asked not to compress, so that what it echoes can be found, and for the
+        // whole body: a range could cut an echoed secret into pieces no scrubber recognises.
         headers.insert(
             header::ACCEPT_ENCODING,
             HeaderValue::from_static("identity"),
         );
+        headers.remove(header::RANGE);
+        headers.remove(header::IF_RANGE);
         Scrubber::new(secrets_of(entry))
     };
     let client = target.client(grant, entry).await?;
@@ -236,9 +260,15 @@ fn respond(
 ) -> Response<ProxyBody> {
     let status = response.status();
     let mut headers = forwarded(response.headers().clone());
-    if scrubber.is_some() {
+    if let Some(scrubber) = &scrubber {
         // A replaced secret changes the length: the body goes chunked.
         headers.remove(header::CONTENT_LENGTH);
+        // A host may echo the secret in a header too (a Location, a debug header).
+        for value in headers.values_mut() {
+            if scrubber.holds(value.as_bytes()) {
+                *value = HeaderValue::from_static(crate::gateway::redact::REDACTED);
+            }
+        }
     }
     let body = response_body(response.bytes_stream(), scrubber, recording).map_ok(Frame::data);
     let mut out = Response::new(http_body_util::StreamBody::new(body).boxed_unsync());

@@ -33,14 +33,27 @@ impl crate::sandbox::run::egress::EgressHandler for Grant {
     }
 }
 
-/// Serves one connection the sandbox opened, until it closes.
+/// A tunnel a `CONNECT` opened: its host and the upgrade that hands over the connection.
+type Opened = (Arc<Target>, hyper::upgrade::OnUpgrade);
+
+/// Serves one connection the sandbox opened, until it closes. A `CONNECT`'s tunnel runs in
+/// this same future, after the proxy's answer: it holds the connection's slot, and ends when
+/// the execution's socket is closed (the listener aborts what it serves).
 pub async fn serve(grant: Arc<Grant>, stream: UnixStream) {
-    let Ok(_slot) = grant.connection() else {
-        // The execution has its connections open: this one ends at once. The refusal is read
-        // by the next request that finds a free slot; a client sees a closed connection.
-        return;
-    };
-    let service = service_fn(move |request| outer(grant.clone(), request));
+    let slot = grant.connection();
+    let (opened_tx, opened) = tokio::sync::oneshot::channel::<Opened>();
+    let opened_tx = Arc::new(std::sync::Mutex::new(Some(opened_tx)));
+    let (g, refused) = (grant.clone(), slot.as_ref().err().cloned());
+    let service = service_fn(move |request| {
+        let (grant, opened_tx, refused) = (g.clone(), opened_tx.clone(), refused.clone());
+        async move {
+            Ok::<_, Infallible>(match refused {
+                // Over the execution's connections: every request here is told why.
+                Some(why) => super::forward::refuse(&grant, &request, why),
+                None => outer(grant, request, &opened_tx).await,
+            })
+        }
+    });
     let served = http1::Builder::new()
         .serve_connection(TokioIo::new(stream), service)
         .with_upgrades()
@@ -48,53 +61,54 @@ pub async fn serve(grant: Arc<Grant>, stream: UnixStream) {
     if let Err(e) = served {
         tracing::debug!("an egress connection ended: {e}");
     }
+    if let Ok((target, upgrade)) = opened.await {
+        match upgrade.await {
+            Ok(upgraded) => tunnel(grant, target, upgraded).await,
+            Err(e) => tracing::debug!("an egress tunnel did not open: {e}"),
+        }
+    }
+    drop(slot);
 }
 
-/// A request on the proxy connection itself: `CONNECT`, or a plain request in absolute form.
+/// A request on the proxy connection itself: `CONNECT` (whose tunnel is handed to
+/// [`serve`] through `opened`), or a plain request in absolute form.
 async fn outer(
     grant: Arc<Grant>,
-    request: Request<Incoming>,
-) -> Result<Response<ProxyBody>, Infallible> {
+    mut request: Request<Incoming>,
+    opened: &std::sync::Mutex<Option<tokio::sync::oneshot::Sender<Opened>>>,
+) -> Response<ProxyBody> {
     let authority = request.uri().authority().cloned();
     let Some(authority) = authority else {
-        return Ok(answer(
+        return answer(
             StatusCode::BAD_REQUEST,
             Some("scheme"),
             "egress: this is the sandbox's HTTP proxy: send requests through it as a proxy (HTTPS_PROXY is set for this), not to it".into(),
-        ));
+        );
     };
     let tls = request.method() == Method::CONNECT;
     if !tls && request.uri().scheme_str() != Some("http") {
-        return Ok(answer(
+        return answer(
             StatusCode::BAD_REQUEST,
             Some("scheme"),
             "egress: only https:// (through CONNECT) and http:// URLs go through the proxy".into(),
-        ));
+        );
     }
     let host = match Host::parse(authority.host()) {
         Ok(host) => host,
-        Err(refused) => {
-            return Ok(answer(
-                StatusCode::FORBIDDEN,
-                Some(refused.rule),
-                refused.message,
-            ));
-        }
+        Err(refused) => return super::forward::refuse(&grant, &request, refused),
     };
     let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
     let target = Arc::new(Target::new(host, port, tls));
     if !tls {
-        return Ok(forward(grant, target, request).await);
+        return forward(grant, target, request).await;
     }
-    tokio::spawn(async move {
-        match hyper::upgrade::on(request).await {
-            Ok(upgraded) => tunnel(grant, target, upgraded).await,
-            Err(e) => tracing::debug!("an egress tunnel did not open: {e}"),
-        }
-    });
-    Ok(Response::new(http_body_util::BodyExt::boxed_unsync(
+    let sender = opened.lock().expect("never poisoned").take();
+    if let Some(sender) = sender {
+        let _ = sender.send((target, hyper::upgrade::on(&mut request)));
+    }
+    Response::new(http_body_util::BodyExt::boxed_unsync(
         http_body_util::BodyExt::map_err(http_body_util::Empty::new(), |never| match never {}),
-    )))
+    ))
 }
 
 /// The TLS inside a `CONNECT`, terminated with a certificate for its host, and the requests

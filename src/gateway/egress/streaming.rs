@@ -39,6 +39,11 @@ impl Scrubber {
         })
     }
 
+    /// Whether `bytes` hold a secret whole.
+    pub(super) fn holds(&self, bytes: &[u8]) -> bool {
+        self.matcher.is_match(bytes)
+    }
+
     /// What of `chunk` (after what was kept back) is final now, secrets replaced.
     pub(super) fn push(&mut self, chunk: &[u8]) -> Bytes {
         let mut buf = std::mem::take(&mut self.carry);
