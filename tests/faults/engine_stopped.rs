@@ -166,7 +166,9 @@ async fn engine_stopped_or_restarted_under_a_running_server() {
     let server = Server::spawn(
         dir.path(),
         &[("DOCKER_HOST", proxied.as_str())],
-        &["--pool-size", "0"],
+        // The image the private engine holds: without it the server would build the data
+        // image there, minutes of debootstrap that say nothing about a restart.
+        &["--pool-size", "0", "--image-profile", "minimal"],
     )
     .await;
     let running = start_long(&server, &ws, "started-3").await;
