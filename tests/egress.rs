@@ -348,3 +348,131 @@ result = {"opened": opened.split("\r\n")[0], "second": second}
     assert_eq!(api.paths(), Vec::<String>::new(), "nothing reached the API");
     t.finish().await;
 }
+
+/// What the code that reads the people API and passes its values on returns.
+const PEOPLE_CODE: &str = r#"
+import json, urllib.error, urllib.parse, urllib.request
+API, OTHER = "https://127.0.0.1:%d" % PORT, "https://localhost:%d" % OTHER_PORT
+
+def call(url, data=None, headers={}):
+    request = urllib.request.Request(url, data=data, headers=headers, method="POST" if data else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=20) as r:
+            return [r.status, r.read().decode()]
+    except urllib.error.HTTPError as e:
+        return [e.code, e.read().decode()]
+
+people = call(API + "/people.json")
+person = json.loads(people[1])["people"][0]
+email, q = person["email"], urllib.parse.quote
+result = {
+    "people": people, "email": email, "visits": person["visits"],
+    "detokenized": detokenize_pii(email),
+    "binary": call(API + "/people.bin"),
+    "compressed": call(API + "/people.gz"),
+    "user_lookup": call(API + "/lookup?email=" + q(USER), headers={"X-Customer": USER}),
+    "api_lookup": call(API + "/lookup?email=" + q(email)),
+    "notify": call(OTHER + "/notify", data=json.dumps({"to": email, "cc": USER}).encode(),
+                   headers={"Content-Type": "application/json"}),
+}
+"#;
+
+#[tokio::test]
+async fn personal_data_from_a_listed_api_enters_as_tokens_and_leaves_only_where_a_rule_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = test_ca(dir.path());
+    let (api, other) = (
+        Api::start(&ca, dir.path(), "api"),
+        Api::start(&ca, dir.path(), "other"),
+    );
+    // The API receives only the user's values, and its own are withheld from it: its
+    // responses enter tokenized. The other API may receive the first API's values.
+    let t = server_with(
+        dir.path(),
+        &ca,
+        serde_json::json!({
+            "127.0.0.1": {"ports": [api.port], "private": true,
+                          "pii": {"restore_from": ["user"], "otherwise": "refuse"}},
+            "localhost": {"ports": [other.port], "private": true, "methods": ["POST"],
+                          "pii": {"restore_from": ["http:127.0.0.1"], "otherwise": "keep"}}
+        }),
+    )
+    .await;
+    let client = common::mcp_client(t.app.clone()).await;
+    let (_, typed) = common::call_tool(
+        &client,
+        "sanitize_pii",
+        serde_json::json!({"text": "bo.user@example.com"}),
+    )
+    .await;
+    let user = typed["sanitized_text"].as_str().unwrap().to_string();
+    assert!(user.starts_with("[EMAIL_"), "{typed}");
+    let code = PEOPLE_CODE
+        .replace("OTHER_PORT", &other.port.to_string())
+        .replace("PORT", &api.port.to_string())
+        .replace("USER", &format!("{user:?}"));
+    let ran = t.run_full(&code).await;
+    common::assert_ok(&ran.outcome);
+    let r = &ran.outcome.result;
+    // In: the API's values reach the code as tokens the code cannot undo.
+    assert_eq!(r["people"][0], 200, "{r}");
+    let email = r["email"].as_str().unwrap();
+    assert!(
+        email.starts_with("[EMAIL_") && !r["people"][1].as_str().unwrap().contains('@'),
+        "{r}"
+    );
+    assert_eq!(
+        (r["visits"].as_u64(), r["detokenized"].as_str()),
+        (Some(12), Some(email))
+    );
+    assert_eq!(r["binary"][0], 502, "{r}");
+    assert!(
+        r["binary"][1].as_str().unwrap().contains("not UTF-8"),
+        "{r}"
+    );
+    assert_eq!(r["compressed"][0], 502, "{r}");
+    assert!(
+        r["compressed"][1]
+            .as_str()
+            .unwrap()
+            .contains("compressed (gzip)"),
+        "{r}"
+    );
+    // Out: the user's value restored into the query and a header; the API's own value in a
+    // request to the API refused (absent from its record); passed to the other API restored,
+    // the user's value beside it kept as its token.
+    assert_eq!(r["user_lookup"][0], 200, "{r}");
+    assert_eq!(r["api_lookup"][0], 403, "{r}");
+    assert!(
+        r["api_lookup"][1].as_str().unwrap().contains("\"pii\""),
+        "{r}"
+    );
+    assert_eq!(
+        api.paths(),
+        [
+            "GET /people.json",
+            "GET /people.bin",
+            "GET /people.gz",
+            "GET /lookup?email=bo.user%40example.com"
+        ]
+    );
+    let got = api.requests();
+    assert_eq!(got[0]["headers"]["accept-encoding"], "identity");
+    assert_eq!(got[3]["headers"]["x-customer"], "bo.user@example.com");
+    assert_eq!(r["notify"][0], 200, "{r}");
+    let sent: Value = serde_json::from_str(other.requests()[0]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        sent,
+        serde_json::json!({"to": "ann.lee@example.com", "cc": user})
+    );
+    // The records: what was tokenized, restored, withheld; never a value.
+    let records = &ran.http_requests.0;
+    assert!(records[0].tokenized, "{records:?}");
+    assert_eq!(records[1].rule.as_deref(), Some("pii"));
+    assert_eq!(records[3].tokens.restored[0].origin, "user");
+    assert_eq!(records[4].tokens.withheld[0].origin, "http:127.0.0.1");
+    assert_eq!(records[5].tokens.restored[0].origin, "http:127.0.0.1");
+    assert!(!format!("{records:?}").contains('@'), "{records:?}");
+    drop(client);
+    t.finish().await;
+}

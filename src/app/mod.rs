@@ -60,6 +60,8 @@ pub struct App {
     skills_dir: PathBuf,
     skills: Arc<SkillStore>,
     pii: Arc<PiiEngine>,
+    /// What sandbox code may hold in clear under the flow rules (`open::flow`).
+    may_hold: Option<crate::privacy::MayHold>,
     /// What the model is shown: through `pii` unless `--pii-output off`.
     privacy: Privacy,
     sandbox: Arc<Sandbox>,
@@ -154,8 +156,14 @@ impl App {
         let stats = Arc::new(Stats::new());
         let events = events::Events::open(gateway.as_ref());
         let (sessions, state_dirs) = open_sessions(&shared, &dirs, own_user, &events);
-        let (egress, egress_dirs) =
-            open::egress::for_tenant(&shared, tenant, own_user.map(|u| u.gid));
+        let tokenizes = shared.config.pii.tokenizes();
+        let (egress, egress_dirs) = open::egress::for_tenant(
+            &shared,
+            tenant,
+            own_user.map(|u| u.gid),
+            tokenizes.then(|| pii.clone()),
+        );
+        let may_hold = open::flow::sandbox_may_hold(&shared, gateway.as_deref(), egress.as_ref());
         let sandbox = open::sandbox::start(
             &shared,
             open::sandbox::Mounts {
@@ -167,13 +175,17 @@ impl App {
                 egress_dirs,
             },
             tenant.is_some(),
-            Arc::new(ServerCalls::new(skills.clone(), pii.clone())),
+            Arc::new(ServerCalls::new(
+                skills.clone(),
+                pii.clone(),
+                may_hold.clone(),
+            )),
             stats.clone(),
             span.clone(),
         )?;
-        let mut privacy = Privacy::new(pii.clone(), shared.config.pii.tokenizes());
-        if let Some(view) = gateway.clone() {
-            privacy = privacy.with_flow(Arc::new(move |o| view.sandbox_may_hold(o)));
+        let mut privacy = Privacy::new(pii.clone(), tokenizes);
+        if let Some(may_hold) = may_hold.clone() {
+            privacy = privacy.with_flow(may_hold);
         }
         sweep_sessions(&sessions, &span);
         let paused =
@@ -193,6 +205,7 @@ impl App {
             skills,
             privacy,
             pii,
+            may_hold,
             sandbox,
             stats,
             events,

@@ -14,7 +14,7 @@ use crate::app::starting::Progress;
 use crate::config::Config;
 use crate::discovery::Discovery;
 use crate::discovery::semantic::Ranking;
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, UpstreamsFile};
 use crate::pii::PiiKey;
 use crate::sandbox::cleanup::reaper;
 use crate::sandbox::container::runtime::RuntimeKind;
@@ -151,14 +151,15 @@ impl Shared {
 
     /// The checks of a start that need neither the engine nor the network: the flags, the
     /// data directory's storage and the upstreams file. A server makes them before it answers
-    /// anyone, so a mistake there stops it at once.
-    pub fn check(config: &Config) -> Result<(), StartError> {
+    /// anyone, so a mistake there stops it at once. Returns the upstreams file, read.
+    pub fn check(config: &Config) -> Result<Option<UpstreamsFile>, StartError> {
         config.validate()?;
         check_storage(config)?;
-        if let Some(path) = &config.gateway.upstreams {
-            crate::gateway::upstreams_file::read_for(path, config.pii.tokenizes())?;
-        }
-        Ok(())
+        let Some(path) = &config.gateway.upstreams else {
+            return Ok(None);
+        };
+        let file = crate::gateway::upstreams_file::read_file_for(path, config.pii.tokenizes())?;
+        Ok(Some(file))
     }
 
     /// [`Shared::start`], naming each step to `progress` as it enters it, and stopping where
@@ -167,7 +168,7 @@ impl Shared {
         config: Config,
         progress: &Progress<T>,
     ) -> Result<Arc<Self>, StartError> {
-        Self::check(&config)?;
+        let upstreams = Self::check(&config)?;
         let pii_key = match &config.pii.pii_key_file {
             Some(path) => Some(PiiKey::from_file(path)?),
             None => None,
@@ -203,14 +204,14 @@ impl Shared {
         let ranking = config.discovery.ranking();
         let discovery = Arc::new(open_discovery(&registry_dir, ranking.clone())?);
         progress.step("opening the package cache", SECOND, SECOND)?;
-        let egress =
-            crate::app::open::egress::open(&config, egress_rules(&config)?, &side.host_paths)?;
+        let rules = (upstreams.as_ref()).map_or_else(Default::default, |f| f.egress.clone());
+        let egress = crate::app::open::egress::open(&config, rules, &side.host_paths)?;
         let (packages, package_policy) =
             open_packages(&config, &side, &image, &engine_limits, egress.as_ref())?;
         Ok(Arc::new(Self {
             packages,
             package_policy,
-            gateway: start_gateway(&config, ranking)?,
+            gateway: start_gateway(&config, upstreams, ranking),
             egress,
             pool_budget: crate::sandbox::PoolBudget::new(config.pool.pool_max),
             pii_key,
@@ -384,31 +385,23 @@ fn open_discovery(registry_dir: &Path, ranking: Ranking) -> Result<Discovery, St
     })
 }
 
-/// Starts connecting to the upstream MCP servers of `--upstreams`, in the background.
-/// The `egress` entries of the upstreams file (none without one).
-fn egress_rules(config: &Config) -> Result<crate::gateway::egress::rules::EgressRules, StartError> {
-    let Some(path) = &config.gateway.upstreams else {
-        return Ok(Default::default());
-    };
-    let file = crate::gateway::upstreams_file::read_file_for(path, config.pii.tokenizes())?;
-    Ok(file.egress)
-}
-
-fn start_gateway(config: &Config, ranking: Ranking) -> Result<Option<Arc<Gateway>>, StartError> {
-    let Some(path) = &config.gateway.upstreams else {
-        return Ok(None);
-    };
-    let upstreams = crate::gateway::upstreams_file::read_for(path, config.pii.tokenizes())?;
+/// Starts connecting to the upstream MCP servers of the upstreams file, in the background.
+fn start_gateway(
+    config: &Config,
+    file: Option<UpstreamsFile>,
+    ranking: Ranking,
+) -> Option<Arc<Gateway>> {
+    let file = file?;
     tracing::info!(
-        upstreams = upstreams.len(),
-        file = %path.display(),
+        upstreams = file.servers.len(),
+        file = %config.gateway.upstreams.as_deref().unwrap_or(Path::new("")).display(),
         "connecting to upstream MCP servers"
     );
-    Ok(Some(Gateway::start(
-        upstreams,
+    Some(Gateway::start(
+        file,
         config.gateway.upstream_limits(),
         ranking,
-    )))
+    ))
 }
 
 /// The kind of the registered runtime `name`; refuses one that is not registered, or whose

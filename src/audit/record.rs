@@ -91,6 +91,14 @@ pub struct AuditHttp {
     /// Why a request that was sent failed (the host unreachable, too slow).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The personal-data tokens in what the code sent (path, query, headers, body), by type
+    /// and origin: restored, withheld by the entry's flow rule, or never issued.
+    #[serde(default, skip_serializing_if = "AuditTokens::is_empty")]
+    pub tokens: AuditTokens,
+    /// The response entered the sandbox with its personal data as tokens of origin
+    /// `http:KEY` (some flow rule withholds this entry's values).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tokenized: bool,
 }
 
 /// An execution's plan.
@@ -164,7 +172,7 @@ pub struct AuditCall {
 }
 
 /// The tokens of one call's arguments, counted by type and origin: never a value, nor a token.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditTokens {
     /// Replaced by their values before the call was sent.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -185,7 +193,9 @@ impl AuditTokens {
 }
 
 /// How many tokens of one type and origin.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct TokenCount {
     /// EMAIL, PHONE, SSN, CREDIT_CARD, IP_ADDRESS, API_KEY, IBAN.
     #[serde(rename = "type")]

@@ -24,6 +24,7 @@ const EGRESS_MAX_BYTES_IN_MB: Range = Range::new("--egress-max-bytes-in-mb", 1, 
 const EGRESS_MAX_BYTES_OUT_MB: Range = Range::new("--egress-max-bytes-out-mb", 1, 1 << 20);
 const EGRESS_MAX_CONNECTIONS: Range = Range::new("--egress-max-connections", 1, 1024);
 const EGRESS_MAX_RESPONSE_MB: Range = Range::new("--egress-max-response-mb", 1, 1 << 20);
+const EGRESS_MAX_SCANNED_MB: Range = Range::new("--egress-max-scanned-mb", 1, 1024);
 const EGRESS_TIMEOUT_SECONDS: Range = Range::new("--egress-timeout-seconds", 1, 86_400);
 
 /// Longest socket directory: a socket's path inside it (a directory per container, then the
@@ -58,6 +59,12 @@ pub struct EgressConfig {
     #[arg(long, env = "CEM_EGRESS_MAX_RESPONSE_MB", default_value_t = 2048, value_parser = EGRESS_MAX_RESPONSE_MB.parser::<u64>())]
     pub egress_max_response_mb: u64,
 
+    /// MiB of one body read whole for personal data: a response that must enter tokenized (a
+    /// larger one is refused), a request body whose tokens are restored (a larger one is sent
+    /// as it is, its tokens left as tokens).
+    #[arg(long, env = "CEM_EGRESS_MAX_SCANNED_MB", default_value_t = 32, value_parser = EGRESS_MAX_SCANNED_MB.parser::<u64>())]
+    pub egress_max_scanned_mb: u64,
+
     /// Seconds one request may take, from its first byte to its response's last.
     #[arg(long, env = "CEM_EGRESS_TIMEOUT_SECONDS", default_value_t = 300, value_parser = EGRESS_TIMEOUT_SECONDS.parser::<u64>())]
     pub egress_timeout_seconds: u64,
@@ -78,6 +85,7 @@ impl EgressConfig {
         EGRESS_MAX_BYTES_OUT_MB.check(self.egress_max_bytes_out_mb)?;
         EGRESS_MAX_CONNECTIONS.check(self.egress_max_connections)?;
         EGRESS_MAX_RESPONSE_MB.check(self.egress_max_response_mb)?;
+        EGRESS_MAX_SCANNED_MB.check(self.egress_max_scanned_mb)?;
         EGRESS_TIMEOUT_SECONDS.check(self.egress_timeout_seconds)?;
         if self.egress_max_response_mb > self.egress_max_bytes_in_mb {
             return Err(ConfigError::Conflict(format!(
@@ -114,6 +122,7 @@ impl EgressConfig {
             max_bytes_out: self.egress_max_bytes_out_mb * 1024 * 1024,
             max_connections: self.egress_max_connections,
             max_response_bytes: self.egress_max_response_mb * 1024 * 1024,
+            max_scanned_bytes: self.egress_max_scanned_mb * 1024 * 1024,
             timeout: Duration::from_secs(self.egress_timeout_seconds),
         }
     }

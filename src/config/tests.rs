@@ -83,6 +83,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("egress-max-bytes-out-mb", "CEM_EGRESS_MAX_BYTES_OUT_MB"),
     ("egress-max-connections", "CEM_EGRESS_MAX_CONNECTIONS"),
     ("egress-max-response-mb", "CEM_EGRESS_MAX_RESPONSE_MB"),
+    ("egress-max-scanned-mb", "CEM_EGRESS_MAX_SCANNED_MB"),
     ("egress-timeout-seconds", "CEM_EGRESS_TIMEOUT_SECONDS"),
     ("egress-socket-dir", "CEM_EGRESS_SOCKET_DIR"),
     ("metrics-listen", "CEM_METRICS_LISTEN"),

@@ -124,6 +124,18 @@ impl FlowRules {
     pub fn tokenizes_results_of(&self, server: &str) -> bool {
         self.rules.iter().any(|r| !r.names(server))
     }
+
+    /// Whether sandbox code may hold a value of `origins` in clear (`detokenize_pii`, the
+    /// workspace's tokens): not when it is an upstream's or a host's whose values enter
+    /// tokenized, else the code could hand it to any upstream or host in clear. One other
+    /// origin is enough; a value of unknown origin only while none of `sources` (the tenant's
+    /// upstreams and `http:KEY` entries) has its values tokenized.
+    pub fn sandbox_may_hold(&self, origins: &[Origin], sources: &[String]) -> bool {
+        if origins.is_empty() {
+            return !sources.iter().any(|s| self.tokenizes_results_of(s));
+        }
+        (origins.iter()).any(|o| o.is_own() || !self.tokenizes_results_of(o.source()))
+    }
 }
 
 /// A `pii` object as the upstreams file writes it.
@@ -213,6 +225,21 @@ mod tests {
         assert!(!rules.tokenizes_results_of("crm"));
         assert!(rules.tokenizes_results_of("sqlite"));
         assert!(!FlowRules::new([FlowRule::default()]).tokenizes_results_of("sqlite"));
+    }
+
+    #[test]
+    fn the_sandbox_holds_no_value_of_an_origin_that_enters_tokenized() {
+        let rules = FlowRules::new([rule(&["user", "crm"], Otherwise::Keep)]);
+        let sources = ["crm".to_string(), "http:api.example.org".to_string()];
+        let api = Origin::http("api.example.org");
+        assert!(!rules.sandbox_may_hold(std::slice::from_ref(&api), &sources));
+        assert!(rules.sandbox_may_hold(&[api, Origin::User], &sources));
+        assert!(rules.sandbox_may_hold(&[Origin::upstream("crm", "rows")], &sources));
+        assert!(
+            !rules.sandbox_may_hold(&[], &sources),
+            "unknown, while one source is tokenized"
+        );
+        assert!(rules.sandbox_may_hold(&[], &sources[..1]));
     }
 
     #[test]

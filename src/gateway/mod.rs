@@ -94,19 +94,19 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// Starts connecting to every upstream; returns at once (an upstream that is slow or
-    /// broken never delays or fails the server's start).
-    pub fn start(
-        configs: Vec<UpstreamConfig>,
-        limits: UpstreamLimits,
-        ranking: Ranking,
-    ) -> Arc<Gateway> {
+    /// Starts connecting to every upstream of `file`; returns at once (an upstream that is
+    /// slow or broken never delays or fails the server's start). The flow rules are the
+    /// servers' and the `egress` entries' together.
+    pub fn start(file: UpstreamsFile, limits: UpstreamLimits, ranking: Ranking) -> Arc<Gateway> {
         // HTTPS upstreams: rustls with ring (already built for the engine client); roots
         // come from the system's store.
         crate::install_tls_provider();
+        let servers = file.servers.iter().map(|c| c.pii.clone());
+        let entries = file.egress.entries().iter().map(|e| e.pii.clone());
         let gateway = Arc::new(Gateway {
-            flow: FlowRules::new(configs.iter().map(|c| c.pii.clone())),
-            upstreams: configs
+            flow: FlowRules::new(servers.chain(entries)),
+            upstreams: file
+                .servers
                 .into_iter()
                 .map(|c| Upstream::new(c, limits))
                 .collect(),

@@ -34,31 +34,37 @@ impl Outgoing {
     /// For the user's question: where the restored values came from, and what was kept as
     /// tokens (empty when the arguments held none).
     pub fn note(&self) -> String {
-        let list = |counts: &[TokenCount]| {
-            let parts: Vec<String> = (counts.iter())
-                .map(|c| match c.origin.as_str() {
-                    "" => format!("{} ×{}", c.kind, c.count),
-                    origin => format!("{} from {origin} ×{}", c.kind, c.count),
-                })
-                .collect();
-            parts.join("; ")
-        };
-        let mut note = String::new();
-        if !self.tokens.restored.is_empty() {
-            note.push_str(&format!(
-                " Personal data restored into it: {}.",
-                list(&self.tokens.restored)
-            ));
-        }
-        let kept: Vec<TokenCount> = (self.tokens.withheld.iter())
-            .chain(&self.tokens.unknown)
-            .cloned()
-            .collect();
-        if !kept.is_empty() {
-            note.push_str(&format!(" Sent as tokens, not values: {}.", list(&kept)));
-        }
-        note
+        note(&self.tokens)
     }
+}
+
+/// For the user's question about a call or a request: where the values restored into it came
+/// from, and what was kept as tokens (empty when it held none).
+pub(crate) fn note(tokens: &AuditTokens) -> String {
+    let list = |counts: &[TokenCount]| {
+        let parts: Vec<String> = (counts.iter())
+            .map(|c| match c.origin.as_str() {
+                "" => format!("{} ×{}", c.kind, c.count),
+                origin => format!("{} from {origin} ×{}", c.kind, c.count),
+            })
+            .collect();
+        parts.join("; ")
+    };
+    let mut note = String::new();
+    if !tokens.restored.is_empty() {
+        note.push_str(&format!(
+            " Personal data restored into it: {}.",
+            list(&tokens.restored)
+        ));
+    }
+    let kept: Vec<TokenCount> = (tokens.withheld.iter())
+        .chain(&tokens.unknown)
+        .cloned()
+        .collect();
+    if !kept.is_empty() {
+        note.push_str(&format!(" Sent as tokens, not values: {}.", list(&kept)));
+    }
+    note
 }
 
 /// `arguments` for `server`, whose flow rule is `rule`: every string and key with its tokens
@@ -125,16 +131,17 @@ fn walk(v: Value, f: &mut impl FnMut(String) -> String) -> Value {
     }
 }
 
-/// Tokens counted by (type, origin).
+/// Tokens counted by (type, origin): a call's arguments here, a request's parts in guarded
+/// egress.
 #[derive(Default)]
-struct Tally {
+pub(crate) struct Tally {
     restored: BTreeMap<(String, String), u64>,
     withheld: BTreeMap<(String, String), u64>,
     unknown: BTreeMap<(String, String), u64>,
 }
 
 impl Tally {
-    fn add(&mut self, checked: &Checked) {
+    pub(crate) fn add(&mut self, checked: &Checked) {
         for (uses, into) in [
             (&checked.restored, &mut self.restored),
             (&checked.withheld, &mut self.withheld),
@@ -151,7 +158,7 @@ impl Tally {
         }
     }
 
-    fn counts(self) -> AuditTokens {
+    pub(crate) fn counts(self) -> AuditTokens {
         let list = |m: BTreeMap<(String, String), u64>| {
             m.into_iter()
                 .map(|((kind, origin), count)| TokenCount {

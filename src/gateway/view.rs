@@ -16,7 +16,6 @@ use super::tools::LiveTool;
 use super::tree::{Tree, TreeVersion};
 use super::upstream::Upstream;
 use crate::discovery::{Registry, ToolEntry};
-use crate::pii::Origin;
 
 pub struct GatewayView {
     gateway: Arc<Gateway>,
@@ -81,24 +80,6 @@ impl GatewayView {
     /// Whether `server`'s results enter the sandbox tokenized (`flow.rs`).
     pub fn tokenizes_results_of(&self, server: &str) -> bool {
         self.gateway.flow().tokenizes_results_of(server)
-    }
-
-    /// Whether sandbox code may turn a token of `origins` back into its value
-    /// (`detokenize_pii`): not when it is an upstream's whose results enter tokenized, else
-    /// the code could hand it to any upstream in clear. One other origin is enough; a value
-    /// of unknown origin only while no upstream's results are tokenized.
-    pub fn sandbox_may_hold(&self, origins: &[Origin]) -> bool {
-        let flow = self.gateway.flow();
-        if origins.is_empty() {
-            return !self
-                .upstreams
-                .iter()
-                .any(|u| flow.tokenizes_results_of(u.name()));
-        }
-        origins.iter().any(|o| match o {
-            Origin::Upstream { server, .. } => !flow.tokenizes_results_of(server),
-            _ => true,
-        })
     }
 
     /// Waits for this view's upstreams that are still making their first connection, at most

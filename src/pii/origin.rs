@@ -1,5 +1,5 @@
 //! Where a value entered: the origin the vault keeps beside each value, so a flow rule can say
-//! which upstreams may receive it restored (`gateway/flow.rs`).
+//! which upstreams and hosts may receive it restored (`gateway/flow.rs`).
 //!
 //! Why the vault holds it: a token is all the model and the sandbox code pass around, and the
 //! gateway decides at the moment it would restore one; the vault is the one place that saw the
@@ -31,6 +31,9 @@ pub enum Origin {
     Sandbox,
     /// A result of an upstream's tool.
     Upstream { server: Arc<str>, tool: Arc<str> },
+    /// A response that came through guarded egress under one `egress` entry: its name in flow
+    /// rules, `http:KEY`.
+    Http(Arc<str>),
 }
 
 impl Origin {
@@ -41,15 +44,28 @@ impl Origin {
         }
     }
 
-    /// The name a flow rule's `restore_from` uses for it: `user`, `workspace`, `sandbox`, or
-    /// the upstream's server name.
+    /// The origin of responses under the `egress` entry `key`: `http:KEY`.
+    pub fn http(key: &str) -> Self {
+        let name = format!("http:{key}");
+        Origin::Http(crate::text::prefix(&name, MAX_LABEL_BYTES).into())
+    }
+
+    /// The name a flow rule's `restore_from` uses for it: `user`, `workspace`, `sandbox`, the
+    /// upstream's server name, or `http:KEY`.
     pub fn source(&self) -> &str {
         match self {
             Origin::User => "user",
             Origin::Workspace => "workspace",
             Origin::Sandbox => "sandbox",
             Origin::Upstream { server, .. } => server,
+            Origin::Http(name) => name,
         }
+    }
+
+    /// Whether it is one of the server's own origins (the user, its storage, the sandbox),
+    /// rather than an upstream or a host whose values a flow rule may withhold.
+    pub fn is_own(&self) -> bool {
+        matches!(self, Origin::User | Origin::Workspace | Origin::Sandbox)
     }
 
     /// How it is stored in the vault file: the names above, `upstream:SERVER/TOOL` for an
@@ -70,6 +86,9 @@ impl Origin {
             "user" => Some(Origin::User),
             "workspace" => Some(Origin::Workspace),
             "sandbox" => Some(Origin::Sandbox),
+            _ if label.len() > "http:".len() && label.starts_with("http:") => {
+                Some(Origin::Http(label.into()))
+            }
             _ => {
                 let (server, tool) = label.strip_prefix("upstream:")?.split_once('/')?;
                 (!server.is_empty()).then(|| Origin::upstream(server, tool))
@@ -121,12 +140,16 @@ mod tests {
             Origin::Workspace,
             Origin::Sandbox,
             Origin::upstream("crm", "list/customers"),
+            Origin::http("api.github.com"),
+            Origin::http("*"),
         ] {
             assert_eq!(Origin::from_label(&o.label()), Some(o.clone()), "{o}");
         }
         assert_eq!(Origin::upstream("crm", "rows").source(), "crm");
         assert_eq!(Origin::upstream("crm", "rows").to_string(), "crm/rows");
-        for bad in ["", "upstream:", "upstream:/x", "crm", "USER"] {
+        assert_eq!(Origin::http("*.example.org").source(), "http:*.example.org");
+        assert!(Origin::User.is_own() && !Origin::http("a").is_own());
+        for bad in ["", "upstream:", "upstream:/x", "crm", "USER", "http:"] {
             assert_eq!(Origin::from_label(bad), None, "{bad:?}");
         }
     }

@@ -6,10 +6,13 @@ what reached it (and what did not) from the server's own record, never from the 
 Each request is one JSON line in LOG: method, path (with its query), headers, body. Routes:
 /data.csv a small CSV; /echo the request's headers as JSON (an API that echoes a secret back);
 /echo-header its Authorization back in the X-Echo header;
-/redirect?to=URL a 302 there; /big?mb=N N MiB of bytes; anything else "ok". The port it
+/redirect?to=URL a 302 there; /big?mb=N N MiB of bytes; /people.json a customer's email
+and phone; /people.bin the same email among bytes that are not text; /people.gz the JSON
+gzip-compressed whatever the client asked for; anything else "ok". The port it
 listens on (127.0.0.1, chosen by the kernel) is written to PORT_FILE once it accepts.
 """
 
+import gzip
 import http.server
 import json
 import os
@@ -21,6 +24,8 @@ import urllib.parse
 CERT, KEY, LOG, PORT_FILE = sys.argv[1:5]
 LOCK = threading.Lock()
 CSV = b"name,amount\nalpha,1\nbeta,2\ngamma,3\n"
+PEOPLE = json.dumps({"people": [{"name": "Ann Lee", "email": "ann.lee@example.com",
+                                 "phone": "+1 415 555 0134", "visits": 12}]}).encode()
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -57,6 +62,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif url.path == "/echo-header":
             echoed = self.headers.get("Authorization", "")
             self._send(200, b"ok", extra=[("X-Echo", echoed)])
+        elif url.path == "/people.json":
+            self._send(200, PEOPLE, "application/json")
+        elif url.path == "/people.bin":
+            self._send(200, b"\x89\xff\x00 ann.lee@example.com", "application/octet-stream")
+        elif url.path == "/people.gz":
+            self._send(200, gzip.compress(PEOPLE), "application/json",
+                       extra=[("Content-Encoding", "gzip")])
         elif url.path == "/redirect":
             self._send(302, b"", extra=[("Location", query["to"][0])])
         elif url.path == "/big":

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::gateway::UpstreamCalls;
 use crate::pii::{Origin, PiiEngine};
-use crate::privacy::check_restore_budget;
+use crate::privacy::{MayHold, check_restore_budget};
 use crate::sandbox::run::channel::{FromHarness, MAX_PLAN_TOOLS, PlanSpec};
 use crate::sandbox::{BuiltinCalls, CallHandler};
 use crate::skills::SkillStore;
@@ -25,6 +25,8 @@ use crate::skills::SkillStore;
 pub struct ServerCalls {
     skills: Arc<SkillStore>,
     pii: Arc<PiiEngine>,
+    /// What the code may hold in clear under the flow rules (none: every value).
+    may_hold: Option<MayHold>,
     tools: Option<Arc<UpstreamCalls>>,
     /// The `plan` tools, for the job frame (absent when there are none).
     plan: Option<PlanSpec>,
@@ -34,10 +36,11 @@ pub struct ServerCalls {
 }
 
 impl ServerCalls {
-    pub fn new(skills: Arc<SkillStore>, pii: Arc<PiiEngine>) -> Self {
+    pub fn new(skills: Arc<SkillStore>, pii: Arc<PiiEngine>, may_hold: Option<MayHold>) -> Self {
         Self {
             skills,
             pii,
+            may_hold,
             tools: None,
             plan: None,
             plan_results: Value::Null,
@@ -182,15 +185,12 @@ impl CallHandler for ServerCalls {
                     if p.tokens.is_none() {
                         check_restore_budget(&p.text)?;
                     }
-                    // An upstream's value whose results enter tokenized stays a token here:
-                    // in clear, the code could hand it to any upstream (`gateway/flow.rs`).
-                    let (pii, view) = (self.pii.clone(), self.tools.as_ref().map(|t| t.view()));
-                    let restored = blocking(move || match (&p.tokens, view) {
+                    // The value of an upstream or a host whose results enter tokenized stays a
+                    // token here: in clear, the code could send it anywhere (`gateway/flow.rs`).
+                    let (pii, may_hold) = (self.pii.clone(), self.may_hold.clone());
+                    let restored = blocking(move || match (&p.tokens, may_hold) {
                         (Some(tokens), _) => pii.restore_with(&p.text, tokens).text,
-                        (None, Some(view)) => {
-                            pii.restore_where(&p.text, |o| view.sandbox_may_hold(o))
-                                .text
-                        }
+                        (None, Some(may_hold)) => pii.restore_where(&p.text, |o| may_hold(o)).text,
                         (None, None) => pii.restore(&p.text).text,
                     })
                     .await?;

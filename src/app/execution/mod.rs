@@ -250,7 +250,7 @@ impl App {
     ) -> Arc<dyn CallHandler> {
         let results = turn.and_then(|t| self.sessions.plan_results(&t.handle, t.revision));
         Arc::new(
-            ServerCalls::new(self.skills.clone(), self.pii.clone())
+            ServerCalls::new(self.skills.clone(), self.pii.clone(), self.may_hold.clone())
                 .with_tools(upstream.clone())
                 .with_plan_results(results),
         )

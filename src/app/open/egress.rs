@@ -10,9 +10,11 @@ use std::sync::Arc;
 use crate::app::{Shared, StartError};
 use crate::config::Config;
 use crate::gateway::egress::address::Never;
+use crate::gateway::egress::personal::EgressPii;
 use crate::gateway::egress::rules::EgressRules;
 use crate::gateway::egress::stats::EgressStats;
 use crate::gateway::egress::{Egress, Grant};
+use crate::pii::PiiEngine;
 use crate::sandbox::StateDirs;
 use crate::sandbox::container::egress_dir::EgressDirs;
 use crate::sandbox::engine::paths::HostPaths;
@@ -25,11 +27,12 @@ pub(crate) struct ServerEgress {
     pub root: StateDirs,
 }
 
-/// One tenant's egress: its entries (never empty) and its counters.
+/// One tenant's egress: its entries (never empty), its counters and its personal data.
 pub(crate) struct TenantEgress {
     pub egress: Arc<Egress>,
     pub rules: EgressRules,
     pub stats: Arc<EgressStats>,
+    pub pii: Option<Arc<EgressPii>>,
 }
 
 impl TenantEgress {
@@ -40,6 +43,7 @@ impl TenantEgress {
             self.rules.clone(),
             confirm,
             self.stats.clone(),
+            self.pii.clone(),
         ))
     }
 }
@@ -87,11 +91,14 @@ pub(crate) fn open(
     }))
 }
 
-/// The tenant's egress and its containers' directories (none when no entry is its).
+/// The tenant's egress and its containers' directories (none when no entry is its); its
+/// personal data goes through `pii` (none with `--pii-output off`) under the upstreams
+/// file's flow rules.
 pub(crate) fn for_tenant(
     shared: &Shared,
     tenant: Option<&str>,
     gid: Option<u32>,
+    pii: Option<Arc<PiiEngine>>,
 ) -> (Option<TenantEgress>, Option<EgressDirs>) {
     let Some(server) = &shared.egress else {
         return (None, None);
@@ -107,10 +114,17 @@ pub(crate) fn for_tenant(
         },
         ca_pem: Arc::from(server.egress.ca_pem()),
     };
+    let flow = shared
+        .gateway
+        .as_ref()
+        .map(|g| g.flow().clone())
+        .unwrap_or_default();
+    let pii = pii.map(|engine| Arc::new(EgressPii::new(engine, &rules, &flow)));
     let egress = TenantEgress {
         egress: server.egress.clone(),
         rules,
         stats: Arc::default(),
+        pii,
     };
     (Some(egress), Some(dirs))
 }
@@ -159,3 +173,4 @@ fn socket_root(dir: &Path, host_paths: &HostPaths) -> Result<StateDirs, StartErr
         gid: None,
     })
 }
+

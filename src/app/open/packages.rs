@@ -232,6 +232,8 @@ fn installer_egress(
         max_bytes_out: 16 << 20,
         max_connections: 32,
         max_response_bytes: max_set + (64 << 20),
+        // The installer's grant has no personal data to scan.
+        max_scanned_bytes: 0,
         timeout: packages.timeout(),
     };
     let dirs = server.installer_dirs().map_err(|e| fail(e.to_string()))?;

@@ -7,44 +7,28 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
 use futures::TryStreamExt;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
-use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::{Frame, Incoming};
 use tokio::sync::OnceCell;
 
 use super::connect::Failure;
 use super::grant::Grant;
 use super::host::Host;
+use super::outgoing::{Outgoing, content_length, outgoing, over_out};
+use super::personal::Restoring;
 use super::record::{HttpDecision, HttpRecord};
+use super::reply::{ProxyBody, answer, forwarded, scrub_headers};
 use super::rules::{EgressEntry, Refused};
-use super::streaming::{Recording, Scrubber, request_body, response_body};
+use super::streaming::{Recording, Scrubber, response_body};
 use crate::gateway::confirm::{Answer, Prompt};
 use crate::gateway::policy::Decision;
+use crate::gateway::restoring::note;
+use crate::pii::Origin;
 
-/// What the proxy answers the sandbox with.
-pub(super) type ProxyBody = UnsyncBoxBody<Bytes, std::io::Error>;
-
-/// Most bytes of a `confirm` request's body held to show the user before it is sent.
-const MAX_CONFIRM_BODY: usize = 1024 * 1024;
 /// Characters of that body the question shows.
 const MAX_SHOWN_BODY: usize = 400;
-
-/// Headers that belong to one connection, never forwarded; `host` is the tunnel's own.
-const HOP_BY_HOP: [&str; 10] = [
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-];
 
 /// Where the requests of one connection from the sandbox go: a `CONNECT` tunnel's host, or a
 /// plain `http://` request's. Its client is made at the first request that is allowed, for the
@@ -104,7 +88,20 @@ pub(super) async fn forward(
     let record = new_record(&request, &target.host.to_string());
     let mut recording = Recording::new(grant.clone(), record, started);
     match send(&grant, &target, request, &mut recording).await {
-        Ok((response, scrubber)) => respond(response, scrubber, recording),
+        Ok((
+            response,
+            Inbound {
+                scrubber,
+                tokenized: None,
+            },
+        )) => respond(response, scrubber, recording),
+        Ok((
+            response,
+            Inbound {
+                scrubber,
+                tokenized: Some(origin),
+            },
+        )) => super::tokenized::respond(response, scrubber, recording, &origin).await,
         Err(failure) => {
             let record = recording.record_mut();
             let (status, message) = match failure {
@@ -161,95 +158,162 @@ fn new_record<B>(request: &Request<B>, host: &str) -> HttpRecord {
         rule: None,
         headers_added: Vec::new(),
         error: None,
+        tokens: Default::default(),
+        tokenized: false,
     }
 }
 
-/// The proxy's own answer: `message` as text, the refusing rule in `x-egress-refused`.
-pub(super) fn answer(
-    status: StatusCode,
-    rule: Option<&str>,
-    message: String,
-) -> Response<ProxyBody> {
-    let body = http_body_util::Full::new(Bytes::from(message + "\n"))
-        .map_err(|never| match never {})
-        .boxed_unsync();
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    if let Some(rule) = rule.and_then(|r| HeaderValue::from_str(r).ok()) {
-        headers.insert("x-egress-refused", rule);
-    }
-    response
+/// What the host's response goes through on its way to the sandbox: the scrubber of the
+/// entry's secrets, and the origin its personal data enters tokenized with.
+pub(super) struct Inbound {
+    scrubber: Option<Scrubber>,
+    tokenized: Option<Origin>,
 }
 
-/// Checks the request, asks where the entry says so, and sends it: the host's response, and
-/// the scrubber its body goes through.
+/// Checks the request, restores its tokens as the entry allows, asks where the entry says so,
+/// and sends it: the host's response, and what its body goes through.
 async fn send(
     grant: &Arc<Grant>,
     target: &Target,
     request: Request<Incoming>,
     recording: &mut Recording,
-) -> Result<(reqwest::Response, Option<Scrubber>), Failure> {
-    let (parts, body) = request.into_parts();
-    super::address::check_host(&target.host)?;
-    let entry = grant.rules.entry_or_refuse(&target.host)?;
-    recording.record_mut().entry = Some(entry.key.clone());
-    entry.check_port(target.port, target.tls)?;
-    let decision = entry.decide(&parts.method, parts.uri.path())?;
-    grant.count_request()?;
-    let declared = content_length(&parts.headers);
-    if declared.is_some_and(|n| n > grant.out_left()) {
-        return Err(over_out(grant).into());
+) -> Result<(reqwest::Response, Inbound), Failure> {
+    let (mut parts, body) = request.into_parts();
+    let (entry, decision) = admit(grant, target, &parts, recording)?;
+    // What the code wrote, tokens and all: what the user is shown.
+    let written = (parts.uri.path_and_query())
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    let confirm = decision == Decision::Confirm;
+    let ready = prepare(grant, entry, &mut parts, body, confirm, recording).await?;
+    // The addresses are checked before the user is asked: a request that would be refused
+    // is never put to the user.
+    let client = target.client(grant, entry).await?;
+    if confirm {
+        let question = Question {
+            method: &parts.method,
+            url: target.url(&written),
+            body: ready.body.written(),
+            note: note(&recording.record_mut().tokens),
+        };
+        ask(grant, entry, question).await?;
     }
-    let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let url = target.url(path_and_query);
-    let body = if decision == Decision::Confirm {
-        let held = hold_body(body, grant).await?;
-        ask(grant, &parts.method, &url, entry, &held).await?;
-        recording
-            .bytes_out
-            .fetch_add(held.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        reqwest::Body::from(held)
-    } else if declared == Some(0) || (declared.is_none() && hyper::body::Body::is_end_stream(&body))
-    {
-        reqwest::Body::from(Bytes::new())
-    } else {
-        request_body(body, grant.clone(), recording.bytes_out.clone())
-    };
     let mut headers = forwarded(parts.headers);
+    if ready.body.held_len() > 0 {
+        // A restored body has its own length; the client writes it.
+        headers.remove(header::CONTENT_LENGTH);
+    }
     for (name, value) in &entry.headers {
         headers.insert(name.clone(), value.clone());
         recording.record_mut().headers_added.push(name.to_string());
     }
-    let scrubber = if entry.headers.is_empty() {
-        None
-    } else {
-        // The host is asked not to compress, so that what it echoes can be found, and for the
-        // whole body: a range could cut an echoed secret into pieces no scrubber recognises.
-        headers.insert(
-            header::ACCEPT_ENCODING,
-            HeaderValue::from_static("identity"),
-        );
-        headers.remove(header::RANGE);
-        headers.remove(header::IF_RANGE);
-        Scrubber::new(secrets_of(entry))
-    };
-    let client = target.client(grant, entry).await?;
+    let inbound = inbound(grant, entry, &mut headers);
     let sent = client
-        .request(parts.method, url)
+        .request(parts.method, target.url(&ready.path_and_query))
         .headers(headers)
-        .body(body)
+        .body(ready.body.into_body())
         .send()
         .await;
     let response = sent.map_err(|e| unreachable(&target.host, e))?;
     let record = recording.record_mut();
     record.status = response.status().as_u16();
     record.decision = HttpDecision::Sent.as_str().into();
-    Ok((response, scrubber))
+    Ok((response, inbound))
+}
+
+/// The entry the request falls under and its policy's decision, once the host, port, method,
+/// path and the execution's bounds let it through.
+fn admit<'g>(
+    grant: &'g Grant,
+    target: &Target,
+    parts: &http::request::Parts,
+    recording: &mut Recording,
+) -> Result<(&'g EgressEntry, Decision), Failure> {
+    super::address::check_host(&target.host)?;
+    let entry = grant.rules.entry_or_refuse(&target.host)?;
+    recording.record_mut().entry = Some(entry.key.clone());
+    entry.check_port(target.port, target.tls)?;
+    let decision = entry.decide(&parts.method, parts.uri.path())?;
+    grant.count_request()?;
+    if content_length(&parts.headers).is_some_and(|n| n > grant.out_left()) {
+        return Err(over_out(grant).into());
+    }
+    Ok((entry, decision))
+}
+
+/// A request ready to go: its path and query and its body with their tokens restored.
+struct Ready {
+    path_and_query: String,
+    body: Outgoing,
+}
+
+/// Restores the request's tokens where the entry's rule allows (its headers in place) and
+/// holds its body where it must be; refused when the rule refuses a token it withholds. What
+/// became of the tokens goes into the record.
+async fn prepare(
+    grant: &Arc<Grant>,
+    entry: &EgressEntry,
+    parts: &mut http::request::Parts,
+    body: Incoming,
+    confirm: bool,
+    recording: &mut Recording,
+) -> Result<Ready, Failure> {
+    let written = (parts.uri.path_and_query()).map_or("/", |p| p.as_str());
+    let mut path_and_query = written.to_owned();
+    let pii = grant.pii.as_deref();
+    let mut restoring = pii.map(|p| Restoring::new(&p.engine, &entry.pii));
+    if let Some(restoring) = &mut restoring {
+        path_and_query = restoring.path_and_query(written).unwrap_or(path_and_query);
+        restoring.headers(&mut parts.headers);
+    }
+    let counted = recording.bytes_out.clone();
+    let restoring_body = restoring.as_mut();
+    let body = outgoing(
+        grant,
+        &parts.headers,
+        body,
+        counted,
+        confirm,
+        restoring_body,
+    )
+    .await?;
+    recording
+        .bytes_out
+        .fetch_add(body.held_len(), std::sync::atomic::Ordering::Relaxed);
+    if let Some(restoring) = restoring {
+        let (tokens, refused) = restoring.finish(entry);
+        recording.record_mut().tokens = tokens;
+        if let Some(refused) = refused {
+            return Err(refused.into());
+        }
+    }
+    Ok(Ready {
+        path_and_query,
+        body,
+    })
+}
+
+/// What the response will go through, and the request headers that asks of the host.
+fn inbound(grant: &Grant, entry: &EgressEntry, headers: &mut HeaderMap) -> Inbound {
+    let tokenized = (grant.pii.as_ref())
+        .filter(|p| p.tokenizes(entry))
+        .map(|_| Origin::http(&entry.key));
+    let scrubber = Scrubber::new(secrets_of(entry));
+    if scrubber.is_some() || tokenized.is_some() {
+        // The host is asked not to compress, so that what it echoes and the personal data it
+        // sends can be found, and for the whole body: a range could cut an echoed secret or a
+        // value into pieces no scrubber or detector recognises.
+        headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+        headers.remove(header::RANGE);
+        headers.remove(header::IF_RANGE);
+    }
+    Inbound {
+        scrubber,
+        tokenized,
+    }
 }
 
 /// The host's response, its body streamed through the bounds and the scrubber.
@@ -263,12 +327,7 @@ fn respond(
     if let Some(scrubber) = &scrubber {
         // A replaced secret changes the length: the body goes chunked.
         headers.remove(header::CONTENT_LENGTH);
-        // A host may echo the secret in a header too (a Location, a debug header).
-        for value in headers.values_mut() {
-            if scrubber.holds(value.as_bytes()) {
-                *value = HeaderValue::from_static(crate::gateway::redact::REDACTED);
-            }
-        }
+        scrub_headers(&mut headers, scrubber);
     }
     let body = response_body(response.bytes_stream(), scrubber, recording).map_ok(Frame::data);
     let mut out = Response::new(http_body_util::StreamBody::new(body).boxed_unsync());
@@ -277,35 +336,11 @@ fn respond(
     out
 }
 
-/// `headers` without those of one connection (and those `connection` names).
-fn forwarded(mut headers: HeaderMap) -> HeaderMap {
-    let named: Vec<String> = (headers.get_all(header::CONNECTION).iter())
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(',').map(|n| n.trim().to_ascii_lowercase()))
-        .collect();
-    for name in HOP_BY_HOP
-        .iter()
-        .copied()
-        .chain(named.iter().map(String::as_str))
-    {
-        headers.remove(name);
-    }
-    headers
-}
-
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()
-}
-
-/// Each header value of the entry in every form a host may echo it in.
+/// Each secret header value of the entry (expanded from a variable, or a credential by its
+/// name) in every form a host may echo it in.
 fn secrets_of(entry: &EgressEntry) -> Vec<String> {
     let mut found = Vec::new();
-    for (_, value) in &entry.headers {
+    for (_, value) in entry.headers.iter().filter(|(_, v)| v.is_sensitive()) {
         if let Ok(v) = value.to_str() {
             found.push(v.to_string());
             if let Some((_, token)) = v.split_once(' ') {
@@ -316,53 +351,38 @@ fn secrets_of(entry: &EgressEntry) -> Vec<String> {
     crate::gateway::redact::secret_forms(found)
 }
 
-/// The body of a request the user is asked about, held whole (bounded) so what is shown is
-/// what is sent.
-async fn hold_body(body: Incoming, grant: &Grant) -> Result<Bytes, Failure> {
-    let limited = http_body_util::Limited::new(body, MAX_CONFIRM_BODY);
-    let bytes = limited.collect().await.map_err(|_| Refused {
-        rule: "bounds",
-        key: None,
-        message: format!(
-            "egress: a request that needs the user's confirmation may carry at most {} KiB, so that the user sees what is sent",
-            MAX_CONFIRM_BODY / 1024
-        ),
-    })?;
-    let bytes = bytes.to_bytes();
-    if !grant.take_out(bytes.len() as u64) {
-        return Err(over_out(grant).into());
-    }
-    Ok(bytes)
+/// What the user is asked about a request: as the code wrote it, tokens and all, and what
+/// became of its tokens.
+struct Question<'a> {
+    method: &'a Method,
+    url: String,
+    body: &'a [u8],
+    note: String,
 }
 
 /// Asks the user about a request of a `confirm` entry.
-async fn ask(
-    grant: &Grant,
-    method: &Method,
-    url: &str,
-    entry: &EgressEntry,
-    body: &Bytes,
-) -> Result<(), Failure> {
+async fn ask(grant: &Grant, entry: &EgressEntry, q: Question<'_>) -> Result<(), Failure> {
     let refused = |message: String| Refused {
         rule: "policy",
         key: Some(entry.key.clone()),
         message,
     };
+    let (method, url) = (q.method, &q.url);
     let Some(confirm) = &grant.confirm else {
         return Err(refused(format!(
             "egress: {method} to {} needs the user's confirmation (entry \"{}\", policy confirm), and this client cannot ask (it does not support MCP elicitation); an administrator can set the policy to allow in the upstreams file",
             entry.key, entry.key
         )).into());
     };
-    let shown = if body.is_empty() {
+    let shown = if q.body.is_empty() {
         String::new()
     } else {
-        let text = String::from_utf8_lossy(body);
+        let text = String::from_utf8_lossy(q.body);
         format!(" with the body {}", crate::text::cut(&text, MAX_SHOWN_BODY))
     };
     let message = format!(
-        "Code running in the sandbox wants to send {method} {url}{shown} (egress entry \"{}\"). Allow this request?",
-        entry.key
+        "Code running in the sandbox wants to send {method} {url}{shown} (egress entry \"{}\").{} Allow this request?",
+        entry.key, q.note
     );
     match confirm.ask(Prompt::new(message)).await {
         Ok(Answer::Accept) => Ok(()),
@@ -373,17 +393,6 @@ async fn ask(
         Err(e) => Err(refused(format!(
             "egress: {method} {url} needs the user's confirmation, and asking failed: {e}"
         )).into()),
-    }
-}
-
-fn over_out(grant: &Grant) -> Refused {
-    Refused {
-        rule: "bounds",
-        key: None,
-        message: format!(
-            "egress: this request would pass the {} MiB this execution may send (--egress-max-bytes-out-mb)",
-            grant.limits().max_bytes_out / (1024 * 1024)
-        ),
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::connect::Connector;
+use super::personal::EgressPii;
 use super::record::{HttpLog, HttpRecord};
 use super::rules::{EgressRules, Refused};
 use super::stats::EgressStats;
@@ -32,6 +33,8 @@ pub struct Grant {
     limits: EgressLimits,
     pub(super) rules: EgressRules,
     pub(super) confirm: Option<Arc<dyn Confirm>>,
+    /// The tenant's personal data (none with `--pii-output off`, and for the installer).
+    pub(super) pii: Option<Arc<EgressPii>>,
     stats: Arc<EgressStats>,
     connections: Arc<Semaphore>,
     used: Mutex<Used>,
@@ -47,15 +50,19 @@ impl std::fmt::Debug for Grant {
 }
 
 impl Grant {
-    /// A grant of `rules` (already the tenant's) under the server's egress and its bounds.
+    /// A grant of `rules` (already the tenant's) under the server's egress and its bounds,
+    /// its personal data under `pii`.
     pub fn new(
         egress: Arc<Egress>,
         rules: EgressRules,
         confirm: Option<Arc<dyn Confirm>>,
         stats: Arc<EgressStats>,
+        pii: Option<Arc<EgressPii>>,
     ) -> Self {
         let (connector, limits) = (egress.connector.clone(), egress.limits);
-        Self::with(egress, connector, limits, rules, confirm, stats)
+        let mut grant = Self::with(egress, connector, limits, rules, confirm, stats);
+        grant.pii = pii;
+        grant
     }
 
     /// A grant that reaches hosts through `connector` within `limits` (the package
@@ -75,6 +82,7 @@ impl Grant {
             limits,
             rules,
             confirm,
+            pii: None,
             stats,
             connections,
             used: Mutex::default(),

@@ -23,7 +23,15 @@
 //! key.rs       what a key covers: one host, the names under a domain, any host
 //! path.rs      a request path's form, and the encodings of `..` that are refused
 //! refused.rs   why a request is refused, worded for the 403 body a model reads
+//! personal.rs  personal data under the flow rules: responses tokenized as `http:KEY`, the
+//!              tokens of a request restored as its entry allows
 //! ```
+//!
+//! The rest carries bytes: [`proxy`] the sandbox's connections, `forward.rs` one request
+//! through its checks, `outgoing.rs` a request body (streamed, or held for the user's question
+//! or its tokens), `streaming.rs` a response body through the bounds and the secrets'
+//! scrubber, `tokenized.rs` a response held whole and tokenized, `reply.rs` the proxy's own
+//! answers and the headers it passes on.
 
 pub mod address;
 pub mod ca;
@@ -33,13 +41,17 @@ pub mod grant;
 mod host;
 pub mod installer;
 mod key;
+mod outgoing;
 mod path;
+pub mod personal;
 mod proxy;
 pub mod record;
 mod refused;
+mod reply;
 pub mod rules;
 pub mod stats;
 mod streaming;
+mod tokenized;
 
 use rustls::pki_types::CertificateDer;
 

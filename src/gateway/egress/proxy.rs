@@ -18,9 +18,10 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 
-use super::forward::{ProxyBody, Target, answer, forward};
+use super::forward::{Target, forward};
 use super::grant::Grant;
 use super::host::Host;
+use super::reply::{ProxyBody, answer};
 
 /// The sandbox's side of a grant: each connection to the execution's proxy socket.
 impl crate::sandbox::run::egress::EgressHandler for Grant {

@@ -57,6 +57,9 @@ pub struct EgressLimits {
     pub max_connections: u32,
     /// Bytes of one response body.
     pub max_response_bytes: u64,
+    /// Bytes of one body read whole for personal data (a response to tokenize, a request
+    /// body whose tokens are restored).
+    pub max_scanned_bytes: u64,
     /// A request's deadline, from its first byte to its response's last.
     pub timeout: Duration,
 }

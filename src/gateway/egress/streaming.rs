@@ -99,6 +99,10 @@ impl Recording {
         }
     }
 
+    pub(super) fn grant(&self) -> &Arc<Grant> {
+        &self.grant
+    }
+
     pub(super) fn record_mut(&mut self) -> &mut HttpRecord {
         self.record.as_mut().expect("present until dropped")
     }
