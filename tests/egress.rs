@@ -476,3 +476,39 @@ async fn personal_data_from_a_listed_api_enters_as_tokens_and_leaves_only_where_
     drop(client);
     t.finish().await;
 }
+
+/// The official MCP Python SDK against the real binary (`tests/python/egress_client.py`): both
+/// protocol eras over stdio (a `confirm` POST accepted reaches the API, declined it does not),
+/// and two HTTP tenants of which only the one an entry names reaches its API. What arrived is
+/// read from the APIs' own records.
+#[test]
+fn python_clients_of_both_eras_and_http_tenants_reach_only_what_their_entries_allow() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = test_ca(dir.path());
+    let (api, other) = (
+        Api::start(&ca, dir.path(), "api"),
+        Api::start(&ca, dir.path(), "other"),
+    );
+    let upstreams = dir.path().join("upstreams.json");
+    let egress = serde_json::json!({
+        "127.0.0.1": {"ports": [api.port], "private": true, "methods": ["GET", "POST"],
+                      "policy": {"default": "allow", "methods": {"POST": "confirm"}}},
+        "localhost": {"ports": [other.port], "private": true, "tenants": ["sales"]}
+    });
+    std::fs::write(&upstreams, serde_json::json!({"egress": egress}).to_string()).unwrap();
+    let python = common::upstreams::sdk_python();
+    let status = std::process::Command::new(&python)
+        .args(["-W", "ignore::DeprecationWarning"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/egress_client.py"
+        ))
+        .arg(common::BIN)
+        .arg(dir.path().join("data"))
+        .args([&upstreams, &ca.ca, &api.log, &other.log])
+        .args([api.port.to_string(), other.port.to_string()])
+        .envs(common::python_client_env())
+        .status()
+        .expect("run the Python client (CEM_TEST_PYTHON: an interpreter with the main pins of tests/upstream-pins.txt)");
+    assert!(status.success(), "the Python client failed: {status}");
+}
