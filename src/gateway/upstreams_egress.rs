@@ -135,6 +135,24 @@ fn entry(key: &str, raw: RawEgress, cx: &Context) -> Result<EgressEntry, String>
     Ok(entry)
 }
 
+/// Whether a header carries credentials by its name: `Authorization`, `Cookie`, and names
+/// that speak of a key, a token, a secret, a password or auth (`X-Api-Key`, `Private-Token`).
+fn names_a_credential(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    ["authorization", "proxy-authorization", "cookie"].contains(&name)
+        || [
+            "key",
+            "token",
+            "secret",
+            "pass",
+            "auth",
+            "session",
+            "signature",
+        ]
+        .iter()
+        .any(|word| name.contains(word))
+}
+
 /// A method as HTTP sends it: capitals, a token; not one the server cannot check.
 fn method(name: &str) -> Result<Method, String> {
     let method = Method::from_bytes(name.as_bytes())
@@ -159,7 +177,7 @@ fn headers(
     expand: &dyn Fn(&str) -> Result<String, String>,
 ) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
     let mut out: Vec<(HeaderName, HeaderValue)> = Vec::with_capacity(raw.len());
-    for (name, value) in raw {
+    for (name, written) in raw {
         let parsed = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| format!("{name:?} is not a header name"))?;
         if out.iter().any(|(n, _)| *n == parsed) {
@@ -167,11 +185,13 @@ fn headers(
                 "the header {name:?} is given twice (header names ignore case): keep one"
             ));
         }
-        let expanded = expand(value).map_err(|p| format!("header {name:?}: {p}"))?;
+        let expanded = expand(written).map_err(|p| format!("header {name:?}: {p}"))?;
         let mut value = HeaderValue::from_str(&expanded).map_err(|_| {
             format!("the value of header {name:?} (after ${{VAR}} expansion) holds a line break or another character a header cannot carry")
         })?;
-        value.set_sensitive(true);
+        // A secret: what a variable expanded to, or a header that carries credentials by its
+        // name. Others (`Accept`, an API version) are not looked for in what the host answers.
+        value.set_sensitive(written.contains("${") || names_a_credential(&parsed));
         out.push((parsed, value));
     }
     Ok(out)

@@ -30,6 +30,32 @@ fn entry<'a>(f: &'a UpstreamsFile, key: &str) -> &'a EgressEntry {
 }
 
 #[test]
+fn a_header_is_a_secret_when_a_variable_fills_it_or_its_name_says_credentials() {
+    let f = file(
+        r#"{"egress": {"api.github.com": {"headers": {
+    "Accept": "application/vnd.github+json",
+    "X-GitHub-Api-Version": "2022-11-28",
+    "X-Team": "${GITHUB_TOKEN}",
+    "Private-Token": "written-in-the-file",
+    "Authorization": "Basic written-too"
+}}}}"#,
+    );
+    let sensitive: Vec<(&str, bool)> = (entry(&f, "api.github.com").headers.iter())
+        .map(|(n, v)| (n.as_str(), v.is_sensitive()))
+        .collect();
+    assert_eq!(
+        sensitive,
+        [
+            ("accept", false),
+            ("authorization", true),
+            ("private-token", true),
+            ("x-github-api-version", false),
+            ("x-team", true)
+        ]
+    );
+}
+
+#[test]
 fn reads_the_issues_example_with_every_key() {
     let f = file(
         r#"{
