@@ -129,11 +129,36 @@ pub(crate) fn for_tenant(
     (Some(egress), Some(dirs))
 }
 
-/// Addresses no entry reaches: the server's own listeners.
+/// Addresses no entry reaches: the server's own listeners, and the engine's API when
+/// `DOCKER_HOST` names it on TCP.
 fn never(config: &Config) -> Never {
     let mut addrs = vec![config.transport.listen];
     addrs.extend(config.operations.metrics_listen);
+    if let Ok(docker_host) = std::env::var("DOCKER_HOST") {
+        addrs.extend(engine_tcp(&docker_host));
+    }
     Never::new(addrs)
+}
+
+/// The socket addresses of the engine API `docker_host` names on TCP (none for a Unix socket,
+/// or a name that does not resolve); the port defaults to 2375, as the engine's client does.
+fn engine_tcp(docker_host: &str) -> Vec<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    let Some(rest) = ["tcp://", "http://", "https://"]
+        .iter()
+        .find_map(|p| docker_host.strip_prefix(p))
+    else {
+        return Vec::new();
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let has_port = !authority.ends_with(']')
+        && (authority.rsplit_once(':')).is_some_and(|(_, port)| port.parse::<u16>().is_ok());
+    let with_port = if has_port {
+        authority.to_owned()
+    } else {
+        format!("{authority}:2375")
+    };
+    (with_port.to_socket_addrs()).map_or_else(|_| Vec::new(), Iterator::collect)
 }
 
 /// The root of the containers' egress directories: made (only its owner may list it), and
@@ -174,3 +199,23 @@ fn socket_root(dir: &Path, host_paths: &HostPaths) -> Result<StateDirs, StartErr
     })
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_engine_api_on_tcp_is_named_with_its_port() {
+        let one = |s: &str| {
+            engine_tcp(s)
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(one("tcp://127.0.0.1:2376"), ["127.0.0.1:2376"]);
+        assert_eq!(one("tcp://10.1.2.3"), ["10.1.2.3:2375"]);
+        assert_eq!(one("http://[::1]/"), ["[::1]:2375"]);
+        assert_eq!(one("tcp://[::1]:4243"), ["[::1]:4243"]);
+        assert!(one("unix:///var/run/docker.sock").is_empty());
+        assert!(one("ssh://user@host").is_empty());
+    }
+}

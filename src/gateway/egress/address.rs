@@ -22,18 +22,21 @@ use super::refused::Refused;
 
 /// Cloud metadata services' IPv4 addresses: AWS, GCP, Azure, Oracle, DigitalOcean
 /// (169.254.169.254), AWS ECS task credentials (169.254.170.2), EKS pod identity
-/// (169.254.170.23), Alibaba (100.100.100.200).
-pub const METADATA_V4: [Ipv4Addr; 4] = [
+/// (169.254.170.23), Alibaba (100.100.100.200), Azure's WireServer (168.63.129.16, a public
+/// address every Azure VM reaches, which serves its agent's configuration).
+pub const METADATA_V4: [Ipv4Addr; 5] = [
     Ipv4Addr::new(169, 254, 169, 254),
     Ipv4Addr::new(169, 254, 170, 2),
     Ipv4Addr::new(169, 254, 170, 23),
     Ipv4Addr::new(100, 100, 100, 200),
+    Ipv4Addr::new(168, 63, 129, 16),
 ];
 
-/// AWS's IPv6 metadata service and EKS pod identity.
-pub const METADATA_V6: [Ipv6Addr; 2] = [
+/// AWS's IPv6 metadata service and EKS pod identity, GCP's IPv6 metadata service.
+pub const METADATA_V6: [Ipv6Addr; 3] = [
     Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254),
     Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x23),
+    Ipv6Addr::new(0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254),
 ];
 
 /// Names of metadata services, refused before any resolution: GCP's (and every name under
