@@ -104,6 +104,13 @@ impl Drop for Api {
     }
 }
 
+/// The test's CA and two recording APIs signed by it, `api` and `other`.
+fn two_apis(dir: &Path) -> (TestCa, Api, Api) {
+    let ca = test_ca(dir);
+    let (api, other) = (Api::start(&ca, dir, "api"), Api::start(&ca, dir, "other"));
+    (ca, api, other)
+}
+
 /// A server whose upstreams file holds `egress`, trusting the test's CA.
 async fn server_with(dir: &Path, ca: &TestCa, egress: Value) -> TestApp {
     let upstreams = dir.join("upstreams.json");
@@ -130,11 +137,7 @@ async fn the_servers_run_under_the_runtime_and_image_tree_asked_for() {
 #[tokio::test]
 async fn code_reads_a_listed_api_through_the_server_and_never_holds_its_secret() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = test_ca(dir.path());
-    let (api, other) = (
-        Api::start(&ca, dir.path(), "api"),
-        Api::start(&ca, dir.path(), "other"),
-    );
+    let (ca, api, other) = two_apis(dir.path());
     let t = server_with(
         dir.path(),
         &ca,
@@ -358,9 +361,9 @@ def call(url, data=None, headers={}):
     request = urllib.request.Request(url, data=data, headers=headers, method="POST" if data else "GET")
     try:
         with urllib.request.urlopen(request, timeout=20) as r:
-            return [r.status, r.read().decode()]
+            return [r.status, r.read().decode(), dict(r.headers)]
     except urllib.error.HTTPError as e:
-        return [e.code, e.read().decode()]
+        return [e.code, e.read().decode(), dict(e.headers)]
 
 people = call(API + "/people.json")
 person = json.loads(people[1])["people"][0]
@@ -380,11 +383,7 @@ result = {
 #[tokio::test]
 async fn personal_data_from_a_listed_api_enters_as_tokens_and_leaves_only_where_a_rule_allows() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = test_ca(dir.path());
-    let (api, other) = (
-        Api::start(&ca, dir.path(), "api"),
-        Api::start(&ca, dir.path(), "other"),
-    );
+    let (ca, api, other) = two_apis(dir.path());
     // The API receives only the user's values, and its own are withheld from it: its
     // responses enter tokenized. The other API may receive the first API's values.
     let t = server_with(
@@ -422,14 +421,16 @@ async fn personal_data_from_a_listed_api_enters_as_tokens_and_leaves_only_where_
         "{r}"
     );
     assert_eq!(
+        r["people"][2]["x-owner"].as_str(),
+        Some(email),
+        "a header too: {r}"
+    );
+    assert_eq!(
         (r["visits"].as_u64(), r["detokenized"].as_str()),
         (Some(12), Some(email))
     );
     assert_eq!(r["binary"][0], 502, "{r}");
-    assert!(
-        r["binary"][1].as_str().unwrap().contains("not UTF-8"),
-        "{r}"
-    );
+    assert!(r["binary"][1].as_str().unwrap().contains("binary"), "{r}");
     assert_eq!(r["compressed"][0], 502, "{r}");
     assert!(
         r["compressed"][1]
@@ -484,18 +485,18 @@ async fn personal_data_from_a_listed_api_enters_as_tokens_and_leaves_only_where_
 #[test]
 fn python_clients_of_both_eras_and_http_tenants_reach_only_what_their_entries_allow() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = test_ca(dir.path());
-    let (api, other) = (
-        Api::start(&ca, dir.path(), "api"),
-        Api::start(&ca, dir.path(), "other"),
-    );
+    let (ca, api, other) = two_apis(dir.path());
     let upstreams = dir.path().join("upstreams.json");
     let egress = serde_json::json!({
         "127.0.0.1": {"ports": [api.port], "private": true, "methods": ["GET", "POST"],
                       "policy": {"default": "allow", "methods": {"POST": "confirm"}}},
         "localhost": {"ports": [other.port], "private": true, "tenants": ["sales"]}
     });
-    std::fs::write(&upstreams, serde_json::json!({"egress": egress}).to_string()).unwrap();
+    std::fs::write(
+        &upstreams,
+        serde_json::json!({"egress": egress}).to_string(),
+    )
+    .unwrap();
     let python = common::upstreams::sdk_python();
     let status = std::process::Command::new(&python)
         .args(["-W", "ignore::DeprecationWarning"])

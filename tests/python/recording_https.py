@@ -7,7 +7,7 @@ Each request is one JSON line in LOG: method, path (with its query), headers, bo
 /data.csv a small CSV; /echo the request's headers as JSON (an API that echoes a secret back);
 /echo-header its Authorization back in the X-Echo header;
 /redirect?to=URL a 302 there; /big?mb=N N MiB of bytes; /people.json a customer's email
-and phone; /people.bin the same email among bytes that are not text; /people.gz the JSON
+and phone (the email in its X-Owner header too); /people.bin the same email among bytes that are not text; /people.gz the JSON
 gzip-compressed whatever the client asked for; anything else "ok". The port it
 listens on (127.0.0.1, chosen by the kernel) is written to PORT_FILE once it accepts.
 """
@@ -63,7 +63,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             echoed = self.headers.get("Authorization", "")
             self._send(200, b"ok", extra=[("X-Echo", echoed)])
         elif url.path == "/people.json":
-            self._send(200, PEOPLE, "application/json")
+            self._send(200, PEOPLE, "application/json",
+                       extra=[("X-Owner", "ann.lee@example.com")])
         elif url.path == "/people.bin":
             self._send(200, b"\x89\xff\x00 ann.lee@example.com", "application/octet-stream")
         elif url.path == "/people.gz":

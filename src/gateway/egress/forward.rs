@@ -310,6 +310,10 @@ fn inbound(grant: &Grant, entry: &EgressEntry, headers: &mut HeaderMap) -> Inbou
         headers.remove(header::RANGE);
         headers.remove(header::IF_RANGE);
     }
+    if tokenized.is_some() {
+        // UTF-8 is what the detectors read; a body in another charset would be refused.
+        headers.remove(header::ACCEPT_CHARSET);
+    }
     Inbound {
         scrubber,
         tokenized,

@@ -96,6 +96,11 @@ pub(super) async fn outgoing(
             .unwrap_or(written.clone()),
         _ => written.clone(),
     };
+    // What restoring added goes out too.
+    let grown = sent.len().saturating_sub(written.len()) as u64;
+    if grown > 0 && !grant.take_out(grown) {
+        return Err(over_out(grant).into());
+    }
     Ok(Outgoing::Held { written, sent })
 }
 

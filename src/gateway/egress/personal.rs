@@ -26,12 +26,26 @@ use crate::gateway::restoring::Tally;
 use crate::pii::{Origin, PiiEngine};
 
 /// What a path segment keeps unencoded when a restored value is put into it: RFC 3986's
-/// unreserved characters.
+/// `pchar` (unreserved, sub-delims, `:` and `@`), so that the rest of the segment keeps its
+/// form (`/v1/users/NAME:send`).
 const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'.')
     .remove(b'_')
-    .remove(b'~');
+    .remove(b'~')
+    .remove(b'!')
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')')
+    .remove(b'*')
+    .remove(b'+')
+    .remove(b',')
+    .remove(b';')
+    .remove(b'=')
+    .remove(b':')
+    .remove(b'@');
 
 /// One tenant's personal-data side of egress: its PII engine, and which entries' responses
 /// enter the sandbox tokenized.
@@ -313,6 +327,18 @@ pub(super) fn tokenize_response(
     if body.is_empty() {
         return Ok(Bytes::new());
     }
+    if let Some(charset) = charset_of(content_type)
+        && !["utf-8", "utf8", "us-ascii", "ascii"].contains(&charset.as_str())
+    {
+        return Err(format!(
+            "its charset ({charset}) is not UTF-8, and only UTF-8 text is checked for personal data"
+        ));
+    }
+    if memchr::memchr(0, body).is_some() {
+        return Err(
+            "it holds NUL bytes (UTF-16 text, or binary), which the detectors cannot read".into(),
+        );
+    }
     let Ok(text) = std::str::from_utf8(body) else {
         return Err(format!(
             "its body ({}) is not UTF-8 text, and binary bodies cannot be checked for personal data",
@@ -324,7 +350,14 @@ pub(super) fn tokenize_response(
             // Parsed, every number as it was written: the value goes through the JSON policy
             // (strings, keys, integers that are personal data as a whole).
             Ok(v) if !holds_rounded_number(&v) => engine.sanitize_json(&v, origin).to_string(),
-            _ => engine.sanitize_from(text, origin).text,
+            // Valid, but serde would round a number: the strings alone, digits untouched.
+            Ok(_) => json_strings_tokenized(engine, origin, text),
+            // Not JSON (or nested past serde's limit): the strings decoded (`\u0040`), then
+            // the whole as text.
+            Err(_) => {
+                let strings = json_strings_tokenized(engine, origin, text);
+                engine.sanitize_from(&strings, origin).text
+            }
         },
         BodyKind::Form => engine.together(origin, |batch| {
             let pairs: Vec<(String, String)> = form_urlencoded::parse(text.as_bytes())
@@ -337,6 +370,36 @@ pub(super) fn tokenize_response(
         BodyKind::Text => engine.sanitize_from(text, origin).text,
     };
     Ok(Bytes::from(tokenized))
+}
+
+/// JSON text with the values in its string literals tokenized, each literal decoded first (a
+/// value may be written with escapes) and written anew only where it changed.
+fn json_strings_tokenized(engine: &PiiEngine, origin: &Origin, text: &str) -> String {
+    engine.together(origin, |batch| {
+        let mut out = String::with_capacity(text.len());
+        let mut from = 0;
+        for (start, end) in json_string_literals(text) {
+            let Ok(decoded) = serde_json::from_str::<String>(&text[start..end]) else {
+                continue;
+            };
+            let tokenized = batch.text(&decoded);
+            if tokenized != decoded {
+                out.push_str(&text[from..start]);
+                out.push_str(&Value::String(tokenized).to_string());
+                from = end;
+            }
+        }
+        out.push_str(&text[from..]);
+        out
+    })
+}
+
+/// The charset a content type names, lowercase.
+fn charset_of(content_type: Option<&str>) -> Option<String> {
+    (content_type?.split(';').skip(1))
+        .filter_map(|p| p.split_once('='))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("charset"))
+        .map(|(_, v)| v.trim().trim_matches('"').to_ascii_lowercase())
 }
 
 /// Whether `v` holds an integer too large for 64 bits, which serde read as a float and would

@@ -28,7 +28,7 @@ fn tokens_in_the_path_and_query_are_restored_as_the_rule_allows_and_the_rest_is_
     let out = restoring.path_and_query(&path).expect("changed");
     assert_eq!(
         out,
-        format!("/people/bo%40example.com/x%2Fy?q=bo%40example.com&c={crm}&plain=a+b%20c&flag")
+        format!("/people/bo@example.com/x%2Fy?q=bo%40example.com&c={crm}&plain=a+b%20c&flag")
     );
     let (tokens, refused) = restoring.finish(&entry);
     assert!(refused.is_none(), "kept, not refused");
@@ -40,6 +40,12 @@ fn tokens_in_the_path_and_query_are_restored_as_the_rule_allows_and_the_rest_is_
 
     let mut untouched = Restoring::new(&pii, &entry.pii);
     assert_eq!(untouched.path_and_query("/a/%5Bnot-a-token%5D?x=1"), None);
+    let mut verb = Restoring::new(&pii, &entry.pii);
+    let custom = format!("/v1/{}:send", encoded(&user));
+    assert_eq!(
+        verb.path_and_query(&custom).unwrap(),
+        "/v1/bo@example.com:send"
+    );
 }
 
 #[test]
@@ -151,6 +157,29 @@ fn responses_enter_tokenized_as_json_form_or_text_and_binary_is_refused() {
     let csv = b"name,email\nann,ann@example.com\n";
     let out = tokenize_response(&pii, &origin, Some("text/csv"), csv).unwrap();
     assert!(!String::from_utf8_lossy(&out).contains('@'));
+
+    let escaped = br#"{"n": 1e400, "e": "ann\u0040example.com", "nested": [[["x"]]]"#;
+    let out = tokenize_response(&pii, &origin, Some("application/json"), escaped).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&out).contains("example.com"),
+        "not JSON, strings decoded"
+    );
+
+    let utf16 = "ann@example.com"
+        .encode_utf16()
+        .flat_map(u16::to_le_bytes)
+        .collect::<Vec<u8>>();
+    let why = tokenize_response(&pii, &origin, Some("text/plain"), &utf16).unwrap_err();
+    assert!(why.contains("NUL"), "{why}");
+    let why = tokenize_response(
+        &pii,
+        &origin,
+        Some("text/plain; charset=\"UTF-16LE\""),
+        b"ok",
+    )
+    .unwrap_err();
+    assert!(why.contains("utf-16le"), "{why}");
+    assert!(tokenize_response(&pii, &origin, Some("text/plain; charset=UTF-8"), b"ok").is_ok());
 
     let why = tokenize_response(&pii, &origin, Some("image/png"), &[0x89, b'P', 0xff]).unwrap_err();
     assert!(why.contains("image/png") && why.contains("binary"), "{why}");

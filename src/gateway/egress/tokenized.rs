@@ -5,7 +5,7 @@
 //! the proxy with a 502 saying why: its body never reaches the sandbox.
 
 use futures::StreamExt;
-use http::{HeaderValue, Response, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use http_body_util::BodyExt;
 
 use super::grant::Grant;
@@ -13,6 +13,39 @@ use super::record::HttpDecision;
 use super::reply::{ProxyBody, answer, forwarded, scrub_headers};
 use super::streaming::{Recording, Scrubber};
 use crate::pii::Origin;
+
+/// Headers whose values carry no personal data (types, lengths, dates, caching): passed on as
+/// they are. Every other header value of a tokenized response is tokenized too (a `Location`,
+/// a `Link`, a `Content-Disposition` may name a person).
+const PLAIN_HEADERS: [&str; 12] = [
+    "content-type",
+    "content-length",
+    "content-language",
+    "date",
+    "etag",
+    "last-modified",
+    "expires",
+    "cache-control",
+    "age",
+    "vary",
+    "accept-ranges",
+    "x-egress-refused",
+];
+
+/// Why a response cannot enter: the rule the record names, and the reason.
+struct Unchecked {
+    rule: &'static str,
+    why: String,
+}
+
+impl Unchecked {
+    fn pii(why: impl Into<String>) -> Self {
+        Self {
+            rule: "pii",
+            why: why.into(),
+        }
+    }
+}
 
 /// The host's response, its personal data as tokens of `origin`; or the proxy's 502.
 pub(super) async fn respond(
@@ -32,12 +65,13 @@ pub(super) async fn respond(
     }
     let body = match held(response, scrubber, &mut recording, &grant).await {
         Ok(body) => tokenize(&grant, origin, content_type, body).await,
-        Err(why) => Err(why),
+        Err(unchecked) => Err(unchecked),
     };
     let body = match body {
         Ok(body) => body,
-        Err(why) => return refuse(&mut recording, origin, why),
+        Err(unchecked) => return refuse(&mut recording, origin, unchecked),
     };
+    tokenize_headers(&grant, origin, &mut headers);
     recording.record_mut().tokenized = true;
     if !body.is_empty() {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
@@ -51,6 +85,22 @@ pub(super) async fn respond(
     out
 }
 
+/// The values of every header but [`PLAIN_HEADERS`] with their personal data as tokens.
+fn tokenize_headers(grant: &Grant, origin: &Origin, headers: &mut HeaderMap) {
+    let Some(pii) = &grant.pii else { return };
+    for (name, value) in headers.iter_mut() {
+        if PLAIN_HEADERS.contains(&name.as_str()) {
+            continue;
+        }
+        let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        let tokenized = pii.engine.sanitize_from(&text, origin).text;
+        if tokenized != text {
+            *value = HeaderValue::from_str(&tokenized)
+                .unwrap_or_else(|_| HeaderValue::from_static("[personal data withheld]"));
+        }
+    }
+}
+
 /// The response's body whole, counted against the bounds, the entry's secrets scrubbed; or
 /// why it cannot be checked.
 async fn held(
@@ -58,33 +108,31 @@ async fn held(
     mut scrubber: Option<Scrubber>,
     recording: &mut Recording,
     grant: &Grant,
-) -> Result<Vec<u8>, String> {
-    let cap = grant.limits().max_scanned_bytes;
+) -> Result<Vec<u8>, Unchecked> {
+    let limits = grant.limits();
+    let cap = limits.max_scanned_bytes.min(limits.max_response_bytes);
     let over = || {
-        format!(
+        Unchecked::pii(format!(
             "it is over the {} MiB a response is read whole for personal data (--egress-max-scanned-mb)",
             cap >> 20
-        )
+        ))
     };
-    if let Some(encoding) = response.headers().get(header::CONTENT_ENCODING)
-        && !encoding.as_bytes().eq_ignore_ascii_case(b"identity")
-    {
-        return Err(format!(
-            "the host sent it compressed ({}) although asked for identity, and a compressed body cannot be checked for personal data",
-            String::from_utf8_lossy(encoding.as_bytes())
-        ));
-    }
+    let encodings = encodings(response.headers());
     if response.content_length().is_some_and(|n| n > cap) {
         return Err(over());
     }
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| format!("the host's response broke off: {e}"))?;
+        let chunk =
+            chunk.map_err(|e| Unchecked::pii(format!("the host's response broke off: {e}")))?;
         let n = chunk.len() as u64;
         recording.record_mut().bytes_in += n;
         if !grant.take_in(n) {
-            return Err("this execution has received its bytes (--egress-max-bytes-in-mb)".into());
+            return Err(Unchecked {
+                rule: "bounds",
+                why: "this execution has received its bytes (--egress-max-bytes-in-mb)".into(),
+            });
         }
         if (body.len() as u64) + n > cap {
             return Err(over());
@@ -97,7 +145,28 @@ async fn held(
     if let Some(s) = &mut scrubber {
         body.extend_from_slice(&s.finish());
     }
+    if !body.is_empty() && !encodings.is_empty() {
+        return Err(Unchecked::pii(format!(
+            "the host sent it compressed ({}) although asked for identity, and a compressed body cannot be checked for personal data",
+            encodings.join(", ")
+        )));
+    }
     Ok(body)
+}
+
+/// Every encoding the host names, in every `Content-Encoding` header, but `identity`: a body
+/// it compressed although asked not to.
+fn encodings(headers: &HeaderMap) -> Vec<String> {
+    let mut found = Vec::new();
+    for value in headers.get_all(header::CONTENT_ENCODING) {
+        let text = String::from_utf8_lossy(value.as_bytes());
+        found.extend(
+            (text.split(','))
+                .map(|e| e.trim().to_ascii_lowercase())
+                .filter(|e| !e.is_empty() && e != "identity"),
+        );
+    }
+    found
 }
 
 /// `body` with its personal data as tokens of `origin`, off the async threads.
@@ -106,7 +175,7 @@ async fn tokenize(
     origin: &Origin,
     content_type: Option<String>,
     body: Vec<u8>,
-) -> Result<bytes::Bytes, String> {
+) -> Result<bytes::Bytes, Unchecked> {
     let Some(pii) = grant.pii.clone() else {
         return Ok(body.into());
     };
@@ -115,19 +184,21 @@ async fn tokenize(
         super::personal::tokenize_response(&pii.engine, &origin, content_type.as_deref(), &body)
     })
     .await
-    .map_err(|e| format!("checking it for personal data failed: {e}"))?
+    .map_err(|e| Unchecked::pii(format!("checking it for personal data failed: {e}")))?
+    .map_err(Unchecked::pii)
 }
 
 /// The proxy's 502 for a response that cannot enter tokenized, recorded.
-fn refuse(recording: &mut Recording, origin: &Origin, why: String) -> Response<ProxyBody> {
+fn refuse(recording: &mut Recording, origin: &Origin, unchecked: Unchecked) -> Response<ProxyBody> {
+    let Unchecked { rule, why } = unchecked;
     let record = recording.record_mut();
     record.decision = HttpDecision::Refused.as_str().into();
-    record.rule = Some("pii".into());
+    record.rule = Some(rule.into());
     record.status = StatusCode::BAD_GATEWAY.as_u16();
     let message = format!(
         "egress: the response of {} was not passed to the sandbox: {why}. A flow rule withholds the values of {} from some upstream or host, so its responses enter as personal-data tokens, and this one could not be checked: ask for text (JSON, CSV, plain), without compression, or in smaller parts",
         record.host,
         origin.source()
     );
-    answer(StatusCode::BAD_GATEWAY, Some("pii"), message)
+    answer(StatusCode::BAD_GATEWAY, Some(rule), message)
 }
