@@ -32,11 +32,11 @@
 
 mod common;
 
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use common::busy::BusyCore;
 use common::docker_run::{docker_print1, docker_run_args, workspace};
 use common::knobs::env_usize;
 use common::server::{BIN, PHASES, Phases, Server, Storage};
@@ -61,26 +61,6 @@ struct Figures {
     data_first: f64,
     data_from_third: Vec<f64>,
     ratio: f64,
-}
-
-/// A CPU-bound process holding one core until dropped.
-struct BusyCore(Child);
-
-impl BusyCore {
-    fn start() -> BusyCore {
-        let child = Command::new("sh")
-            .args(["-c", "while :; do :; done"])
-            .spawn()
-            .expect("start the busy loop");
-        BusyCore(child)
-    }
-}
-
-impl Drop for BusyCore {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn progress(what: &str) {

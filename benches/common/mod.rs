@@ -5,6 +5,7 @@
 //! included from there so that tests and benches run the same code.
 #![allow(dead_code)]
 
+pub mod busy;
 pub mod docker_run;
 pub mod in_process;
 pub mod knobs;
