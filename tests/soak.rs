@@ -89,6 +89,10 @@ const RSS_GROWTH_LIMIT_KIB: u64 = 16 * 1024;
 /// memory kill, 7 s).
 const CALL_LIMIT: Duration = Duration::from_secs(60);
 
+/// Memory kills (of 25) whose OOM notice the engine may lose: Docker 20.10 lost 1 in a run
+/// with both cores busy. A server that stopped following the engine's events loses them all.
+const LOST_OOM_NOTICES: usize = 2;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     Success,
@@ -193,7 +197,9 @@ fn check(i: usize, is_error: bool, v: &Value, oom_reported: bool) -> Result<(), 
         }
         Kind::Memory => {
             expect("isError true", is_error);
-            if oom_reported {
+            // Docker can lose its OOM notice under load: the error says so, and names the
+            // memory limit as the likely cause (counted; see LOST_OOM_NOTICES).
+            if oom_reported && !error.contains("the engine reported no OOM kill for it") {
                 expect("status memory_limit", status == "memory_limit");
             } else {
                 expect("status error", status == "error");
@@ -402,6 +408,7 @@ async fn sustained_concurrent_executions_keep_outcomes_memory_and_containers_bou
     let mut latency: BTreeMap<Kind, Vec<Duration>> = BTreeMap::new();
     let mut rss_warm = None;
     let mut done = 0;
+    let mut lost_oom_notices = 0;
     while let Some((i, took, answer)) = results.next().await {
         latency.entry(kind(i)).or_default().push(took);
         let status = match answer {
@@ -417,6 +424,10 @@ async fn sustained_concurrent_executions_keep_outcomes_memory_and_containers_bou
                 "call failed".to_string()
             }
             Ok(Ok((is_error, v))) => {
+                let error = v["error"].as_str().unwrap_or_default();
+                if oom_reported && error.contains("the engine reported no OOM kill for it") {
+                    lost_oom_notices += 1;
+                }
                 if let Err(e) = check(i, is_error, &v, oom_reported) {
                     mismatches.push(format!("#{i} ({:?}): {e}", kind(i)));
                 }
@@ -562,6 +573,12 @@ async fn sustained_concurrent_executions_keep_outcomes_memory_and_containers_bou
             "{} of {EXECUTIONS} executions did not end as expected:\n  {}",
             mismatches.len(),
             mismatches.join("\n  ")
+        ));
+    }
+    if lost_oom_notices > LOST_OOM_NOTICES {
+        failures.push(format!(
+            "{lost_oom_notices} memory kills were reported without the engine's OOM notice \
+             (at most {LOST_OOM_NOTICES} may lose it under load): is the event stream followed?"
         ));
     }
     if !exit.success() {
