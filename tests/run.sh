@@ -7,8 +7,8 @@
 #
 # The targets run N at a time, longest first: most of a target's time goes to waiting on
 # engines, containers, servers and Python clients, not to the CPU, so two at once on two cores
-# take much less than one after the other. The swarm test runs alone, before the others: it
-# compares the host's network before and after, and other tests' containers change it.
+# take much less than one after the other. Two tests run alone, before the others, as they
+# change what other tests watch on the host (see ALONE).
 #
 # Each target's output goes to target/test-logs/NAME.log; a line per target says how long it
 # took, and a failing target's log is printed. Every test target cargo knows runs: one that
@@ -19,10 +19,12 @@ cd "$(dirname "$0")/.."
 
 # Test targets known to take longest, longest first (a fresh machine's CI run): the queue's
 # head, so that no long target starts last.
-LONGEST=(python_client gateway compose mcp_transports faults packages sessions gvisor tenants
-  execute security security-minimal rootless monitoring soak data_workbench audit)
-# Alone, before the others (see above).
-ALONE=(swarm)
+LONGEST=(gateway python_client faults installed compose data_workbench soak security
+  security-minimal gvisor packages audit sessions skills_pii_discovery execute mcp_transports)
+# Alone, one after the other, before the others: the swarm test compares the host's network
+# before and after, which other tests' containers change; the rootless test adds a user and
+# removes it, and the security suite checks that /etc/passwd did not change under each case.
+ALONE=(swarm rootless)
 
 logs=target/test-logs
 mkdir -p "$logs"
