@@ -20,11 +20,13 @@ cd "$(dirname "$0")/.."
 # Test targets known to take longest, longest first (a fresh machine's CI run): the queue's
 # head, so that no long target starts last.
 LONGEST=(gateway python_client faults installed compose data_workbench soak security
-  security-minimal gvisor packages audit sessions skills_pii_discovery execute mcp_transports)
+  security-minimal packages audit sessions skills_pii_discovery execute mcp_transports)
 # Alone, one after the other, before the others: the swarm test compares the host's network
 # before and after, which other tests' containers change; the rootless test adds a user and
-# removes it, and the security suite checks that /etc/passwd did not change under each case.
-ALONE=(swarm rootless)
+# removes it, and the security suite checks that /etc/passwd did not change under each case;
+# the gVisor test's engine binds /tmp over itself while it runs (tests/engines/gvisor.sh), which
+# hides the mounts other tests made below /tmp before and takes away those they make meanwhile.
+ALONE=(swarm rootless gvisor)
 
 logs=target/test-logs
 mkdir -p "$logs"
