@@ -136,10 +136,15 @@ impl Drop for Nginx {
 
 /// A CA and a certificate it signed for 127.0.0.1: (CA, certificate, key) files in `dir`.
 fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    // A name of its own: with rcgen's default name on both, OpenSSL (the direct client) takes
+    // the server's certificate for a self-signed one.
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "code-execution-mcp egress bench CA");
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let issuer = Issuer::new(ca_params, ca_key);
     let key = KeyPair::generate().unwrap();
