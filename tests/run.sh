@@ -84,7 +84,12 @@ done
 queue+=(lib doc)
 
 echo "building every test target (nothing to do when they are built)"
-cargo test --locked --no-run 2>&1 | tail -n 1
+if ! cargo test --locked --no-run >"$logs/build.log" 2>&1; then
+  cat "$logs/build.log"
+  echo "the build failed (above)" >&2
+  exit 1
+fi
+tail -n 1 "$logs/build.log"
 started=$SECONDS
 failed=0
 for name in "${ALONE[@]}"; do
