@@ -199,7 +199,7 @@ fn check(i: usize, is_error: bool, v: &Value, oom_reported: bool) -> Result<(), 
             expect("isError true", is_error);
             // Docker can lose its OOM notice under load: the error says so, and names the
             // memory limit as the likely cause (counted; see LOST_OOM_NOTICES).
-            if oom_reported && !error.contains("the engine reported no OOM kill for it") {
+            if oom_reported && !error.contains(common::LOST_OOM_NOTICE) {
                 expect("status memory_limit", status == "memory_limit");
             } else {
                 expect("status error", status == "error");
@@ -425,7 +425,7 @@ async fn sustained_concurrent_executions_keep_outcomes_memory_and_containers_bou
             }
             Ok(Ok((is_error, v))) => {
                 let error = v["error"].as_str().unwrap_or_default();
-                if oom_reported && error.contains("the engine reported no OOM kill for it") {
+                if oom_reported && error.contains(common::LOST_OOM_NOTICE) {
                     lost_oom_notices += 1;
                 }
                 if let Err(e) = check(i, is_error, &v, oom_reported) {

@@ -241,6 +241,9 @@ pub fn assert_ok(o: &Outcome) {
     );
 }
 
+/// What the error of a memory kill says when the engine lost its OOM notice.
+pub const LOST_OOM_NOTICE: &str = "the engine reported no OOM kill for it";
+
 /// Asserts the execution was killed at its memory limit of `mb` MB, as the engine can tell it:
 /// `memory_limit` where the engine reports OOM kills, else (Podman before 5.0, or a Docker
 /// engine that lost its OOM notice under load) an error naming the memory limit as the likely
@@ -248,7 +251,7 @@ pub fn assert_ok(o: &Outcome) {
 #[track_caller]
 pub fn assert_memory_killed(app: &App, o: &Outcome, mb: u32) -> &'static str {
     let error = o.error.as_deref().unwrap_or_default();
-    let lost_notice = error.contains("the engine reported no OOM kill for it");
+    let lost_notice = error.contains(LOST_OOM_NOTICE);
     if app.engine_info().reports_oom_kills() && !lost_notice {
         assert_eq!(o.status, Status::MemoryLimit, "{error}");
         assert!(

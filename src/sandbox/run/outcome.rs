@@ -329,11 +329,16 @@ fn unreported_kill_message(memory_bytes: i64, why: &str) -> String {
 
 /// Why the engine could not tell: it never reports OOM kills.
 const ENGINE_NEVER_REPORTS: &str = "this engine (Podman before 5.0) does not report OOM kills";
-/// Why the engine could not tell: its notice did not come. Docker 20.10 records a kill whose
-/// exit it handled first as no OOM kill, and under load its late `oom` event can be lost too
-/// (measured: 1 memory kill in 512 with both cores busy).
-const ENGINE_DID_NOT_REPORT: &str =
-    "the engine reported no OOM kill for it within 5 s (under load it can lose that notice)";
+
+/// Why the engine could not tell: its notice did not come within [`OOM_EVENT_WAIT`]. Docker
+/// 20.10 records a kill whose exit it handled first as no OOM kill, and under load its late
+/// `oom` event can be lost too (measured: 1 memory kill in 512 with both cores busy).
+fn engine_did_not_report() -> String {
+    format!(
+        "the engine reported no OOM kill for it within {} s (under load it can lose that notice)",
+        OOM_EVENT_WAIT.as_secs()
+    )
+}
 
 fn memory_message(memory_bytes: i64) -> String {
     format!(
@@ -449,11 +454,11 @@ async fn ended_by_itself(
         memory_message(job.memory_bytes)
     } else if exit_code == Some(SIGKILL_EXIT) {
         let why = if runner.oom_reported {
-            ENGINE_DID_NOT_REPORT
+            engine_did_not_report()
         } else {
-            ENGINE_NEVER_REPORTS
+            ENGINE_NEVER_REPORTS.to_string()
         };
-        unreported_kill_message(job.memory_bytes, why)
+        unreported_kill_message(job.memory_bytes, &why)
     } else if runner.runtime.ended_at_process_limit(exit_code) {
         format!(
             "The sandbox reached its process limit ({} processes and threads) and gVisor ended it (exit code 2) before it could report a result: start fewer processes or threads (a pool of workers rather than one per item), or raise --pids-limit",
