@@ -533,6 +533,8 @@ async fn a_file_ending_in_a_cut_line_at_start_is_logged_and_never_continued() {
         node: "n1".into(),
         execution_id: "exe_0123456789abcdef".into(),
         client: None,
+        oauth_subject: None,
+        oauth_client_id: None,
         session: None,
         code_sha256: code_execution_mcp::audit::record::code_digest("print(1)"),
         code: None,

@@ -18,6 +18,12 @@ pub struct AuditRecord {
     /// The MCP client's name, as it introduced itself (tokenized).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
+    /// The user whose OAuth access token the call came with: its subject (`sub`), tokenized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth_subject: Option<String>,
+    /// The OAuth client the token was issued to (`client_id`, else `azp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth_client_id: Option<String>,
     /// The `session` handle the call ran in, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
@@ -227,6 +233,8 @@ pub(crate) fn sample(tenant: Option<&str>, time: &str, execution_id: &str) -> Au
         node: "n1".into(),
         execution_id: execution_id.into(),
         client: None,
+        oauth_subject: None,
+        oauth_client_id: None,
         session: None,
         code_sha256: code_digest("print(1)"),
         code: None,

@@ -1,6 +1,6 @@
 //! One `Config` for the whole server, built from command-line flags and their environment
 //! variables (clap), in groups of one subsystem each ([`TransportConfig`], [`TenantsConfig`],
-//! [`StorageConfig`], [`SandboxConfig`], [`LimitsConfig`], [`PoolConfig`], [`PiiConfig`],
+//! [`OAuthConfig`], [`StorageConfig`], [`SandboxConfig`], [`LimitsConfig`], [`PoolConfig`], [`PiiConfig`],
 //! [`GatewayConfig`], [`EgressConfig`], [`OperationsConfig`]). Each group checks its own flags and converts them into its subsystem's
 //! settings; ranges of a single flag are clap value parsers, so a bad value is refused while
 //! parsing, naming the flag. [`Config::validate`] adds the checks that span groups.
@@ -13,6 +13,7 @@ mod discovery;
 mod egress;
 mod gateway;
 mod limits;
+mod oauth;
 mod operations;
 mod packages;
 mod pii;
@@ -30,6 +31,7 @@ pub use discovery::{DiscoveryConfig, Ranker};
 pub use egress::{EgressConfig, pem_roots};
 pub use gateway::GatewayConfig;
 pub use limits::{LimitsConfig, MIN_MEMORY_MB};
+pub use oauth::OAuthConfig;
 pub use operations::OperationsConfig;
 pub use packages::{PackagesConfig, PackagesMode};
 pub use pii::{PiiConfig, PiiOutput};
@@ -74,6 +76,8 @@ pub struct Config {
     pub transport: TransportConfig,
     #[command(flatten, next_help_heading = "Tenants (HTTP with tokens)")]
     pub tenants: TenantsConfig,
+    #[command(flatten, next_help_heading = "OAuth 2.1 (HTTP)")]
+    pub oauth: OAuthConfig,
     #[command(flatten, next_help_heading = "Storage")]
     pub storage: StorageConfig,
     #[command(flatten, next_help_heading = "Tool discovery")]
@@ -135,13 +139,19 @@ impl Config {
 
     /// Executions one tenant may run at once.
     pub fn tenant_max_concurrency(&self) -> usize {
-        self.tenants.max_concurrency(self.pool.max_concurrency)
+        (self.tenants).max_concurrency(self.pool.max_concurrency, self.has_tenants())
+    }
+
+    /// Whether HTTP serves tenants: bearer tokens or OAuth authenticate its clients.
+    pub fn has_tenants(&self) -> bool {
+        self.tenants.has_tokens() || self.oauth.enabled()
     }
 
     /// Checks each group's flags, then the flags of different groups against each other.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.transport.validate()?;
         self.tenants.validate()?;
+        self.oauth.validate()?;
         self.sandbox.validate()?;
         self.limits.validate()?;
         self.pool.validate()?;
@@ -163,12 +173,12 @@ impl Config {
                 self.storage.data_dir().display()
             )));
         }
-        if self.tenants.has_tokens() {
+        if self.has_tenants() {
             if self.transport.transport == Transport::Stdio {
-                return Err(ConfigError::Conflict("--tokens-file and CEM_TOKENS authenticate HTTP clients, and stdio has one client (the process that started the server): remove them, or serve with --transport http".into()));
+                return Err(ConfigError::Conflict("--tokens-file, CEM_TOKENS and --oauth-issuer authenticate HTTP clients, and stdio has one client (the process that started the server): remove them, or serve with --transport http".into()));
             }
             if self.storage.workspace.is_some() || self.storage.skills_dir.is_some() {
-                return Err(ConfigError::Conflict("--workspace and --skills-dir name one tenant's directories; with tokens each tenant has DATA_DIR/tenants/NAME/{workspace,skills}: set --data-dir (CEM_DATA_DIR) instead".into()));
+                return Err(ConfigError::Conflict("--workspace and --skills-dir name one tenant's directories; with tokens or OAuth each tenant has DATA_DIR/tenants/NAME/{workspace,skills}: set --data-dir (CEM_DATA_DIR) instead".into()));
             }
         }
         Ok(())

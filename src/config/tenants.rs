@@ -53,13 +53,10 @@ impl TenantsConfig {
         self.tokens_file.is_some() || self.tokens.as_ref().is_some_and(|t| !t.0.trim().is_empty())
     }
 
-    /// Executions one tenant may run at once, of the server's `max_concurrency`.
-    pub fn max_concurrency(&self, server: usize) -> usize {
-        let default = if self.has_tokens() {
-            (server / 2).max(1)
-        } else {
-            server
-        };
+    /// Executions one tenant may run at once, of the server's `max_concurrency` (`tenants`:
+    /// whether the server serves tenants).
+    pub fn max_concurrency(&self, server: usize, tenants: bool) -> usize {
+        let default = if tenants { (server / 2).max(1) } else { server };
         self.tenant_max_concurrency.unwrap_or(default).min(server)
     }
 }

@@ -91,7 +91,7 @@ pub fn reference(app: &App) -> Hint {
 fn fixed(app: &App) -> Hint {
     Hint {
         ttl_ms: STATIC_TTL_MS,
-        scope: if app.config().tenants.has_tokens() {
+        scope: if app.config().has_tenants() {
             CacheScope::Private
         } else {
             CacheScope::Public

@@ -277,6 +277,7 @@ fn request_of(args: ExecuteCodeArgs, ctx: &RequestContext<RoleServer>) -> Execut
         client: ctx
             .client_info()
             .map(|c| crate::text::prefix_chars(&c.name, 100).to_owned()),
+        oauth: oauth_identity(ctx),
         code: args.code,
         context_vars: args.context_vars.map(Value::Object),
         timeout_seconds: args.timeout_seconds,
@@ -287,6 +288,12 @@ fn request_of(args: ExecuteCodeArgs, ctx: &RequestContext<RoleServer>) -> Execut
         confirm: None,
         packages: args.packages.unwrap_or_default(),
     }
+}
+
+/// The OAuth user of the HTTP request `ctx` came in (the transport puts it there).
+pub(crate) fn oauth_identity(ctx: &RequestContext<RoleServer>) -> Option<crate::oauth::Identity> {
+    let parts = ctx.extensions.get::<http::request::Parts>()?;
+    parts.extensions.get::<crate::oauth::Identity>().cloned()
 }
 
 impl CodeExecutionServer {

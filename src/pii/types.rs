@@ -23,11 +23,15 @@ pub enum PiiKind {
     /// API keys, access tokens, private keys and passwords (`API_KEY`).
     ApiKey,
     Iban,
+    /// The user an OAuth access token names (its subject): minted by the server for the audit
+    /// trail, never detected in text.
+    UserId,
 }
 
 impl PiiKind {
-    /// Every kind, in token-name order.
-    pub const ALL: [PiiKind; 7] = [
+    /// Every kind, in token-name order (a new kind goes last: the vault file stores the
+    /// position).
+    pub const ALL: [PiiKind; 8] = [
         PiiKind::Email,
         PiiKind::Phone,
         PiiKind::Ssn,
@@ -35,9 +39,11 @@ impl PiiKind {
         PiiKind::IpAddress,
         PiiKind::ApiKey,
         PiiKind::Iban,
+        PiiKind::UserId,
     ];
 
-    /// The token prefix: `EMAIL`, `PHONE`, `SSN`, `CREDIT_CARD`, `IP_ADDRESS`, `API_KEY`, `IBAN`.
+    /// The token prefix: `EMAIL`, `PHONE`, `SSN`, `CREDIT_CARD`, `IP_ADDRESS`, `API_KEY`, `IBAN`,
+    /// `USER_ID`.
     pub const fn as_str(self) -> &'static str {
         match self {
             PiiKind::Email => "EMAIL",
@@ -47,6 +53,7 @@ impl PiiKind {
             PiiKind::IpAddress => "IP_ADDRESS",
             PiiKind::ApiKey => "API_KEY",
             PiiKind::Iban => "IBAN",
+            PiiKind::UserId => "USER_ID",
         }
     }
 

@@ -5,6 +5,7 @@
 //! Per-tenant limits are the configuration's tenants group (`config::TenantsConfig`); the
 //! HTTP transport opens each tenant's `App` at its first request (`transport::tenants`).
 
+pub mod claim_map;
 pub mod tokens;
 pub mod uid;
 

@@ -113,14 +113,12 @@ impl TokenTable {
 
     /// The tenant an `Authorization` header value authenticates.
     pub fn authenticate(&self, authorization: Option<&[u8]>) -> Result<&str, AuthFailure> {
-        let Some(value) = authorization else {
-            return Err(AuthFailure::Missing);
-        };
-        let value = std::str::from_utf8(value).map_err(|_| AuthFailure::Invalid)?;
-        let token = match value.trim().split_once(' ') {
-            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
-            _ => return Err(AuthFailure::Missing),
-        };
+        self.tenant_of(bearer(authorization)?)
+            .ok_or(AuthFailure::Invalid)
+    }
+
+    /// The tenant a bearer token belongs to, if it is one of the table's.
+    pub fn tenant_of(&self, token: &str) -> Option<&str> {
         let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         // Every entry is compared, in constant time, whichever matches.
         let mut found = None;
@@ -129,13 +127,30 @@ impl TokenTable {
                 found = Some(tenant.as_str());
             }
         }
-        found.ok_or(AuthFailure::Invalid)
+        found
     }
 
     /// The tenants, each once, sorted.
     pub fn tenants(&self) -> Vec<&str> {
         let set: BTreeSet<&str> = self.entries.iter().map(|(_, t)| t.as_str()).collect();
         set.into_iter().collect()
+    }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header value: [`AuthFailure::Missing`] without
+/// one (no header, another scheme, an empty token), [`AuthFailure::Invalid`] when it is not text.
+pub fn bearer(authorization: Option<&[u8]>) -> Result<&str, AuthFailure> {
+    let Some(value) = authorization else {
+        return Err(AuthFailure::Missing);
+    };
+    let value = std::str::from_utf8(value).map_err(|_| AuthFailure::Invalid)?;
+    match value.trim().split_once(' ') {
+        Some((scheme, token))
+            if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() =>
+        {
+            Ok(token.trim())
+        }
+        _ => Err(AuthFailure::Missing),
     }
 }
 

@@ -3,6 +3,7 @@
 //! checks both share, so that every malformed message gets a JSON-RPC answer. The MCP handlers
 //! ([`crate::mcp`]) do not know which transport carries them.
 
+pub mod authentication;
 mod http;
 pub mod http_input;
 pub mod jsonrpc_input;
@@ -24,12 +25,16 @@ pub enum ServeError {
         source: std::io::Error,
     },
     #[error(
-        "refusing to serve HTTP on {0} without authentication: configure bearer tokens (--tokens-file or CEM_TOKENS) to listen on other addresses, or listen on a loopback address such as 127.0.0.1:8080"
+        "refusing to serve HTTP on {0} without authentication: configure bearer tokens (--tokens-file or CEM_TOKENS) or OAuth (--oauth-issuer) to listen on other addresses, or listen on a loopback address such as 127.0.0.1:8080"
     )]
     NotLoopback(SocketAddr),
     #[error("bearer tokens: {0}")]
     Tokens(#[from] crate::tenancy::tokens::TokenError),
-    #[error("bearer tokens: {0}")]
+    #[error("OAuth: {0}")]
+    OAuth(#[from] crate::oauth::OAuthError),
+    #[error("OAuth tenants: {0}")]
+    OAuthTenants(#[from] crate::tenancy::claim_map::ClaimMapError),
+    #[error("tenants: {0}")]
     TenantUids(#[from] crate::tenancy::uid::UidCollision),
     #[error("cannot start: {0}")]
     Start(crate::app::StartError),

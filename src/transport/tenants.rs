@@ -1,4 +1,4 @@
-//! The tenants of an HTTP server with bearer tokens. Each tenant is its own [`App`] (workspace,
+//! The tenants of an HTTP server with bearer tokens or OAuth. Each tenant is its own [`App`] (workspace,
 //! skills, PII vault, stats, sandbox pool and concurrency limit, under
 //! `DATA_DIR/tenants/NAME/`) behind its own MCP session manager, so a session id of one tenant
 //! means nothing to another. A tenant is opened at its first authenticated request, not at
@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::app::{App, Shared, StartError, StartState, Starting};
-use crate::tenancy::tokens::{AuthFailure, TokenTable};
 
 /// One tenant's start and whatever the transport keeps per tenant (`S`: the HTTP service with
 /// its sessions).
@@ -47,48 +46,43 @@ pub const OPEN_WAIT: Duration = Duration::from_secs(10);
 
 pub struct Tenants<S> {
     shared: Starting<Arc<Shared>>,
-    tokens: TokenTable,
     make_service: Box<dyn Fn(Starting) -> S + Send + Sync>,
     open: Mutex<HashMap<String, Arc<Tenant<S>>>>,
 }
 
 impl<S> Tenants<S> {
-    /// The tenants of `tokens` over the shared start; `make_service` makes what serves a
-    /// tenant's sessions from its start.
+    /// The tenants over the shared start; `make_service` makes what serves a tenant's
+    /// sessions from its start.
     pub fn new(
         shared: Starting<Arc<Shared>>,
-        tokens: TokenTable,
         make_service: impl Fn(Starting) -> S + Send + Sync + 'static,
     ) -> Self {
         Self {
             shared,
-            tokens,
             make_service: Box::new(make_service),
             open: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The tenant an `Authorization` header value authenticates (refused at once), its start
-    /// begun at its first request (two first requests at once begin it once). On a server that
-    /// has started, its opening (a second or so) is waited for up to [`OPEN_WAIT`], so that its
-    /// first request meets it open; while the server starts it is not.
-    pub async fn get(&self, authorization: Option<&[u8]>) -> Result<Arc<Tenant<S>>, AuthFailure> {
-        let tenant = self.begun(authorization)?;
+    /// The tenant `name` (an authenticated caller's), its start begun at its first request
+    /// (two first requests at once begin it once). On a server that has started, its opening
+    /// (a second or so) is waited for up to [`OPEN_WAIT`], so that its first request meets it
+    /// open; while the server starts it is not.
+    pub async fn get(&self, name: &str) -> Arc<Tenant<S>> {
+        let tenant = self.begun(name);
         if matches!(self.shared.now(), StartState::Ready(_)) {
             tenant.starting.wait(OPEN_WAIT).await;
         }
-        Ok(tenant)
+        tenant
     }
 
-    /// The tenant `authorization` names, its start begun if it has none yet or its opening
-    /// failed.
-    fn begun(&self, authorization: Option<&[u8]>) -> Result<Arc<Tenant<S>>, AuthFailure> {
-        let name = self.tokens.authenticate(authorization)?;
+    /// The tenant `name`, its start begun if it has none yet or its opening failed.
+    fn begun(&self, name: &str) -> Arc<Tenant<S>> {
         let mut open = self.open.lock().expect("the tenant map is never poisoned");
         if let Some(tenant) = open.get(name)
             && !tenant.failed_alone()
         {
-            return Ok(tenant.clone());
+            return tenant.clone();
         }
         let starting = App::begin_tenant(&self.shared, name);
         let tenant = Arc::new(Tenant {
@@ -96,7 +90,7 @@ impl<S> Tenants<S> {
             starting,
         });
         open.insert(name.to_string(), tenant.clone());
-        Ok(tenant)
+        tenant
     }
 
     /// The tenants open now (started, not failed).

@@ -33,6 +33,7 @@ pub(crate) struct Begun {
     code_sha256: String,
     code: Option<String>,
     client: Option<String>,
+    oauth: Option<crate::oauth::Identity>,
 }
 
 impl App {
@@ -57,6 +58,7 @@ impl App {
             code_sha256: record::code_digest(&request.code),
             code: log.settings().include_code.then(|| request.code.clone()),
             client: request.client.clone(),
+            oauth: request.oauth.clone(),
         }))
     }
 
@@ -75,6 +77,8 @@ impl App {
             node: self.node_name().to_string(),
             execution_id: execution_id.to_string(),
             client: begun.client,
+            oauth_subject: begun.oauth.as_ref().map(|o| o.subject.clone()),
+            oauth_client_id: begun.oauth.and_then(|o| o.client_id),
             session: None,
             code_sha256: begun.code_sha256,
             code: begun.code,
@@ -149,6 +153,9 @@ fn tokenize(pii: &PiiEngine, record: &mut AuditRecord) {
         if let Some(s) = field {
             from(s, origin);
         }
+    }
+    if let Some(subject) = &mut record.oauth_subject {
+        *subject = pii.tokenize_value(crate::pii::PiiKind::UserId, subject);
     }
     record.files_changed.iter_mut().for_each(tokens);
     for call in &mut record.calls {

@@ -104,6 +104,7 @@ impl App {
             session: session_arg,
             fork,
             client: _,
+            oauth: _,
             packages: named,
         } = request;
         let (context_vars, limits) = self.check(&code, context_vars, timeout_seconds, memory_mb)?;

@@ -30,6 +30,8 @@ pub struct ExecuteRequest {
     pub fork: bool,
     /// The MCP client's name, as it introduced itself (for the audit trail).
     pub client: Option<String>,
+    /// The user whose OAuth access token the call came with (for the audit trail).
+    pub oauth: Option<crate::oauth::Identity>,
     /// Requirements to make importable before the code runs (`crate::packages`).
     pub packages: Vec<String>,
 }

@@ -58,8 +58,20 @@ pub(super) async fn health(State(state): State<Arc<HttpState>>) -> Response {
     }
     match audit_warnings(&state) {
         Err(reason) => unavailable(&reason),
-        Ok(warnings) if warnings.is_empty() => json_answer(StatusCode::OK, json!({"status": "ok"})),
-        Ok(warnings) => json_answer(
+        Ok(mut warnings) => {
+            // A provider that cannot be reached is a warning, never a failed check: every
+            // node would go out with it.
+            warnings.extend(state.oauth().map(|o| o.warnings()).unwrap_or_default());
+            healthy(warnings)
+        }
+    }
+}
+
+/// 200, with the warnings if there are any.
+fn healthy(warnings: Vec<String>) -> Response {
+    match warnings {
+        warnings if warnings.is_empty() => json_answer(StatusCode::OK, json!({"status": "ok"})),
+        warnings => json_answer(
             StatusCode::OK,
             json!({"status": "ok", "warnings": warnings}),
         ),

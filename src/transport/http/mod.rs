@@ -18,6 +18,8 @@
 
 mod auth;
 mod health;
+mod metadata;
+mod owners;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -35,8 +37,10 @@ pub use health::probe_health;
 use crate::app::{App, Shared, StartError, StartState, Starting};
 use crate::config::Config;
 use crate::mcp::{Front, Lobby};
+use crate::oauth::Verifier;
 use crate::tenancy::tokens::TokenTable;
 use crate::transport::ServeError;
+use crate::transport::authentication::Authenticator;
 use crate::transport::tenants::Tenants;
 
 /// How long a server whose start failed goes on answering every request with the failure
@@ -52,11 +56,11 @@ pub struct Access {
 enum Start {
     /// No tokens configured: one application, no authentication, loopback addresses only.
     Open(Starting),
-    /// Bearer tokens: each authenticates a tenant, opened at its first request over what
-    /// every tenant shares.
-    Tokens {
+    /// Bearer tokens or OAuth: each request authenticates a tenant, opened at its first
+    /// request over what every tenant shares.
+    Tenants {
         shared: Starting<Arc<Shared>>,
-        tokens: TokenTable,
+        authenticator: Arc<Authenticator>,
     },
 }
 
@@ -74,7 +78,7 @@ impl Access {
     pub fn started(&self) -> impl Future<Output = Result<(), Arc<StartError>>> + Send + 'static {
         let open = match &self.start {
             Start::Open(starting) => Ok(starting.clone()),
-            Start::Tokens { shared, .. } => Err(shared.clone()),
+            Start::Tenants { shared, .. } => Err(shared.clone()),
         };
         async move {
             match open {
@@ -86,30 +90,66 @@ impl Access {
 }
 
 /// Begins what `config` asks for over HTTP, after the checks that need no engine (which
-/// refuse at once): with tokens, the token table and the start of the shared parts (tenants
-/// open later); without, the start of one application. Neither has started when this returns.
+/// refuse at once): with tokens or OAuth, how callers authenticate and the start of the
+/// shared parts (tenants open later); without, the start of one application. Neither has
+/// started when this returns.
 pub async fn http_access(config: Config) -> Result<Access, ServeError> {
     // Refused before anything starts (no pool to tear down again).
-    if !config.tenants.has_tokens() && !config.transport.listen.ip().is_loopback() {
+    if !config.has_tenants() && !config.transport.listen.ip().is_loopback() {
         return Err(ServeError::NotLoopback(config.transport.listen));
     }
-    if !config.tenants.has_tokens() {
+    if !config.has_tenants() {
         let starting = App::begin(config.clone()).map_err(ServeError::Start)?;
         let start = Start::Open(starting);
         return Ok(Access { config, start });
     }
-    let env = config.tenants.tokens.as_ref().map(|t| t.0.clone());
-    let tokens = TokenTable::load(config.tenants.tokens_file.as_deref(), env.as_deref())?;
+    let authenticator = Arc::new(authenticator(&config)?);
+    let tenants = authenticator.tenants();
     // Tenants never share a sandbox uid: refused before anything starts, whoever runs it.
-    crate::tenancy::uid::assign(tokens.tenants(), config.tenants.tenant_uid_range)?;
+    crate::tenancy::uid::assign(
+        tenants.iter().map(String::as_str),
+        config.tenants.tenant_uid_range,
+    )?;
     tracing::info!(
-        "bearer tokens configured for {} tenants: {}",
-        tokens.tenants().len(),
-        tokens.tenants().join(", ")
+        "{} tenants configured: {}",
+        tenants.len(),
+        tenants.join(", ")
     );
     let shared = Shared::begin(config.clone()).map_err(ServeError::Start)?;
-    let start = Start::Tokens { shared, tokens };
+    let start = Start::Tenants {
+        shared,
+        authenticator,
+    };
     Ok(Access { config, start })
+}
+
+/// The token table of `--tokens-file` and `CEM_TOKENS`, and the OAuth verifier of the
+/// `--oauth-*` flags, whichever are configured.
+fn authenticator(config: &Config) -> Result<Authenticator, ServeError> {
+    let tokens = if config.tenants.has_tokens() {
+        let env = config.tenants.tokens.as_ref().map(|t| t.0.clone());
+        Some(TokenTable::load(
+            config.tenants.tokens_file.as_deref(),
+            env.as_deref(),
+        )?)
+    } else {
+        None
+    };
+    let oauth = match config.oauth.settings()? {
+        Some(settings) => {
+            let verifier = Verifier::new(settings)?;
+            verifier.prefetch();
+            tracing::info!(
+                "OAuth: protected resource {}, tokens of {} accepted, metadata at {}",
+                verifier.resource().resource,
+                config.oauth.oauth_issuers.join(", "),
+                verifier.resource().metadata_url()
+            );
+            Some(Arc::new(verifier))
+        }
+        None => None,
+    };
+    Ok(Authenticator { tokens, oauth })
 }
 
 /// rmcp's HTTP settings from ours: Host and Origin allowlists and the message bound.
@@ -127,12 +167,12 @@ fn mcp_config(config: &Config, ct: &CancellationToken) -> StreamableHttpServerCo
     {
         c.disable_allowed_hosts()
     } else {
+        // The public URL's host is the one clients use.
+        let public = config.oauth.resource().map(|r| r.host());
         c.with_allowed_hosts(
-            config
-                .transport
-                .allowed_hosts
-                .iter()
-                .map(|h| h.trim().to_string()),
+            (config.transport.allowed_hosts.iter())
+                .map(|h| h.trim().to_string())
+                .chain(public),
         )
     };
     let origins: Vec<String> = config
@@ -157,6 +197,7 @@ pub type McpService = StreamableHttpService<Front, LocalSessionManager>;
 struct Door {
     lobby: Arc<Lobby>,
     service: McpService,
+    owners: Arc<owners::SessionOwners>,
 }
 
 impl Door {
@@ -168,7 +209,11 @@ impl Door {
             Default::default(),
             config,
         );
-        Self { lobby, service }
+        Self {
+            lobby,
+            service,
+            owners: Arc::default(),
+        }
     }
 }
 
@@ -272,9 +317,14 @@ async fn metrics(
     ))
 }
 
-/// `/mcp` (its tenant found from the bearer token, its body checked) and `/health`.
+/// `/mcp` (its tenant found from the bearer token, its body checked), `/health`, and with
+/// OAuth the protected resource's metadata.
 fn router(state: Arc<HttpState>) -> axum::Router {
-    axum::Router::new()
+    let router = match state.oauth() {
+        Some(oauth) => metadata::routes(oauth.metadata(), &oauth.resource().prefix()),
+        None => axum::Router::new(),
+    };
+    router
         .route(
             "/mcp",
             axum::routing::any(auth::mcp_endpoint)
@@ -294,8 +344,9 @@ fn router(state: Arc<HttpState>) -> axum::Router {
 /// of its own from its first request.
 enum Endpoint {
     Open(Door),
-    Tokens {
+    Tenants {
         shared: Starting<Arc<Shared>>,
+        authenticator: Arc<Authenticator>,
         tenants: Tenants<Door>,
     },
 }
@@ -313,9 +364,13 @@ impl HttpState {
         let sessions = mcp_config(config, ct);
         let endpoint = match &access.start {
             Start::Open(starting) => Endpoint::Open(Door::new(starting.clone(), sessions, false)),
-            Start::Tokens { shared, tokens } => Endpoint::Tokens {
+            Start::Tenants {
+                shared,
+                authenticator,
+            } => Endpoint::Tenants {
                 shared: shared.clone(),
-                tenants: Tenants::new(shared.clone(), tokens.clone(), move |starting| {
+                authenticator: authenticator.clone(),
+                tenants: Tenants::new(shared.clone(), move |starting| {
                     Door::new(starting, sessions.clone(), true)
                 }),
             },
@@ -330,11 +385,19 @@ impl HttpState {
         }
     }
 
+    /// The OAuth verifier, when OAuth authenticates callers.
+    fn oauth(&self) -> Option<&Arc<Verifier>> {
+        match &self.endpoint {
+            Endpoint::Tenants { authenticator, .. } => authenticator.oauth.as_ref(),
+            Endpoint::Open(_) => None,
+        }
+    }
+
     /// Where what every tenant shares is (the one app's start includes it).
     fn shared_now(&self) -> StartState<Arc<Shared>> {
         match &self.endpoint {
             Endpoint::Open(door) => door.lobby.starting().now().map(|app| app.shared().clone()),
-            Endpoint::Tokens { shared, .. } => shared.now(),
+            Endpoint::Tenants { shared, .. } => shared.now(),
         }
     }
 
@@ -346,7 +409,7 @@ impl HttpState {
                 StartState::Ready(app) => vec![app],
                 _ => Vec::new(),
             },
-            Endpoint::Tokens { tenants, .. } => tenants.opened(),
+            Endpoint::Tenants { tenants, .. } => tenants.opened(),
         }
     }
 
@@ -355,7 +418,7 @@ impl HttpState {
     async fn failed(&self) {
         let result = match &self.endpoint {
             Endpoint::Open(door) => door.lobby.starting().finished().await.map(drop),
-            Endpoint::Tokens { shared, .. } => shared.finished().await.map(drop),
+            Endpoint::Tenants { shared, .. } => shared.finished().await.map(drop),
         };
         match result {
             Ok(()) => std::future::pending().await,
@@ -376,7 +439,7 @@ impl HttpState {
     fn stop_starts(&self) {
         match &self.endpoint {
             Endpoint::Open(door) => door.lobby.starting().stop(),
-            Endpoint::Tokens { shared, .. } => shared.stop(),
+            Endpoint::Tenants { shared, .. } => shared.stop(),
         }
     }
 
@@ -389,7 +452,7 @@ impl HttpState {
                     app.shutdown_all().await;
                 }
             }
-            Endpoint::Tokens { tenants, .. } => tenants.shutdown().await,
+            Endpoint::Tenants { tenants, .. } => tenants.shutdown().await,
         }
     }
 }

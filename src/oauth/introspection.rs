@@ -1,0 +1,143 @@
+//! Opaque access tokens, asked about at the authorization server (RFC 7662) with the client
+//! credentials of `--oauth-introspection-credentials` (a file: never argv or the environment).
+//! Answers are kept for [`CACHE_TTL`] (an active token no longer than its `exp`), so that a
+//! client's calls do not each cost a round trip: a revoked token keeps working for at most that
+//! long. This is also the only way revocation is seen at all: a JWT is valid until its `exp`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::Refusal;
+use super::fetch::Fetcher;
+
+/// How long an introspection answer is used before the token is asked about again.
+pub const CACHE_TTL: Duration = Duration::from_secs(30);
+/// Most answers kept; when full, expired ones are dropped, and all if none had expired.
+const MAX_CACHED: usize = 10_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    #[error(
+        "cannot read the introspection credentials {path}: {source}. Point --oauth-introspection-credentials at a file holding CLIENT_ID:CLIENT_SECRET"
+    )]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the introspection credentials {0} must hold one line CLIENT_ID:CLIENT_SECRET (the resource server's client at the authorization server)"
+    )]
+    Form(PathBuf),
+}
+
+/// What introspection said of a token: active with these claims, or not active.
+type Answer = Result<Map<String, Value>, ()>;
+
+/// The endpoint and the credentials the server introspects with.
+pub struct Introspection {
+    url: String,
+    client_id: String,
+    client_secret: String,
+    /// Digests of tokens asked about, until when the answer is used, and the answer (an
+    /// active token's claims, or inactive).
+    cache: Mutex<HashMap<[u8; 32], (Instant, Answer)>>,
+}
+
+impl Introspection {
+    /// The endpoint `url`, with the credentials read from `credentials`.
+    pub fn new(url: String, credentials: &Path) -> Result<Self, CredentialsError> {
+        let text =
+            std::fs::read_to_string(credentials).map_err(|source| CredentialsError::Read {
+                path: credentials.to_owned(),
+                source,
+            })?;
+        let line = text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'));
+        let Some((id, secret)) = line.and_then(|l| l.split_once(':')) else {
+            return Err(CredentialsError::Form(credentials.to_owned()));
+        };
+        if id.trim().is_empty() || secret.trim().is_empty() || text.len() > 4096 {
+            return Err(CredentialsError::Form(credentials.to_owned()));
+        }
+        Ok(Self {
+            url,
+            client_id: id.trim().to_string(),
+            client_secret: secret.trim().to_string(),
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The claims of an active `token`, from the cache or the authorization server.
+    pub async fn claims(
+        &self,
+        fetcher: &Fetcher,
+        token: &str,
+    ) -> Result<Map<String, Value>, Refusal> {
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if let Some(known) = self.cached(&key) {
+            return known.map_err(|()| Refusal::Inactive);
+        }
+        let answer: Value = fetcher
+            .post_form(
+                &self.url,
+                &[("token", token), ("token_type_hint", "access_token")],
+                (&self.client_id, &self.client_secret),
+            )
+            .await
+            .map_err(|e| Refusal::Unavailable {
+                message: format!(
+                    "the authorization server's introspection endpoint {} cannot tell whether the token is active ({e}); try again shortly",
+                    self.url
+                ),
+                retry_after: 5,
+            })?;
+        let outcome = match answer {
+            Value::Object(claims) if claims.get("active") == Some(&Value::Bool(true)) => Ok(claims),
+            Value::Object(_) => Err(()),
+            _ => {
+                return Err(Refusal::Unavailable {
+                    message:
+                        "the introspection endpoint answered something other than a JSON object"
+                            .into(),
+                    retry_after: 5,
+                });
+            }
+        };
+        self.keep(key, &outcome);
+        outcome.map_err(|()| Refusal::Inactive)
+    }
+
+    fn cached(&self, key: &[u8; 32]) -> Option<Answer> {
+        let cache = self.cache.lock().expect("the cache is never poisoned");
+        cache
+            .get(key)
+            .filter(|(until, _)| Instant::now() < *until)
+            .map(|(_, outcome)| outcome.clone())
+    }
+
+    fn keep(&self, key: [u8; 32], outcome: &Answer) {
+        let now = Instant::now();
+        let mut ttl = CACHE_TTL;
+        if let Ok(claims) = outcome
+            && let Some(exp) = claims.get("exp").and_then(Value::as_f64)
+        {
+            let left = exp - super::now_secs();
+            ttl = ttl.min(Duration::from_secs_f64(left.max(0.0)));
+        }
+        let mut cache = self.cache.lock().expect("the cache is never poisoned");
+        if cache.len() >= MAX_CACHED {
+            cache.retain(|_, (until, _)| now < *until);
+            if cache.len() >= MAX_CACHED {
+                cache.clear();
+            }
+        }
+        cache.insert(key, (now + ttl, outcome.clone()));
+    }
+}
