@@ -96,12 +96,18 @@ impl OAuthConfig {
             "--oauth-introspection-credentials with --oauth-introspection",
             self.oauth_introspection.is_some() && self.oauth_introspection_credentials.is_none(),
         )?;
-        for issuer in self.oauth_issuers.iter().chain(&self.oauth_introspection) {
+        for issuer in &self.oauth_issuers {
             crate::oauth::resource::normalize(issuer, "").map_err(|problem| {
                 ConfigError::Invalid {
-                    flag: "--oauth-issuer/--oauth-introspection",
+                    flag: "--oauth-issuer",
                     problem: problem.trim().to_string(),
                 }
+            })?;
+        }
+        if let Some(url) = &self.oauth_introspection {
+            crate::oauth::resource::fetchable(url, "").map_err(|problem| ConfigError::Invalid {
+                flag: "--oauth-introspection",
+                problem: problem.trim().to_string(),
             })?;
         }
         let claim = self.oauth_tenant_claim.trim();

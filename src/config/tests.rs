@@ -496,3 +496,65 @@ fn the_egress_ca_file_must_be_pem_with_a_certificate() {
         );
     }
 }
+
+#[test]
+fn oauth_flags_parse_and_name_what_they_need() {
+    let c = Config::try_from_args([
+        "--transport=http",
+        "--public-url=https://MCP.example.com/",
+        "--oauth-issuer=https://idp.example.com/realms/team,https://login.example.org/",
+        "--oauth-tenants=/etc/cem/oauth-tenants",
+        "--oauth-tenant-claim=/realm_access/roles",
+        "--oauth-scopes=mcp:run, mcp:read",
+    ])
+    .unwrap();
+    c.validate().unwrap();
+    assert!(c.has_tenants() && c.oauth.enabled());
+    assert_eq!(c.oauth.oauth_issuers.len(), 2);
+    let resource = c.oauth.resource().unwrap();
+    assert_eq!(resource.resource, "https://mcp.example.com/mcp");
+    assert_eq!(resource.host(), "mcp.example.com");
+    assert_eq!(c.oauth.oauth_jwks_max_age_secs, 3600);
+    // Each flag OAuth needs is named when it is missing or wrong.
+    type Change = dyn Fn(&mut Config);
+    let cases: [(&Change, &str); 7] = [
+        (&|c| c.oauth.public_url = None, "--public-url"),
+        (&|c| c.oauth.oauth_tenants = None, "--oauth-tenants"),
+        (
+            &|c| c.transport.transport = Transport::Stdio,
+            "--oauth-issuer",
+        ),
+        (
+            &|c| c.oauth.oauth_issuers = vec!["http://idp.example.com".into()],
+            "https",
+        ),
+        (
+            &|c| c.oauth.oauth_introspection = Some("https://idp.example.com/introspect".into()),
+            "--oauth-introspection-credentials",
+        ),
+        (
+            &|c| c.oauth.oauth_tenant_claim = " ".into(),
+            "--oauth-tenant-claim",
+        ),
+        (
+            &|c| c.oauth.oauth_scopes = vec!["a b".into()],
+            "--oauth-scopes",
+        ),
+    ];
+    for (change, expected) in cases {
+        let mut changed = c.clone();
+        change(&mut changed);
+        let err = changed.validate().unwrap_err().to_string();
+        assert!(err.contains(expected), "{expected}: {err}");
+    }
+    let err = Config::try_from_args(["--oauth-jwks-max-age-secs=0"]).unwrap_err();
+    assert!(err.to_string().contains("oauth-jwks-max-age-secs"), "{err}");
+    // Without OAuth, --public-url alone is checked and serves nobody as tenants.
+    let c = Config::try_from_args(["--public-url=http://mcp.example.com"]).unwrap();
+    assert!(!c.has_tenants());
+    let err = c.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("--public-url") && err.contains("https"),
+        "{err}"
+    );
+}

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::Refusal;
 use super::fetch::{FetchError, Fetcher};
 use super::jws::{Jwk, Jws};
-use super::resource::normalize;
+use super::resource::fetchable;
 
 /// Least time between two fetches of one issuer's keys for key ids they do not hold.
 pub const REFETCH_GAP: Duration = Duration::from_secs(10);
@@ -142,8 +142,8 @@ impl Issuers {
         {
             let state = issuer.state.lock().expect("key state is never poisoned");
             // Another request fetched while this one waited.
-            if let (Some(keys), Some(at)) = (&state.keys, state.last_attempt)
-                && at >= began
+            if let Some(keys) = &state.keys
+                && keys.fetched >= began
             {
                 return Ok(keys.set.clone());
             }
@@ -266,7 +266,7 @@ struct KeySet {
 /// The issuer's metadata (RFC 8414's well-known path, then OpenID's), then its JWKS.
 async fn fetch_keys(issuer: &str, fetcher: &Fetcher) -> Result<Vec<Jwk>, String> {
     let metadata = metadata(issuer, fetcher).await?;
-    let jwks_uri = normalize(&metadata.jwks_uri, "its jwks_uri")?;
+    let jwks_uri = fetchable(&metadata.jwks_uri, "its jwks_uri")?;
     let set: KeySet = fetcher
         .get_json(&jwks_uri)
         .await

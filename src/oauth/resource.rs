@@ -41,6 +41,19 @@ pub fn normalize(url: &str, what: &str) -> Result<String, String> {
     Ok(text.strip_suffix('/').unwrap_or(text).to_string())
 }
 
+/// `url` if the server may fetch from it: HTTPS, or plain HTTP on a loopback address. A
+/// query is kept (some providers name a policy in their keys' URL).
+pub fn fetchable(url: &str, what: &str) -> Result<String, String> {
+    let parsed = Url::parse(url.trim()).map_err(|e| format!("{what} {url:?} is not a URL: {e}"))?;
+    match parsed.scheme() {
+        "https" => Ok(parsed.into()),
+        "http" if is_loopback(&parsed) => Ok(parsed.into()),
+        _ => Err(format!(
+            "{what} {url} must use https (plain http only on a loopback address)"
+        )),
+    }
+}
+
 /// Whether `url`'s host is a loopback address or `localhost`.
 pub fn is_loopback(url: &Url) -> bool {
     match url.host() {
@@ -151,6 +164,10 @@ mod tests {
         assert!(Resource::new("http://127.0.0.1:8080").is_ok());
         assert!(Resource::new("http://localhost:8080").is_ok());
         assert!(Resource::new("http://[::1]:8080").is_ok());
+        assert!(fetchable("https://idp.example.com/keys?p=signin", "jwks_uri").is_ok());
+        assert!(fetchable("http://127.0.0.1:9/keys", "jwks_uri").is_ok());
+        let err = fetchable("http://idp.example.com/keys", "jwks_uri").unwrap_err();
+        assert!(err.contains("jwks_uri") && err.contains("https"), "{err}");
         for bad in [
             "http://mcp.example.com",
             "ftp://mcp.example.com",

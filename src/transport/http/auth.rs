@@ -47,7 +47,12 @@ pub(super) async fn authenticate(
                 .map(|v| v.as_bytes());
             let caller = match authenticator.authenticate(header).await {
                 Ok(caller) => caller,
-                Err(denied) => return refused(denied, authenticator.oauth.as_deref()),
+                Err(denied) => {
+                    if let Denied::OAuth(refusal) = &denied {
+                        tracing::debug!("OAuth: a token was refused: {refusal}");
+                    }
+                    return refused(denied, authenticator.oauth.as_deref());
+                }
             };
             let door = tenants.get(&caller.tenant).await.service.clone();
             let owner = Owner::of(&caller);
