@@ -12,6 +12,7 @@ pub mod host_watch;
 pub mod images;
 pub mod placement;
 pub mod private_engine;
+pub mod recording;
 pub mod upstreams;
 
 use std::path::{Path, PathBuf};

@@ -8,10 +8,12 @@
 //! and a failed install fails the test with pip's output (never a silent pass).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
 
 /// `tests/upstream-pins.txt`, which `.ci/run` reads too: `ENVIRONMENT REQUIREMENT` lines.
 const PINS: &str = include_str!("../upstream-pins.txt");
@@ -120,4 +122,33 @@ pub fn upstreams_file(dir: &Path, servers: Value) -> PathBuf {
 /// A stdio entry running the fixture with `args`.
 pub fn fixture_entry(args: &[&str]) -> Value {
     serde_json::json!({"command": fixture_bin(), "args": args})
+}
+
+/// The fixture serving streamable HTTP on a free loopback port; killed when dropped.
+pub struct HttpFixture {
+    _child: tokio::process::Child,
+    pub url: String,
+}
+
+pub async fn http_fixture() -> HttpFixture {
+    let mut child = tokio::process::Command::new(fixture_bin())
+        .args(["--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        // Its stderr quotes the key (`leak` "stderr"): not for the test log.
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the fixture over HTTP");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the fixture says where it listens")
+        .unwrap()
+        .expect("a first line");
+    let url = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_string();
+    HttpFixture { _child: child, url }
 }

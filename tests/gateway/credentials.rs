@@ -5,14 +5,10 @@
 //! the sandbox (where the PII detectors have not run yet), so it fails if the gateway let the
 //! value through, whatever the detectors would make of it later.
 
-use std::process::Stdio;
-use std::time::Duration;
-
 use serde_json::json;
-use tokio::io::AsyncBufReadExt;
 
 use super::{app_with, app_with_ready, run_ok, status_after_failure};
-use crate::common::upstreams::{fixture_bin, upstreams_file};
+use crate::common::upstreams::{fixture_bin, http_fixture, upstreams_file};
 use crate::common::{LoggedServer, TestApp, execute_code, mcp_client};
 
 /// Calls the fixture's `leak` in every place it can quote its credential; the code reports
@@ -128,35 +124,6 @@ async fn a_stdio_upstream_quoting_its_key_gets_it_redacted_everywhere() {
         "the upstream inherited variables it must not: {extra:?}"
     );
     t.app.shutdown_all().await;
-}
-
-/// The fixture serving streamable HTTP on a free loopback port; killed when dropped.
-struct HttpFixture {
-    _child: tokio::process::Child,
-    url: String,
-}
-
-async fn http_fixture() -> HttpFixture {
-    let mut child = tokio::process::Command::new(fixture_bin())
-        .args(["--http", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        // Its stderr quotes the key (`leak` "stderr"): not for the test log.
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the fixture over HTTP");
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("the fixture says where it listens")
-        .unwrap()
-        .expect("a first line");
-    let url = first
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_string();
-    HttpFixture { _child: child, url }
 }
 
 #[tokio::test(flavor = "multi_thread")]
