@@ -105,6 +105,12 @@ pub struct HeaderArgs {
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct HeaderNames {
+    /// The names of the headers of the request that carried the call, lowercase, sorted.
+    pub names: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct EnvNames {
     /// The names of the fixture's environment variables, sorted.
     pub names: Vec<String>,
@@ -322,6 +328,23 @@ impl Fixture {
             .and_then(|parts| parts.headers.get(args.name.as_str()))
             .is_some_and(|v| v.as_bytes() == args.value.as_bytes());
         Json(Present { present })
+    }
+
+    #[tool(
+        description = "Over HTTP: the names of the headers of the request that carried this call (never their values)."
+    )]
+    async fn header_names(&self, context: RequestContext<RoleServer>) -> Json<HeaderNames> {
+        let mut names: Vec<String> = (context.extensions.get::<http::request::Parts>())
+            .map(|parts| {
+                parts
+                    .headers
+                    .keys()
+                    .map(|k| k.as_str().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        Json(HeaderNames { names })
     }
 
     #[tool(description = "Answers the names of the fixture's environment variables.")]
