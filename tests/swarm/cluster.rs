@@ -235,6 +235,65 @@ impl Swarm {
             .collect()
     }
 
+    /// The node the proxy sends a request with this `Authorization` header to: the one whose
+    /// session count in the proxy's stats grew by it.
+    pub fn node_for(&self, authorization: &str) -> usize {
+        let before = self.sessions_per_node();
+        let header = format!("Authorization: {authorization}");
+        let args = [
+            "in-proxy",
+            "curl",
+            "-s",
+            "-o",
+            "/dev/null",
+            "-m",
+            "10",
+            "-X",
+            "POST",
+        ];
+        let mcp = "http://127.0.0.1:8080/mcp";
+        let _ = self
+            .cluster(&args)
+            .args([
+                "-H",
+                &header,
+                "-H",
+                "content-type: application/json",
+                "-d",
+                "{}",
+                mcp,
+            ])
+            .output();
+        let after = self.sessions_per_node();
+        let grown: Vec<usize> = (after.iter())
+            .filter(|(node, n)| before.get(node).is_none_or(|b| b < n))
+            .map(|(node, _)| *node)
+            .collect();
+        assert_eq!(
+            grown.len(),
+            1,
+            "one node got the request: {before:?} -> {after:?}"
+        );
+        grown[0]
+    }
+
+    /// Sessions the proxy sent each node so far (`stot` of its stats).
+    fn sessions_per_node(&self) -> std::collections::BTreeMap<usize, u64> {
+        let url = format!("http://{STATS_ADDR}/stats;csv");
+        let out = self
+            .cluster(&["in-proxy", "curl", "-s", "-m", "3", &url])
+            .output()
+            .unwrap();
+        stdout(&out)
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                let node = f.get(1)?.strip_prefix("node")?.parse().ok()?;
+                (f.first() == Some(&"servers")).then_some((node, f.get(7)?.parse().ok()?))
+            })
+            .collect()
+    }
+
     /// Waits until the proxy routes to exactly `nodes` (its checks need three good answers).
     pub fn wait_routed(&self, nodes: &[usize]) {
         let started = Instant::now();
