@@ -17,8 +17,12 @@ use super::fetch::Fetcher;
 
 /// How long an introspection answer is used before the token is asked about again.
 pub const CACHE_TTL: Duration = Duration::from_secs(30);
-/// Most answers kept; when full, expired ones are dropped, and all if none had expired.
+/// Most answers kept of each kind (active, not active): when full, expired ones are dropped,
+/// and a new answer is not kept if none had expired (those kept go on being used).
 const MAX_CACHED: usize = 10_000;
+/// Most introspection requests in flight at once: a flood of made-up tokens waits here
+/// instead of reaching the authorization server all at once.
+const MAX_IN_FLIGHT: usize = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialsError {
@@ -38,14 +42,42 @@ pub enum CredentialsError {
 /// What introspection said of a token: active with these claims, or not active.
 type Answer = Result<Map<String, Value>, ()>;
 
+/// Answers by token digest, each until a time, at most [`MAX_CACHED`].
+struct Answers<V>(Mutex<HashMap<[u8; 32], (Instant, V)>>);
+
+impl<V: Clone> Answers<V> {
+    fn new() -> Self {
+        Self(Mutex::new(HashMap::new()))
+    }
+
+    fn get(&self, key: &[u8; 32]) -> Option<V> {
+        let map = self.0.lock().expect("the cache is never poisoned");
+        let (until, value) = map.get(key)?;
+        (Instant::now() < *until).then(|| value.clone())
+    }
+
+    fn keep(&self, key: [u8; 32], until: Instant, value: V) {
+        let mut map = self.0.lock().expect("the cache is never poisoned");
+        if map.len() >= MAX_CACHED {
+            let now = Instant::now();
+            map.retain(|_, (until, _)| now < *until);
+        }
+        if map.len() < MAX_CACHED {
+            map.insert(key, (until, value));
+        }
+    }
+}
+
 /// The endpoint and the credentials the server introspects with.
 pub struct Introspection {
     url: String,
     client_id: String,
     client_secret: String,
-    /// Digests of tokens asked about, until when the answer is used, and the answer (an
-    /// active token's claims, or inactive).
-    cache: Mutex<HashMap<[u8; 32], (Instant, Answer)>>,
+    /// Active tokens' claims, and the tokens found not active, apart: made-up tokens fill
+    /// the second, never pushing out the first.
+    active: Answers<Map<String, Value>>,
+    inactive: Answers<()>,
+    in_flight: tokio::sync::Semaphore,
 }
 
 impl Introspection {
@@ -70,7 +102,9 @@ impl Introspection {
             url,
             client_id: id.trim().to_string(),
             client_secret: secret.trim().to_string(),
-            cache: Mutex::new(HashMap::new()),
+            active: Answers::new(),
+            inactive: Answers::new(),
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         })
     }
 
@@ -81,6 +115,11 @@ impl Introspection {
         token: &str,
     ) -> Result<Map<String, Value>, Refusal> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if let Some(known) = self.cached(&key) {
+            return known.map_err(|()| Refusal::Inactive);
+        }
+        let _turn = self.in_flight.acquire().await.expect("never closed");
+        // Answered while this one waited for its turn.
         if let Some(known) = self.cached(&key) {
             return known.map_err(|()| Refusal::Inactive);
         }
@@ -115,29 +154,23 @@ impl Introspection {
     }
 
     fn cached(&self, key: &[u8; 32]) -> Option<Answer> {
-        let cache = self.cache.lock().expect("the cache is never poisoned");
-        cache
-            .get(key)
-            .filter(|(until, _)| Instant::now() < *until)
-            .map(|(_, outcome)| outcome.clone())
+        if let Some(claims) = self.active.get(key) {
+            return Some(Ok(claims));
+        }
+        self.inactive.get(key).map(Err)
     }
 
+    /// Keeps `outcome` for [`CACHE_TTL`], an active token's no longer than its `exp`.
     fn keep(&self, key: [u8; 32], outcome: &Answer) {
         let now = Instant::now();
-        let mut ttl = CACHE_TTL;
-        if let Ok(claims) = outcome
-            && let Some(exp) = claims.get("exp").and_then(Value::as_f64)
-        {
-            let left = exp - super::now_secs();
-            ttl = ttl.min(Duration::from_secs_f64(left.max(0.0)));
-        }
-        let mut cache = self.cache.lock().expect("the cache is never poisoned");
-        if cache.len() >= MAX_CACHED {
-            cache.retain(|_, (until, _)| now < *until);
-            if cache.len() >= MAX_CACHED {
-                cache.clear();
+        match outcome {
+            Ok(claims) => {
+                let left = (claims.get("exp").and_then(Value::as_f64))
+                    .map_or(CACHE_TTL.as_secs_f64(), |exp| exp - super::now_secs());
+                let ttl = Duration::from_secs_f64(left.clamp(0.0, CACHE_TTL.as_secs_f64()));
+                self.active.keep(key, now + ttl, claims.clone());
             }
+            Err(()) => self.inactive.keep(key, now + CACHE_TTL, ()),
         }
-        cache.insert(key, (now + ttl, outcome.clone()));
     }
 }

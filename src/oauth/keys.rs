@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::Refusal;
-use super::fetch::{FetchError, Fetcher};
+use super::fetch::Fetcher;
 use super::jws::{Jwk, Jws};
 use super::resource::fetchable;
 
@@ -41,7 +41,8 @@ struct KeyState {
 }
 
 struct Keys {
-    set: Vec<Jwk>,
+    /// Shared with the requests checking against them (a key set is read at every token).
+    set: Arc<[Jwk]>,
     fetched: Instant,
 }
 
@@ -106,7 +107,7 @@ impl Issuers {
     }
 
     /// Keys younger than the maximum age, and whether they are due for a refresh.
-    fn usable(&self, issuer: &Issuer) -> Option<(Vec<Jwk>, bool)> {
+    fn usable(&self, issuer: &Issuer) -> Option<(Arc<[Jwk]>, bool)> {
         let state = issuer.state.lock().expect("key state is never poisoned");
         let keys = state.keys.as_ref()?;
         let age = keys.fetched.elapsed();
@@ -136,7 +137,7 @@ impl Issuers {
 
     /// Fetches the keys now (or waits for the fetch running), unless one failed within
     /// [`REFETCH_GAP`]: then the issuer is unavailable until the gap has passed.
-    async fn fetch_now(&self, issuer: &Arc<Issuer>) -> Result<Vec<Jwk>, Refusal> {
+    async fn fetch_now(&self, issuer: &Arc<Issuer>) -> Result<Arc<[Jwk]>, Refusal> {
         let began = Instant::now();
         let _guard = issuer.fetching.lock().await;
         {
@@ -147,10 +148,15 @@ impl Issuers {
             {
                 return Ok(keys.set.clone());
             }
-            if let (Some(error), Some(at)) = (&state.last_error, state.last_attempt)
-                && at.elapsed() < REFETCH_GAP
+            let since = state.last_attempt.map(|at| at.elapsed());
+            if let (Some(error), Some(since)) = (&state.last_error, since)
+                && since < REFETCH_GAP
             {
-                return Err(unavailable(&issuer.id, error, REFETCH_GAP - at.elapsed()));
+                return Err(unavailable(
+                    &issuer.id,
+                    error,
+                    REFETCH_GAP.saturating_sub(since),
+                ));
             }
         }
         fetch_into(issuer, &self.fetcher)
@@ -227,7 +233,7 @@ fn signature(jws: &Jws<'_>, key: &Jwk) -> Result<(), Refusal> {
 }
 
 /// Fetches `issuer`'s metadata and keys, and keeps them (or the failure) in its state.
-async fn fetch_into(issuer: &Issuer, fetcher: &Fetcher) -> Result<Vec<Jwk>, String> {
+async fn fetch_into(issuer: &Issuer, fetcher: &Fetcher) -> Result<Arc<[Jwk]>, String> {
     issuer
         .state
         .lock()
@@ -237,6 +243,7 @@ async fn fetch_into(issuer: &Issuer, fetcher: &Fetcher) -> Result<Vec<Jwk>, Stri
     let mut state = issuer.state.lock().expect("key state is never poisoned");
     match fetched {
         Ok(set) => {
+            let set: Arc<[Jwk]> = set.into();
             state.keys = Some(Keys {
                 set: set.clone(),
                 fetched: Instant::now(),
@@ -296,8 +303,9 @@ async fn metadata(issuer: &str, fetcher: &Fetcher) -> Result<Metadata, String> {
                     super::jws::printable(&m.issuer)
                 ));
             }
-            Err(e @ FetchError::Status(404)) => failures.push(format!("{url}: {e}")),
-            Err(e) => return Err(format!("its metadata at {url}: {e}")),
+            // Not there (a 404, or another answer: some providers read the well-known path
+            // as a tenant's name): the next place.
+            Err(e) => failures.push(format!("{url}: {e}")),
         }
     }
     Err(format!("no metadata found ({})", failures.join("; ")))
