@@ -42,8 +42,9 @@ pub struct OAuthConfig {
     #[arg(long, env = "CEM_OAUTH_SCOPES", value_delimiter = ',')]
     pub oauth_scopes: Vec<String>,
 
-    /// RFC 7662 introspection endpoint, for opaque access tokens (and to see revocations, which
-    /// a JWT does not show until it expires). Needs --oauth-introspection-credentials.
+    /// RFC 7662 introspection endpoint, for opaque access tokens (whose revocation it shows
+    /// within 30 s; a JWT is checked locally and holds until it expires). Needs
+    /// --oauth-introspection-credentials and --oauth-issuer.
     #[arg(long, env = "CEM_OAUTH_INTROSPECTION")]
     pub oauth_introspection: Option<String>,
 
@@ -91,6 +92,10 @@ impl OAuthConfig {
         needs(
             "--oauth-tenants: the file mapping the tenant claim's values to tenants",
             self.oauth_tenants.is_none(),
+        )?;
+        needs(
+            "--oauth-issuer with --oauth-introspection: the authorization server clients sign in with, which introspected tokens must name if they name an issuer",
+            self.oauth_issuers.is_empty(),
         )?;
         needs(
             "--oauth-introspection-credentials with --oauth-introspection",

@@ -7,6 +7,17 @@ use super::*;
 const FLAGS: &[(&str, &str)] = &[
     ("transport", "CEM_TRANSPORT"),
     ("listen", "CEM_LISTEN"),
+    ("public-url", "CEM_PUBLIC_URL"),
+    ("oauth-issuer", "CEM_OAUTH_ISSUER"),
+    ("oauth-tenants", "CEM_OAUTH_TENANTS"),
+    ("oauth-tenant-claim", "CEM_OAUTH_TENANT_CLAIM"),
+    ("oauth-scopes", "CEM_OAUTH_SCOPES"),
+    ("oauth-introspection", "CEM_OAUTH_INTROSPECTION"),
+    (
+        "oauth-introspection-credentials",
+        "CEM_OAUTH_INTROSPECTION_CREDENTIALS",
+    ),
+    ("oauth-jwks-max-age-secs", "CEM_OAUTH_JWKS_MAX_AGE_SECS"),
     ("data-dir", "CEM_DATA_DIR"),
     ("shared-data", "CEM_SHARED_DATA"),
     ("node-name", "CEM_NODE_NAME"),
@@ -517,7 +528,7 @@ fn oauth_flags_parse_and_name_what_they_need() {
     assert_eq!(c.oauth.oauth_jwks_max_age_secs, 3600);
     // Each flag OAuth needs is named when it is missing or wrong.
     type Change = dyn Fn(&mut Config);
-    let cases: [(&Change, &str); 7] = [
+    let cases: [(&Change, &str); 8] = [
         (&|c| c.oauth.public_url = None, "--public-url"),
         (&|c| c.oauth.oauth_tenants = None, "--oauth-tenants"),
         (
@@ -531,6 +542,13 @@ fn oauth_flags_parse_and_name_what_they_need() {
         (
             &|c| c.oauth.oauth_introspection = Some("https://idp.example.com/introspect".into()),
             "--oauth-introspection-credentials",
+        ),
+        (
+            &|c| {
+                c.oauth.oauth_issuers.clear();
+                c.oauth.oauth_introspection = Some("https://idp.example.com/introspect".into());
+            },
+            "--oauth-issuer with --oauth-introspection",
         ),
         (
             &|c| c.oauth.oauth_tenant_claim = " ".into(),

@@ -46,7 +46,8 @@ pub fn check(claims: &Map<String, Value>, expect: &Expect<'_>) -> Result<Holder,
     };
     check_scopes(claims, expect.scopes)?;
     let tenant = tenant_of(claims, expect.tenant_claim, expect.tenants)?;
-    let client_id = ["client_id", "azp"]
+    // RFC 9068's client_id, else OpenID's azp, Okta's cid or Entra's (v1) appid.
+    let client_id = ["client_id", "azp", "cid", "appid"]
         .iter()
         .find_map(|k| claims.get(*k).and_then(Value::as_str))
         .map(|c| crate::text::prefix_chars(c, MAX_SUBJECT_CHARS).to_string());
@@ -107,18 +108,23 @@ fn check_times(claims: &Map<String, Value>, now: f64) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Every scope of `required` must be granted: `scope` (RFC 9068, space-separated) or `scp` (a
-/// list, as some providers write it).
+/// Every scope of `required` must be granted: in `scope` (RFC 9068) or `scp` (as some
+/// providers name it), each a space-separated string or a list of strings.
 fn check_scopes(claims: &Map<String, Value>, required: &[String]) -> Result<(), Refusal> {
     if required.is_empty() {
         return Ok(());
     }
-    let granted: Vec<&str> = match (claims.get("scope"), claims.get("scp")) {
-        (Some(Value::String(s)), _) => s.split(' ').collect(),
-        (None, Some(Value::Array(list))) => list.iter().filter_map(Value::as_str).collect(),
-        (None, Some(Value::String(s))) => s.split(' ').collect(),
-        (None, None) => Vec::new(),
-        _ => return Err(Refusal::Claim("scope is not a space-separated string")),
+    let granted: Vec<&str> = match claims.get("scope").or_else(|| claims.get("scp")) {
+        None => Vec::new(),
+        Some(Value::String(s)) => s.split(' ').collect(),
+        Some(Value::Array(list)) if list.iter().all(Value::is_string) => {
+            list.iter().filter_map(Value::as_str).collect()
+        }
+        Some(_) => {
+            return Err(Refusal::Claim(
+                "scope is neither a space-separated string nor a list of strings",
+            ));
+        }
     };
     let missing: Vec<String> = (required.iter())
         .filter(|s| !granted.contains(&s.as_str()))
@@ -131,6 +137,19 @@ fn check_scopes(claims: &Map<String, Value>, required: &[String]) -> Result<(), 
     }
 }
 
+/// The claim `claim` names: a top-level name, or a JSON pointer (RFC 6901) into the claims.
+fn claim_at<'a>(claims: &'a Map<String, Value>, claim: &str) -> Option<&'a Value> {
+    let Some(pointer) = claim.strip_prefix('/') else {
+        return claims.get(claim);
+    };
+    let (first, rest) = match pointer.find('/') {
+        Some(i) => (&pointer[..i], &pointer[i..]),
+        None => (pointer, ""),
+    };
+    let first = first.replace("~1", "/").replace("~0", "~");
+    claims.get(&first)?.pointer(rest)
+}
+
 /// The tenant the claim names (`claim` a name, or a JSON pointer for a nested one): a string
 /// that is one of a tenant's values, or a list holding values of exactly one tenant.
 pub fn tenant_of(
@@ -138,16 +157,10 @@ pub fn tenant_of(
     claim: &str,
     tenants: &ClaimMap,
 ) -> Result<String, Refusal> {
-    let value = if claim.starts_with('/') {
-        let root = Value::Object(claims.clone());
-        root.pointer(claim).cloned()
-    } else {
-        claims.get(claim).cloned()
-    };
-    let named: Vec<&str> = match &value {
+    let named: Vec<&str> = match claim_at(claims, claim) {
         None => return Err(Refusal::NoTenantClaim(claim.to_string())),
         Some(Value::String(v)) => tenants.tenant_of(v).into_iter().collect(),
-        Some(Value::Array(values)) => {
+        Some(Value::Array(values)) if values.iter().all(Value::is_string) => {
             let mut named: Vec<&str> = values
                 .iter()
                 .filter_map(Value::as_str)
@@ -257,11 +270,13 @@ mod tests {
             (with("sub", json!(7)), "sub is not"),
             (with("scope", json!("profile")), "mcp:run"),
             (without("scope"), "mcp:run"),
-            (with("scope", json!(["mcp:run"])), "scope is not"),
+            (with("scope", json!(["mcp:run", 1])), "scope is neither"),
+            (with("scope", json!(7)), "scope is neither"),
             (without("tenant"), "no tenant claim"),
             (with("tenant", json!("nobody")), "names no tenant"),
             (with("tenant", json!({"a": 1})), "tenant claim is"),
             (with("tenant", json!(["eng", "ops"])), "team-a and team-b"),
+            (with("tenant", json!(["eng", 7])), "tenant claim is"),
         ];
         for (v, expected) in cases {
             let err = checked(v.clone()).unwrap_err().to_string();
@@ -278,6 +293,8 @@ mod tests {
             tenant_of(&c, "/realm_access/roles", &tenants).unwrap(),
             "team-b"
         );
+        let c2 = claims(json!({"a/b": {"~x": "ops"}}));
+        assert_eq!(tenant_of(&c2, "/a~1b/~0x", &tenants).unwrap(), "team-b");
         let err = tenant_of(&c, "/realm_access/nothing", &tenants).unwrap_err();
         assert!(err.to_string().contains("/realm_access/nothing"), "{err}");
         let c = claims(json!({"groups": ["eng", "eng"]}));
@@ -285,7 +302,8 @@ mod tests {
     }
 
     #[test]
-    fn scopes_may_come_as_scp() {
+    fn scopes_may_come_as_a_list_or_as_scp() {
+        assert!(checked(with("scope", json!(["profile", "mcp:run"]))).is_ok());
         assert!(
             checked(
                 with("scp", json!(["mcp:run"]))

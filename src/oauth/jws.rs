@@ -112,6 +112,12 @@ impl Jwk {
                 let (Some(n), Some(e)) = (b64(&self.n), b64(&self.e)) else {
                     return false;
                 };
+                // Some key sets write the modulus with a leading zero byte, which ring reads as
+                // a malformed key.
+                let n = n
+                    .iter()
+                    .position(|b| *b != 0)
+                    .map_or(n.clone(), |i| n[i..].to_vec());
                 let params: &signature::RsaParameters = match alg {
                     Alg::Rs256 => &signature::RSA_PKCS1_2048_8192_SHA256,
                     Alg::Rs384 => &signature::RSA_PKCS1_2048_8192_SHA384,
