@@ -25,7 +25,8 @@ struct Target {
     owner: Owner,
 }
 
-/// Finds the request's tenant from its bearer token (before its body is read), or answers 401.
+/// Finds the request's tenant from its bearer token (before its body is read), or answers
+/// 401 (403 for a missing scope, 503 while the OAuth provider cannot be reached).
 /// The request carries the service of its start and its [`crate::privacy::Privacy`] (the
 /// started app's, or the start's own before), which reads the errors the body check answers
 /// with; with OAuth, the caller's [`crate::oauth::Identity`] too (the audit trail's).
@@ -80,10 +81,9 @@ pub(super) async fn mcp_endpoint(request: Request) -> Response {
     if let Some(id) = &session
         && !door.owners.may_continue(id, &owner)
     {
-        return json_answer(
-            StatusCode::NOT_FOUND,
-            serde_json::json!({"error": "session not found", "message": "no session of yours has this Mcp-Session-Id: initialize a new session"}),
-        );
+        // Answered as the MCP library answers a session it does not know: whether the
+        // session exists is not for another user to learn.
+        return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
     }
     let delete = request.method() == Method::DELETE;
     let response = door.service.handle(request).await.into_response();

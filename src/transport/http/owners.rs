@@ -2,7 +2,9 @@
 //! a token of the same user (issuer and subject), so that another user of the same tenant who
 //! learns its `Mcp-Session-Id` cannot use it; one begun with a static token, only with a
 //! static token of its tenant. A session id this record does not hold is answered 404 (MCP's
-//! "initialize again"): the record keeps the [`MAX_SESSIONS`] newest sessions of a tenant.
+//! "initialize again"): the record keeps the [`MAX_SESSIONS`] newest sessions of a tenant, and
+//! of one owner's the [`MAX_PER_OWNER`] newest, so that one user opening sessions in a loop
+//! pushes out only their own.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -11,9 +13,11 @@ use crate::transport::authentication::Caller;
 
 /// Most sessions a tenant's record keeps; the oldest is forgotten for a new one.
 pub const MAX_SESSIONS: usize = 10_000;
+/// Most sessions one owner keeps; their oldest is forgotten for a new one.
+pub const MAX_PER_OWNER: usize = 1_000;
 
 /// Who may continue a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Owner {
     /// A server without tenants: its one client (loopback only).
     Anyone,
@@ -45,6 +49,29 @@ pub struct SessionOwners {
 struct Record {
     owners: HashMap<String, Owner>,
     order: VecDeque<String>,
+    /// Sessions per owner.
+    counts: HashMap<Owner, usize>,
+}
+
+impl Record {
+    fn remove_at(&mut self, i: usize) {
+        if let Some(gone) = self.order.remove(i) {
+            self.remove_owner_of(&gone);
+        }
+    }
+
+    fn remove_owner_of(&mut self, session: &str) -> bool {
+        let Some(owner) = self.owners.remove(session) else {
+            return false;
+        };
+        if let Some(n) = self.counts.get_mut(&owner) {
+            *n -= 1;
+            if *n == 0 {
+                self.counts.remove(&owner);
+            }
+        }
+        true
+    }
 }
 
 impl SessionOwners {
@@ -69,14 +96,18 @@ impl SessionOwners {
             .inner
             .lock()
             .expect("the owners record is never poisoned");
-        if record.owners.len() >= MAX_SESSIONS
-            && let Some(oldest) = record.order.pop_front()
-        {
-            record.owners.remove(&oldest);
+        if record.owners.contains_key(session) {
+            return;
         }
-        if record.owners.insert(session.to_string(), owner).is_none() {
-            record.order.push_back(session.to_string());
+        if record.counts.get(&owner).copied().unwrap_or(0) >= MAX_PER_OWNER {
+            let own = (record.order.iter()).position(|s| record.owners.get(s) == Some(&owner));
+            own.into_iter().for_each(|i| record.remove_at(i));
+        } else if record.owners.len() >= MAX_SESSIONS {
+            record.remove_at(0);
         }
+        *record.counts.entry(owner.clone()).or_default() += 1;
+        record.owners.insert(session.to_string(), owner);
+        record.order.push_back(session.to_string());
     }
 
     /// `session` ended.
@@ -85,7 +116,7 @@ impl SessionOwners {
             .inner
             .lock()
             .expect("the owners record is never poisoned");
-        if record.owners.remove(session).is_some() {
+        if record.remove_owner_of(session) {
             record.order.retain(|s| s != session);
         }
     }
@@ -119,13 +150,22 @@ mod tests {
     }
 
     #[test]
-    fn the_record_is_bounded() {
+    fn the_record_is_bounded_and_one_owner_pushes_out_only_their_own() {
         let owners = SessionOwners::default();
-        for i in 0..=MAX_SESSIONS {
-            owners.record(&format!("s{i}"), Owner::Token);
+        owners.record("alice-1", user("alice"));
+        for i in 0..=MAX_PER_OWNER {
+            owners.record(&format!("m{i}"), user("mallory"));
         }
-        assert!(!owners.may_continue("s0", &Owner::Token));
-        assert!(owners.may_continue("s1", &Owner::Token));
-        assert!(owners.may_continue(&format!("s{MAX_SESSIONS}"), &Owner::Token));
+        assert!(owners.may_continue("alice-1", &user("alice")));
+        assert!(!owners.may_continue("m0", &user("mallory")));
+        assert!(owners.may_continue("m1", &user("mallory")));
+        for i in 0..=MAX_SESSIONS {
+            owners.record(&format!("u{i}"), user(&format!("user-{}", i % 20)));
+        }
+        assert!(
+            !owners.may_continue("alice-1", &user("alice")),
+            "the oldest of all goes"
+        );
+        assert!(owners.may_continue(&format!("u{MAX_SESSIONS}"), &user("user-0")));
     }
 }
