@@ -267,21 +267,25 @@ fn check_data(swarm: &Swarm, state: &str) -> Result<BTreeMap<String, String>, St
 }
 
 /// The proxy hashes an OAuth access token's tenant claim, not the token (which differs per
-/// user and changes at each refresh): four users of a tenant reach one node. The nodes refuse
-/// these unsigned tokens (no provider here); where the proxy sent them is what is checked, and
-/// with three nodes, four tokens hashed apart would meet on one by chance once in 27.
+/// user and changes at each refresh): four users of a tenant reach one node; a token without
+/// the claim goes by its user, so one user's renewed tokens do too. The nodes refuse these
+/// unsigned tokens (no provider here); where the proxy sent them is what is checked, and with
+/// three nodes, four tokens hashed apart would meet on one by chance once in 27.
 fn oauth_users_of_a_tenant_meet_on_one_node(swarm: &Swarm) {
     use base64::Engine as _;
-    let b64 = |v: serde_json::Value| {
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+    use serde_json::json;
+    let node_of = |claims: serde_json::Value| {
+        let b64 = |v: serde_json::Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+        };
+        let token = format!("{}.{}.", b64(json!({"alg": "none"})), b64(claims));
+        swarm.node_for(&format!("Bearer {token}"))
     };
     let mut seen = std::collections::BTreeSet::new();
     for tenant in ["team-a", "team-b", "team-c", "team-d"] {
         let nodes: std::collections::BTreeSet<usize> = (0..4)
             .map(|user| {
-                let claims = serde_json::json!({"tenant": tenant, "sub": format!("user-{user}"), "jti": user});
-                let token = format!("{}.{}.", b64(serde_json::json!({"alg": "none"})), b64(claims));
-                swarm.node_for(&format!("Bearer {token}"))
+                node_of(json!({"tenant": tenant, "sub": format!("user-{user}"), "jti": user}))
             })
             .collect();
         assert_eq!(
@@ -291,5 +295,13 @@ fn oauth_users_of_a_tenant_meet_on_one_node(swarm: &Swarm) {
         );
         seen.extend(nodes);
     }
+    let renewed: std::collections::BTreeSet<usize> = (0..4)
+        .map(|jti| node_of(json!({"groups": ["eng"], "sub": "user-solo", "jti": jti})))
+        .collect();
+    assert_eq!(
+        renewed.len(),
+        1,
+        "one user's renewed tokens reached nodes {renewed:?}"
+    );
     eprintln!("swarm: OAuth tenants' users each on one node, tenants on nodes {seen:?}");
 }
