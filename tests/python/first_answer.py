@@ -53,7 +53,7 @@ async def first_answer(binary, data_dir, mode):
     env = fresh_env(server_env(), f"{data_dir}/fresh-{mode}")
     params = StdioServerParameters(command=binary, env=env, args=["serve", *FIRST_START])
     began = time.monotonic()
-    async with client_for(params, mode, label) as client:
+    async with client_for(params, mode, label, started=False) as client:
         await answered_while_starting(client, label, began)
 
 
@@ -117,9 +117,9 @@ async def first_answer_http(binary, data_dir, mode, tenant):
             status, took = unauthenticated(base)
             check(status == 401, f"{label}: a request without a token was answered {status}")
             print(f"{label}: refused without a token (401) in {took:.2f} s")
-            session = session_for(f"{base}/mcp", TOKEN, mode, label)
+            session = session_for(f"{base}/mcp", TOKEN, mode, label, started=False)
         else:
-            session = client_for(f"{base}/mcp", mode, label)
+            session = client_for(f"{base}/mcp", mode, label, started=False)
         async with session as client:
             await answered_while_starting(client, label, began)
         status, body = health(base)

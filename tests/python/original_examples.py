@@ -39,13 +39,32 @@ def server_env():
 
 
 @contextlib.asynccontextmanager
-async def client_for(server, mode, label, **kwargs):
+async def client_for(server, mode, label, started=True, **kwargs):
     """A `Client` of `server` (a `StdioServerParameters`, a URL, or a transport) in `mode`,
-    checked to have negotiated the version of `ERAS`."""
+    checked to have negotiated the version of `ERAS`; with `started`, once the server's start
+    is done too (`wait_started`)."""
     async with Client(server, mode=mode, **kwargs) as client:
         check(client.protocol_version == ERAS[mode],
               f"{label}: mode {mode!r} negotiated {client.protocol_version}, expected {ERAS[mode]}")
+        if started:
+            await wait_started(client, label)
         yield client
+
+
+async def wait_started(client, label, limit=600):
+    """Waits until a server that answered its handshake has also started (the start goes on
+    behind the handshake, and a tool call meanwhile waits 20 s at most before it is answered
+    "still starting"): a script meets the server a user meets once it is ready, as the Rust
+    tests' `wait_started` does. A first start on a busy machine (the image's /usr copied) can
+    take longer than those 20 s."""
+    deadline = time.monotonic() + limit
+    while True:
+        r = await client.call_tool("get_execution_stats", {})
+        if not r.is_error:
+            return
+        p = payload(r)
+        check(p.get("starting") and time.monotonic() < deadline, f"{label}: the server did not start: {p}")
+        await asyncio.sleep(0.2)
 
 
 class TerminationFailures(logging.Handler):

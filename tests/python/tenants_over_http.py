@@ -22,11 +22,13 @@ from original_examples import ERAS, check, client_for, original_examples, payloa
 
 
 @contextlib.asynccontextmanager
-async def session_for(url, token, mode="auto", label="tenant"):
-    """A `Client` with the tenant's bearer token, on the era `mode` asks for."""
+async def session_for(url, token, mode="auto", label="tenant", started=True):
+    """A `Client` with the tenant's bearer token, on the era `mode` asks for (once the server
+    has started, unless `started` is false)."""
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120)) as http:
-        async with client_for(streamable_http_client(url, http_client=http), mode, label) as client:
+        transport = streamable_http_client(url, http_client=http)
+        async with client_for(transport, mode, label, started=started) as client:
             yield client
 
 
