@@ -928,15 +928,6 @@ async fn an_unknown_line_in_the_tokens_file_stops_the_start_naming_its_line() {
     );
 }
 
-/// A free loopback port (bound, then released for the server to take).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `serve` over HTTP on `port` with `args` (no pool), its stderr piped.
 fn http_serve(dir: &std::path::Path, port: u16, args: &[&str]) -> Command {
     let listen = format!("127.0.0.1:{port}");
@@ -984,7 +975,7 @@ async fn health_says(port: u16, status: &str) -> serde_json::Value {
 async fn an_http_start_that_fails_after_listening_answers_why_then_exits_non_zero() {
     code_execution_mcp::install_tls_provider();
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let port = common::free_port();
     let absent = "code-execution-mcp-test-absent:none";
     // It reaps before it fails (the image check comes after).
     let _starting = common::SERVER_STARTS.read().await;
@@ -1023,7 +1014,7 @@ async fn an_http_start_that_fails_after_listening_answers_why_then_exits_non_zer
 async fn an_http_server_stopped_while_it_copies_the_image_tree_leaves_no_container() {
     code_execution_mcp::install_tls_provider();
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let port = common::free_port();
     let _starting = common::SERVER_STARTS.read().await;
     // A data directory of its own and no shared copy: the image's /usr is copied anew.
     let mut child = http_serve(dir.path(), port, &["--image-tree", "host"])

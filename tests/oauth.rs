@@ -128,7 +128,7 @@ struct Server {
 impl Server {
     async fn start(provider: &Provider, adjust: impl FnOnce(&mut Config)) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
+        let port = common::free_port();
         let base = format!("http://127.0.0.1:{port}");
         let tenants = dir.path().join("oauth-tenants");
         std::fs::write(&tenants, "team-a = team-a\nteam-b = team-b, ops\n").unwrap();
@@ -201,14 +201,6 @@ impl Server {
         self.http.stop().await;
         common::assert_no_containers_under(self.dir.path()).await;
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// An HTTP answer: status, headers, body.

@@ -699,6 +699,15 @@ impl HttpServer {
     }
 }
 
+/// A free loopback port (bound, then released for the server to take).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Waits until `app`'s pool holds `size` ready containers (panics after 10 s).
 pub async fn wait_for_full_pool(app: &App, size: usize) {
     for _ in 0..200 {

@@ -52,22 +52,13 @@ fn http_server(dir: &std::path::Path, port: u16, args: &[&str]) -> tokio::proces
     serve_command(dir, &all)
 }
 
-/// A free loopback port (bound, then released for the server to take).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_answers_503_while_the_engine_does_not_answer() {
     code_execution_mcp::install_tls_provider(); // reqwest's client needs one
     let proxy = EngineProxy::start();
     let host = proxy.host();
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let port = crate::common::free_port();
     let mut child = http_server(dir.path(), port, &[])
         .env("DOCKER_HOST", &host)
         .spawn()
@@ -191,7 +182,7 @@ async fn health_answers_503_while_the_shared_data_volume_hangs_or_fails() {
     }
     let dir = tempfile::tempdir().unwrap();
     let volume = FuseMount::new(&dir.path().join("brick"), &dir.path().join("volume"));
-    let port = free_port();
+    let port = crate::common::free_port();
     let data = volume.mount.join("data");
     std::fs::create_dir(&data).unwrap();
     let mut child = http_server(

@@ -216,22 +216,34 @@ impl Swarm {
         self.wait_routed(&(1..=n).collect::<Vec<_>>());
     }
 
-    /// The nodes HAProxy marks UP (its stats page, in the proxy's namespace).
-    pub fn routed(&self) -> Vec<usize> {
+    /// `curl -s ARGS` in the proxy's namespace.
+    fn curl(&self, args: &[&str]) -> Command {
+        let mut command = self.cluster(&["in-proxy", "curl", "-s"]);
+        command.args(args);
+        command
+    }
+
+    /// The proxy's stats, one row per node: its number and its fields.
+    fn node_stats(&self) -> Vec<(usize, Vec<String>)> {
         let url = format!("http://{STATS_ADDR}/stats;csv");
-        let Ok(out) = self
-            .cluster(&["in-proxy", "curl", "-s", "-m", "3", &url])
-            .output()
-        else {
+        let Ok(out) = self.curl(&["-m", "3", &url]).output() else {
             return vec![];
         };
         stdout(&out)
             .lines()
             .filter_map(|l| {
-                let f: Vec<&str> = l.split(',').collect();
+                let f: Vec<String> = l.split(',').map(str::to_string).collect();
                 let node = f.get(1)?.strip_prefix("node")?.parse().ok()?;
-                (f.first() == Some(&"servers") && f.get(17) == Some(&"UP")).then_some(node)
+                (f.first().map(String::as_str) == Some("servers")).then_some((node, f))
             })
+            .collect()
+    }
+
+    /// The nodes HAProxy marks UP (its stats page, in the proxy's namespace).
+    pub fn routed(&self) -> Vec<usize> {
+        (self.node_stats().into_iter())
+            .filter(|(_, f)| f.get(17).map(String::as_str) == Some("UP"))
+            .map(|(node, _)| node)
             .collect()
     }
 
@@ -240,30 +252,21 @@ impl Swarm {
     pub fn node_for(&self, authorization: &str) -> usize {
         let before = self.sessions_per_node();
         let header = format!("Authorization: {authorization}");
+        let mcp = "http://127.0.0.1:8080/mcp";
         let args = [
-            "in-proxy",
-            "curl",
-            "-s",
             "-o",
             "/dev/null",
             "-m",
             "10",
             "-X",
             "POST",
+            "-H",
+            &header,
+            "-d",
+            "{}",
+            mcp,
         ];
-        let mcp = "http://127.0.0.1:8080/mcp";
-        let _ = self
-            .cluster(&args)
-            .args([
-                "-H",
-                &header,
-                "-H",
-                "content-type: application/json",
-                "-d",
-                "{}",
-                mcp,
-            ])
-            .output();
+        let _ = self.curl(&args).output();
         let after = self.sessions_per_node();
         let grown: Vec<usize> = (after.iter())
             .filter(|(node, n)| before.get(node).is_none_or(|b| b < n))
@@ -279,18 +282,8 @@ impl Swarm {
 
     /// Sessions the proxy sent each node so far (`stot` of its stats).
     fn sessions_per_node(&self) -> std::collections::BTreeMap<usize, u64> {
-        let url = format!("http://{STATS_ADDR}/stats;csv");
-        let out = self
-            .cluster(&["in-proxy", "curl", "-s", "-m", "3", &url])
-            .output()
-            .unwrap();
-        stdout(&out)
-            .lines()
-            .filter_map(|l| {
-                let f: Vec<&str> = l.split(',').collect();
-                let node = f.get(1)?.strip_prefix("node")?.parse().ok()?;
-                (f.first() == Some(&"servers")).then_some((node, f.get(7)?.parse().ok()?))
-            })
+        (self.node_stats().into_iter())
+            .filter_map(|(node, f)| Some((node, f.get(7)?.parse().ok()?)))
             .collect()
     }
 
@@ -385,19 +378,7 @@ impl Swarm {
     /// The HTTP status node `i`'s server answers `/health` with, seen from the proxy's side.
     pub fn health(&self, i: usize) -> Option<u16> {
         let url = format!("http://{}:8080/health", self.node_ip(i));
-        let out = self
-            .cluster(&[
-                "in-proxy",
-                "curl",
-                "-s",
-                "-o",
-                "/dev/null",
-                "-m",
-                "5",
-                "-w",
-                "%{http_code}",
-                &url,
-            ])
+        let out = (self.curl(&["-o", "/dev/null", "-m", "5", "-w", "%{http_code}", &url]))
             .output()
             .ok()?;
         stdout(&out).parse().ok().filter(|c| *c != 0)
