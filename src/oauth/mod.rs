@@ -21,7 +21,7 @@ pub mod resource;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::tenancy::claim_map::ClaimMap;
 pub use resource::Resource;
@@ -179,31 +179,9 @@ impl Verifier {
             )));
         }
         let (claims, issuer) = if jws::looks_like_jwt(token) {
-            let jws = jws::parse(token)?;
-            let issuer = match jws.claims.get("iss") {
-                Some(Value::String(iss)) => self.issuers.named(iss).ok_or(Refusal::Issuer)?,
-                Some(_) => return Err(Refusal::Claim("iss is not a string")),
-                None => return Err(Refusal::Claim("the token has no iss (issuer) claim")),
-            };
-            self.issuers.verify(issuer, &jws).await?;
-            (jws.claims, issuer.id.clone())
-        } else if let Some(introspection) = &self.introspection {
-            let claims = introspection.claims(&self.fetcher, token).await?;
-            let issuer = match claims.get("iss") {
-                None => self
-                    .settings
-                    .introspection
-                    .as_ref()
-                    .map(|(url, _)| url.clone())
-                    .unwrap_or_default(),
-                Some(Value::String(iss)) => {
-                    self.issuers.named(iss).ok_or(Refusal::Issuer)?.id.clone()
-                }
-                Some(_) => return Err(Refusal::Claim("iss is not a string")),
-            };
-            (claims, issuer)
+            self.signed_claims(token).await?
         } else {
-            return Err(Refusal::Opaque);
+            self.introspected_claims(token).await?
         };
         let holder = claims::check(
             &claims,
@@ -226,6 +204,38 @@ impl Verifier {
     /// Fetches the issuers' keys in the background (a server that has started calls this).
     pub fn prefetch(&self) {
         self.issuers.prefetch();
+    }
+
+    /// A JWT's claims and its issuer, once its signature is checked with the issuer's key.
+    async fn signed_claims(&self, token: &str) -> Result<(Map<String, Value>, String), Refusal> {
+        let jws = jws::parse(token)?;
+        let issuer = match jws.claims.get("iss") {
+            Some(Value::String(iss)) => self.issuers.named(iss).ok_or(Refusal::Issuer)?,
+            Some(_) => return Err(Refusal::Claim("iss is not a string")),
+            None => return Err(Refusal::Claim("the token has no iss (issuer) claim")),
+        };
+        self.issuers.verify(issuer, &jws).await?;
+        Ok((jws.claims, issuer.id.clone()))
+    }
+
+    /// An opaque token's claims as its authorization server tells them, and its issuer (the
+    /// introspection endpoint when the answer names none).
+    async fn introspected_claims(
+        &self,
+        token: &str,
+    ) -> Result<(Map<String, Value>, String), Refusal> {
+        let (Some(introspection), Some((url, _))) =
+            (&self.introspection, &self.settings.introspection)
+        else {
+            return Err(Refusal::Opaque);
+        };
+        let claims = introspection.claims(&self.fetcher, token).await?;
+        let issuer = match claims.get("iss") {
+            None => url.clone(),
+            Some(Value::String(iss)) => self.issuers.named(iss).ok_or(Refusal::Issuer)?.id.clone(),
+            Some(_) => return Err(Refusal::Claim("iss is not a string")),
+        };
+        Ok((claims, issuer))
     }
 
     /// What `/health` warns of: authorization servers whose keys cannot be fetched.
