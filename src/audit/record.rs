@@ -21,7 +21,7 @@ pub struct AuditRecord {
     /// The user whose OAuth access token the call came with: its subject (`sub`), tokenized.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth_subject: Option<String>,
-    /// The OAuth client the token was issued to (`client_id`, else `azp`).
+    /// The OAuth client the token was issued to (`client_id`, else `azp`, `cid` or `appid`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth_client_id: Option<String>,
     /// The `session` handle the call ran in, if any.
