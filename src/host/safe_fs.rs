@@ -127,6 +127,22 @@ pub(crate) fn read_bounded(
     Ok(buf)
 }
 
+/// Logs a warning when other users of the machine may read the secret file `path` (`what`
+/// names it: "the tokens file").
+pub(crate) fn warn_if_readable_by_all(
+    path: &std::path::Path,
+    meta: &std::fs::Metadata,
+    what: &str,
+) {
+    use std::os::unix::fs::PermissionsExt;
+    if meta.permissions().mode() & 0o004 != 0 {
+        tracing::warn!(
+            "{what} {} is readable by every user of this machine: `chmod 600` it",
+            path.display()
+        );
+    }
+}
+
 /// A file type as a message names it ("fifo", "character device").
 pub(crate) fn kind_name(ft: FileType) -> &'static str {
     match ft {

@@ -20,6 +20,8 @@ pub const CACHE_TTL: Duration = Duration::from_secs(30);
 /// Most answers kept of each kind (active, not active): when full, expired ones are dropped,
 /// and a new answer is not kept if none had expired (those kept go on being used).
 const MAX_CACHED: usize = 10_000;
+/// Largest credentials file read.
+const MAX_CREDENTIALS_BYTES: u64 = 4096;
 /// Most introspection requests in flight at once: a flood of made-up tokens waits here
 /// instead of reaching the authorization server all at once.
 const MAX_IN_FLIGHT: usize = 8;
@@ -37,6 +39,28 @@ pub enum CredentialsError {
         "the introspection credentials {0} must hold one line CLIENT_ID:CLIENT_SECRET (the resource server's client at the authorization server)"
     )]
     Form(PathBuf),
+}
+
+/// The credentials file's text: at most [`MAX_CREDENTIALS_BYTES`] (one line is expected),
+/// with a warning when every user of the machine may read it.
+fn read_credentials(path: &Path) -> Result<String, CredentialsError> {
+    let read_err = |source| CredentialsError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(read_err)?;
+    let meta = file.metadata().map_err(read_err)?;
+    crate::host::safe_fs::warn_if_readable_by_all(
+        path,
+        &meta,
+        "the introspection credentials file",
+    );
+    let bytes =
+        crate::host::safe_fs::read_bounded(file, MAX_CREDENTIALS_BYTES, 256).map_err(read_err)?;
+    if bytes.len() as u64 > MAX_CREDENTIALS_BYTES {
+        return Err(CredentialsError::Form(path.to_owned()));
+    }
+    String::from_utf8(bytes).map_err(|_| CredentialsError::Form(path.to_owned()))
 }
 
 /// What introspection said of a token: active with these claims, or not active.
@@ -83,11 +107,7 @@ pub struct Introspection {
 impl Introspection {
     /// The endpoint `url`, with the credentials read from `credentials`.
     pub fn new(url: String, credentials: &Path) -> Result<Self, CredentialsError> {
-        let text =
-            std::fs::read_to_string(credentials).map_err(|source| CredentialsError::Read {
-                path: credentials.to_owned(),
-                source,
-            })?;
+        let text = read_credentials(credentials)?;
         let line = text
             .lines()
             .map(str::trim)
@@ -95,7 +115,7 @@ impl Introspection {
         let Some((id, secret)) = line.and_then(|l| l.split_once(':')) else {
             return Err(CredentialsError::Form(credentials.to_owned()));
         };
-        if id.trim().is_empty() || secret.trim().is_empty() || text.len() > 4096 {
+        if id.trim().is_empty() || secret.trim().is_empty() {
             return Err(CredentialsError::Form(credentials.to_owned()));
         }
         Ok(Self {
@@ -106,6 +126,11 @@ impl Introspection {
             inactive: Answers::new(),
             in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         })
+    }
+
+    /// The endpoint.
+    pub fn url(&self) -> &str {
+        &self.url
     }
 
     /// The claims of an active `token`, from the cache or the authorization server.

@@ -198,19 +198,8 @@ fn read_bounded(path: &Path) -> Result<String, TokenError> {
             path: path.to_owned(),
         });
     }
-    warn_if_shared(path, &meta);
+    crate::host::safe_fs::warn_if_readable_by_all(path, &meta, "the tokens file");
     std::fs::read_to_string(path).map_err(read_err)
-}
-
-/// Logs a warning when other users of the machine may read the tokens file.
-fn warn_if_shared(path: &Path, meta: &std::fs::Metadata) {
-    use std::os::unix::fs::PermissionsExt;
-    if meta.permissions().mode() & 0o004 != 0 {
-        tracing::warn!(
-            "the tokens file {} is readable by every user of this machine: `chmod 600` it",
-            path.display()
-        );
-    }
 }
 
 fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
