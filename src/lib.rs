@@ -107,3 +107,13 @@ mod text;
 pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
+
+/// The system's root certificates, for the server's own HTTPS clients (guarded egress, the
+/// authorization servers). A root rustls cannot parse is one host less, not a reason to stop.
+pub(crate) fn system_roots() -> rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    roots
+}

@@ -35,12 +35,8 @@ pub struct Fetcher {
 impl Fetcher {
     pub fn new() -> Result<Self, String> {
         crate::install_tls_provider();
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in rustls_native_certs::load_native_certs().certs {
-            let _ = roots.add(cert);
-        }
         let tls = rustls::ClientConfig::builder()
-            .with_root_certificates(roots)
+            .with_root_certificates(crate::system_roots())
             .with_no_client_auth();
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())

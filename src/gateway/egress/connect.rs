@@ -57,13 +57,11 @@ impl Connector {
         timeout: Duration,
         proxy: Option<reqwest::Proxy>,
     ) -> Result<Self, EgressError> {
-        let mut roots = rustls::RootCertStore::empty();
-        if system {
-            for cert in rustls_native_certs::load_native_certs().certs {
-                // A system root rustls cannot parse is one host less, not a reason to stop.
-                let _ = roots.add(cert);
-            }
-        }
+        let mut roots = if system {
+            crate::system_roots()
+        } else {
+            rustls::RootCertStore::empty()
+        };
         for cert in extra_roots {
             roots
                 .add(cert)
