@@ -48,7 +48,7 @@ struct Keys {
 
 /// The accepted issuers, their keys and what fetches them.
 pub struct Issuers {
-    pub list: Vec<Arc<Issuer>>,
+    list: Vec<Arc<Issuer>>,
     fetcher: Fetcher,
     max_age: Duration,
 }

@@ -224,14 +224,12 @@ impl Verifier {
         &self,
         token: &str,
     ) -> Result<(Map<String, Value>, String), Refusal> {
-        let (Some(introspection), Some((url, _))) =
-            (&self.introspection, &self.settings.introspection)
-        else {
+        let Some(introspection) = &self.introspection else {
             return Err(Refusal::Opaque);
         };
         let claims = introspection.claims(&self.fetcher, token).await?;
         let issuer = match claims.get("iss") {
-            None => url.clone(),
+            None => introspection.url().to_string(),
             Some(Value::String(iss)) => self.issuers.named(iss).ok_or(Refusal::Issuer)?.id.clone(),
             Some(_) => return Err(Refusal::Claim("iss is not a string")),
         };
