@@ -195,9 +195,13 @@ impl Shared {
             TREE,
             AFTER_IMAGE - LIMITS - TREE,
         )?;
-        let tree =
-            crate::app::open::image_tree::serve(&config, &side.engine, &image_id, &side.host_paths)
-                .await;
+        let tree = crate::app::open::image_tree::serve(
+            &config,
+            &side.engine,
+            (&image_id, &side.host_paths),
+            progress.stop_signal(),
+        )
+        .await;
         progress.step("loading the tool catalog", SECOND, 2 * SECOND)?;
         let registry_dir = config.storage.registry_dir();
         // One ranking, so the catalog and the upstreams' live tools share one model.

@@ -17,9 +17,10 @@
 //!
 //! A server told to stop while it starts asks the start to stop too ([`Starting::cancel`]): it
 //! stops where stopping leaves nothing behind, at the next step it enters or at once in work
-//! that the engine drops with its client (connecting, building the image). The steps that make
-//! containers of their own (the limits' probes, the tree copy) end first, so that no container
-//! outlives the server; a stop waits for them at most [`STOP_WAIT`].
+//! that the engine drops with its client (connecting, building the image). The tree copy
+//! stops at once too, removing its container and its partial copy
+//! ([`Progress::stop_signal`]); the limits' probes, a few seconds each, end first, so that no
+//! container outlives the server. A stop waits for them at most [`STOP_WAIT`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -34,7 +35,7 @@ use crate::app::{App, Shared, StartError};
 use crate::config::Config;
 
 /// How long a server that stops waits for a start it asked to stop: the step it is in ends
-/// first (a first copy of the image's tree: 15 to 25 s).
+/// first (a probe of the engine's limits: about 5 s, longer on a loaded machine).
 pub const STOP_WAIT: Duration = Duration::from_secs(30);
 
 /// How long opening a tenant usually takes (its workspace, skills, vault and pool).
@@ -235,6 +236,12 @@ impl<T: Clone> Progress<T> {
             after,
         });
         Ok(())
+    }
+
+    /// Cancelled once the start is asked to stop: for a step that stops in its own way,
+    /// removing what it made ([`Progress::unless_stopped`] only drops its work).
+    pub fn stop_signal(&self) -> &CancellationToken {
+        &self.stop
     }
 
     fn show(&self, step: Step) {

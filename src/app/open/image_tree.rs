@@ -3,10 +3,12 @@
 //! named as the engine sees it. Any failure is a warning that says why and leaves the sandboxes
 //! on the engine's storage: a faster read is never a reason not to serve.
 
+use tokio_util::sync::CancellationToken;
+
 use crate::config::{Config, ImageTreeMode};
 use crate::sandbox::Engine;
 use crate::sandbox::engine::paths::HostPaths;
-use crate::sandbox::image::tree::{Choice, Prepared, TreeMount};
+use crate::sandbox::image::tree::{Choice, Prepared, TreeError, TreeMount};
 
 /// The tree sandboxes mount (none: the engine's storage), the lock that keeps it, and why.
 pub struct Served {
@@ -15,12 +17,13 @@ pub struct Served {
     pub reason: String,
 }
 
-/// Decides, then prepares the copy of `image_id` when it is to be served from the host.
+/// Decides, then prepares the copy of `image_id` when it is to be served from the host; a copy
+/// under way is abandoned once `stop` is cancelled (the start then stops at its next step).
 pub async fn serve(
     config: &Config,
     engine: &Engine,
-    image_id: &str,
-    host_paths: &HostPaths,
+    (image_id, host_paths): (&str, &HostPaths),
+    stop: &CancellationToken,
 ) -> Served {
     let choice = decide(config, engine).await;
     let on_engine = |reason: String| Served {
@@ -36,8 +39,9 @@ pub async fn serve(
         return on_engine(choice.reason);
     }
     let dir = config.image_tree_dir();
-    let prepared = match crate::sandbox::image::tree::prepare(engine, image_id, &dir).await {
+    let prepared = match crate::sandbox::image::tree::prepare(engine, image_id, &dir, stop).await {
         Ok(p) => p,
+        Err(e @ TreeError::Stopped) => return on_engine(e.to_string()),
         Err(e) => {
             tracing::warn!(
                 "the sandbox image's /usr could not be copied to the host ({e}); sandboxes read it from the engine's storage, which is slower on this engine ({}). Check the directory (--image-tree-dir), or set --image-tree engine to stop trying",

@@ -14,6 +14,7 @@ use bollard::query_parameters::{
 use bytes::Bytes;
 use futures::StreamExt;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::sandbox::engine::docker::Engine;
 use crate::sandbox::engine::error::EngineError;
@@ -43,13 +44,16 @@ impl Engine {
     }
 
     /// Sends `path` of `image`'s filesystem, as a tar whose entries start with the path's last
-    /// component, to `sink` chunk by chunk. Stops early, without error, when `sink` is closed.
+    /// component, to `sink` chunk by chunk. Stops early, without error, when `sink` is closed or
+    /// `stop` is cancelled (the caller tells a whole stream from a cut one by `stop`); the
+    /// container it reads from is removed either way.
     pub async fn image_archive(
         &self,
         image: &str,
         path: &str,
         labels: HashMap<String, String>,
         sink: mpsc::Sender<Bytes>,
+        stop: &CancellationToken,
     ) -> Result<(), EngineError> {
         let name = format!("cem-tree-{}", uuid::Uuid::new_v4().simple());
         let body = ContainerCreateBody {
@@ -70,7 +74,12 @@ impl Engine {
                 .path(path)
                 .build();
             let mut stream = self.docker.download_from_container(&name, Some(opts));
-            while let Some(chunk) = stream.next().await {
+            loop {
+                let next = tokio::select! {
+                    () = stop.cancelled() => break,
+                    next = stream.next() => next,
+                };
+                let Some(chunk) = next else { break };
                 let chunk =
                     chunk.map_err(|e| EngineError::api("send the image's files as a tar", e))?;
                 if sink.send(chunk).await.is_err() {

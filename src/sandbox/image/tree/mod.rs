@@ -29,6 +29,7 @@ use bytes::Bytes;
 use rustix::fs::{self as rfs, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 pub use crate::sandbox::container::spec::TreeMount;
 use crate::sandbox::container::spec::{LABEL_MANAGED, LABEL_OWNER, SERVED};
@@ -141,6 +142,8 @@ pub enum TreeError {
     },
     #[error(transparent)]
     Engine(#[from] EngineError),
+    #[error("the server is stopping: the copy was abandoned and removed")]
+    Stopped,
 }
 
 /// A tree in place, held for as long as this value lives (a shared `flock`).
@@ -163,8 +166,14 @@ pub fn short_id(image_id: &str) -> Option<&str> {
         .then_some(short)
 }
 
-/// Makes sure `image_id`'s tree is in `dir` (extracting it once) and holds it.
-pub async fn prepare(engine: &Engine, image_id: &str, dir: &Path) -> Result<Prepared, TreeError> {
+/// Makes sure `image_id`'s tree is in `dir` (extracting it once) and holds it. Once `stop` is
+/// cancelled it gives up ([`TreeError::Stopped`]), leaving no container and no partial tree.
+pub async fn prepare(
+    engine: &Engine,
+    image_id: &str,
+    dir: &Path,
+    stop: &CancellationToken,
+) -> Result<Prepared, TreeError> {
     let short = short_id(image_id).ok_or_else(|| TreeError::NotATree {
         path: dir.to_path_buf(),
         problem: format!("the image id {image_id:?} is not a sha256 digest"),
@@ -185,7 +194,7 @@ pub async fn prepare(engine: &Engine, image_id: &str, dir: &Path) -> Result<Prep
             let extracted = if tree_present(&dir_fd, short, &root)? {
                 false
             } else {
-                extract(engine, image_id, &dir_fd, dir, short).await?;
+                extract(engine, image_id, (&dir_fd, dir), short, stop).await?;
                 true
             };
             // Downgrade: other servers may now use it too.
@@ -210,7 +219,10 @@ pub async fn prepare(engine: &Engine, image_id: &str, dir: &Path) -> Result<Prep
         if started.elapsed() > WAIT_LIMIT {
             return Err(TreeError::Waited(dir.to_path_buf()));
         }
-        tokio::time::sleep(WAIT_STEP).await;
+        tokio::select! {
+            () = stop.cancelled() => return Err(TreeError::Stopped),
+            () = tokio::time::sleep(WAIT_STEP) => {}
+        }
     }
 }
 
@@ -277,9 +289,9 @@ fn tree_present(dir_fd: &OwnedFd, short: &str, root: &Path) -> Result<bool, Tree
 async fn extract(
     engine: &Engine,
     image_id: &str,
-    dir_fd: &OwnedFd,
-    dir: &Path,
+    (dir_fd, dir): (&OwnedFd, &Path),
     short: &str,
+    stop: &CancellationToken,
 ) -> Result<(), TreeError> {
     // Leftovers of extractions that died: nobody else extracts while the lock is ours.
     let prefix = format!(".{short}{TEMP_MARK}");
@@ -322,9 +334,13 @@ async fn extract(
             ),
         ]);
         let sent = engine
-            .image_archive(image_id, &format!("/{SERVED}"), labels, tx)
+            .image_archive(image_id, &format!("/{SERVED}"), labels, tx, stop)
             .await;
         let unpacked = unpacking.await.map_err(|e| io(std::io::Error::other(e)))?;
+        // A stream cut by a stop may unpack as a shorter whole: never renamed into use.
+        if stop.is_cancelled() {
+            return Err(TreeError::Stopped);
+        }
         // The engine's error first: a cut stream also fails the unpacking.
         sent?;
         unpacked.map_err(|source| TreeError::Unpack {
