@@ -77,6 +77,11 @@ pub struct ExecuteCodeResponse {
     pub stderr: String,
     pub stderr_truncated: bool,
     pub execution_time_ms: u64,
+    /// Only when the call's container was not ready at once: whether a pooled one served it,
+    /// how long the call waited for it, and why (pool_empty, preload_skipped, packages,
+    /// memory_limit, pool_off).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub start: Option<crate::sandbox::StartNote>,
     pub error: Option<String>,
     /// The exception's type name, e.g. "ZeroDivisionError".
     pub error_type: Option<String>,
@@ -378,6 +383,7 @@ impl CodeExecutionServer {
             stderr_truncated: outcome.stderr.truncated(),
             stderr: outcome.stderr.into_string(),
             execution_time_ms: outcome.elapsed.as_millis() as u64,
+            start: outcome.start,
             error: outcome.error,
             error_type: outcome.error_type,
             traceback: outcome.traceback,

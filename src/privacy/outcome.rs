@@ -98,6 +98,8 @@ mod tests {
             edges: Default::default(),
             imports: Vec::new(),
             state: None,
+            ready_after: std::time::Duration::ZERO,
+            start: None,
         };
         redact_outcome(&pii, &mut o);
         let all = format!(

@@ -23,6 +23,7 @@ pub mod run;
 mod settings;
 mod shutdown;
 pub mod stats;
+mod taking;
 #[cfg(test)]
 mod tests;
 mod watch;
@@ -50,6 +51,7 @@ pub use run::prepared::Prepared;
 pub use run::{DEFAULT_START_LIMIT, Edges, Job, Outcome, Status};
 pub use settings::{Instance, SandboxSettings};
 use stats::{Phase, Stats};
+pub use taking::{StartNote, StartReason};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -163,20 +165,22 @@ impl Sandbox {
             return Ok(self.cancelled_before_start());
         };
         let run_started = std::time::Instant::now();
+        let turn = tokio::time::Instant::now();
         // The engine is busy until this execution has answered: removals wait.
         let _busy = self.settings.removals.busy();
         // One limit for getting a container ready, whether from the pool or cold.
         let start_deadline = tokio::time::Instant::now() + self.settings.start_limit;
         // Waiting here (for a replacement on its way, or a session's container being
         // prepared) is waiting for a start, like a queue.
-        let warm = self.take_ready(&job, start_deadline);
-        let warm = match self.unless_stopped(&cancel, warm).await {
-            Waited::Done(warm) => warm,
+        let taken = self.take_ready(&job, start_deadline);
+        let taken = match self.unless_stopped(&cancel, taken).await {
+            Waited::Done(taken) => taken,
             Waited::ShuttingDown => return Err(SandboxError::ShuttingDown),
             Waited::Cancelled => return Ok(self.cancelled_before_start()),
         };
+        let taking = turn.elapsed();
         let cold;
-        let source = match warm {
+        let source = match taken.ready {
             Some(ready) => {
                 self.stats.record_pooled();
                 run::Source::Warm(Box::new(ready))
@@ -188,46 +192,23 @@ impl Sandbox {
             }
         };
         let _running = self.stats.running_guard();
-        let result = self
+        let mut result = self
             .run_and_refill(source, &job, &cancel, start_deadline)
             .await;
         drop(admitted);
+        if let (Ok(outcome), Some((pooled, reason))) = (&mut result, taken.note) {
+            outcome.start = Some(StartNote {
+                pooled,
+                waited_ms: (taking + outcome.ready_after).as_millis() as u64,
+                reason,
+            });
+        }
         self.stats.phase(Phase::Run, run_started.elapsed());
         match &result {
             Ok(outcome) => self.stats.record(outcome.status, outcome.elapsed),
             Err(_) => self.stats.record_engine_failure(),
         }
         Ok(result?)
-    }
-
-    /// A started container for `job` by `start_deadline`: the session's prepared one, or one
-    /// from the pool; `None` when it must start its own.
-    async fn take_ready(
-        &self,
-        job: &Job,
-        start_deadline: tokio::time::Instant,
-    ) -> Option<run::Started> {
-        let prepared = job.carry.as_ref().and_then(|c| c.prepared.as_ref());
-        if let Some(prepared) = prepared
-            && let Some(ready) = prepared.take(start_deadline).await
-        {
-            self.stats.record_prepared();
-            return self
-                .fit_memory(ready, job.memory_bytes, start_deadline)
-                .await;
-        }
-        // A set that provides a module the pool may preload from the image wants a container
-        // that imported nothing ahead.
-        let wants = match job.replaces_image {
-            true => pool::Wants::Plain,
-            false => pool::Wants::Imports(preload::code_imports(&job.code)),
-        };
-        self.learned.asked(match &wants {
-            pool::Wants::Imports(imports) => imports,
-            pool::Wants::Plain => &[],
-        });
-        self.take_warm(job.memory_bytes, start_deadline, &wants)
-            .await
     }
 
     /// Runs the job in its container, cancelled by the caller or by shutdown, and starts the
@@ -293,71 +274,6 @@ impl Sandbox {
                 modules: self.learned.modules(),
                 keep: self.learned.keep(self.pool.target()),
             },
-        }
-    }
-
-    /// A pooled container fitting `wants`, set to `memory_bytes`, if one is ready by
-    /// `deadline` (and, for a non-default limit, the engine applied it by then).
-    async fn take_warm(
-        &self,
-        memory_bytes: i64,
-        deadline: tokio::time::Instant,
-        wants: &pool::Wants,
-    ) -> Option<run::Started> {
-        let default_limit = memory_bytes == self.pool.memory_bytes();
-        if self.settings.pool_size == 0
-            || (!default_limit && self.no_memory_update.load(Ordering::Relaxed))
-        {
-            return None;
-        }
-        // Half the time left at most: a replacement the engine is stuck on must leave a cold
-        // start the other half, not take the whole start limit with it.
-        let limit = deadline.saturating_duration_since(tokio::time::Instant::now()) / 2;
-        let asked = std::time::Instant::now();
-        let ready = self.pool.take_or_wait(limit, wants).await;
-        self.stats.phase(Phase::PoolWait, asked.elapsed());
-        if ready.is_none() {
-            // Executions outpace the pool: containers prepared for sessions give way.
-            let relieved = std::mem::take(&mut *self.pressure.lock().expect("pressure lock"));
-            relieved.cancel();
-        }
-        self.fit_memory(ready?, memory_bytes, deadline).await
-    }
-
-    /// A started container with its memory limit set to `memory_bytes` (pooled and prepared
-    /// containers carry the default), or `None` when the engine did not set it by `deadline`.
-    async fn fit_memory(
-        &self,
-        ready: run::Started,
-        memory_bytes: i64,
-        deadline: tokio::time::Instant,
-    ) -> Option<run::Started> {
-        if memory_bytes == self.pool.memory_bytes() {
-            return Some(ready);
-        }
-        if self.no_memory_update.load(Ordering::Relaxed) {
-            return None;
-        }
-        let update = self.backend.set_memory_limit(ready.name(), memory_bytes);
-        match tokio::time::timeout_at(deadline, update).await {
-            Ok(Ok(())) => Some(ready),
-            Ok(Err(e @ EngineError::Unsupported(_))) => {
-                self.no_memory_update.store(true, Ordering::Relaxed);
-                tracing::warn!(
-                    "{e}: executions with a non-default memory_mb start their own container instead of a pooled one"
-                );
-                None
-            }
-            Ok(Err(e)) => {
-                tracing::warn!("running cold: {e}");
-                None
-            }
-            Err(_) => {
-                tracing::warn!(
-                    "running cold: the engine did not update a pooled container's memory limit in time"
-                );
-                None
-            }
         }
     }
 

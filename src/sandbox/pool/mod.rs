@@ -50,7 +50,7 @@ pub mod preload;
 mod tests;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -103,9 +103,16 @@ pub struct Pool {
 }
 
 /// A container waiting for a job, and the modules it imported ahead.
-struct Waiting {
-    started: Started,
-    preload: Vec<String>,
+pub(crate) struct Waiting {
+    pub(crate) started: Started,
+    pub(crate) preload: Vec<String>,
+}
+
+/// A container the pool handed out: what it imported ahead, and whether the execution
+/// waited for it to land (none was ready when it asked).
+pub(crate) struct Handed {
+    pub(crate) waiting: Waiting,
+    pub(crate) waited: bool,
 }
 
 impl Waiting {
@@ -144,7 +151,7 @@ struct Slots {
     ready: VecDeque<Waiting>,
     /// Executions waiting for a replacement, oldest first. A waiter that gave up has dropped
     /// its receiver; its sender is skipped.
-    waiters: VecDeque<oneshot::Sender<Started>>,
+    waiters: VecDeque<oneshot::Sender<Waiting>>,
 }
 
 impl Slots {
@@ -254,10 +261,10 @@ impl Pool {
     /// The ready container that fits `wants` best, if there is one (the newest of equals).
     /// Containers that ended while they waited are dropped (and so removed).
     pub(crate) fn take(&self, wants: &Wants) -> Option<Started> {
-        self.take_from(&mut self.slots(), wants)
+        Some(self.take_from(&mut self.slots(), wants)?.started)
     }
 
-    fn take_from(&self, slots: &mut Slots, wants: &Wants) -> Option<Started> {
+    fn take_from(&self, slots: &mut Slots, wants: &Wants) -> Option<Waiting> {
         let before = slots.ready.len();
         slots.ready.retain_mut(|w| w.started.is_waiting());
         self.budget.release(before - slots.ready.len());
@@ -265,7 +272,7 @@ impl Pool {
             .filter_map(|(i, w)| Some((w.fit(wants)?, i)))
             .max()?;
         self.budget.release(1);
-        slots.ready.remove(best.1).map(|w| w.started)
+        slots.ready.remove(best.1)
     }
 
     /// The most this pool may grow to: the budget shared among the pools in use, never below
@@ -391,8 +398,11 @@ impl Pool {
                 _ => None,
             };
             self.used(taken.is_none(), slots.ready.len());
-            if taken.is_some() {
-                return taken;
+            if let Some(waiting) = taken {
+                return Some(Handed {
+                    waiting,
+                    waited: false,
+                });
             }
             if matches!(wants, Wants::Plain)
                 || slots.waiting() >= self.pending.load(Ordering::SeqCst)
@@ -493,21 +503,21 @@ impl Pool {
             self.release_waiters(&mut slots);
             return;
         }
-        let mut started = started;
+        let mut waiting = Waiting { started, preload };
         // The execution that has waited longest takes it, whatever it imported.
         while let Some(waiter) = slots.waiters.pop_front() {
-            match waiter.send(started) {
+            match waiter.send(waiting) {
                 Ok(()) => {
                     self.budget.release(1);
                     return;
                 }
                 // That waiter gave up meanwhile: the next one.
-                Err(back) => started = back,
+                Err(back) => waiting = back,
             }
         }
         // Above the target (it shrank while this one started): dropped, and so removed.
         if slots.ready.len() < self.target() {
-            slots.ready.push_back(Waiting { started, preload });
+            slots.ready.push_back(waiting);
         } else {
             self.budget.release(1);
         }

@@ -127,6 +127,8 @@ pub(crate) async fn execute(
     start_deadline: TokioInstant,
 ) -> Result<Outcome, EngineError> {
     let started = Instant::now();
+    // On tokio's clock, which the tests pause and advance.
+    let began = TokioInstant::now();
     let breaks_seen = runner.breaks.count();
 
     let ready = match start::ready_for_job(runner, source, job, cancel, start_deadline).await {
@@ -152,6 +154,7 @@ pub(crate) async fn execute(
         listening: _listening,
     } = ready;
     let job_sent = started.elapsed();
+    let ready_after = began.elapsed();
     // The code's time starts now: starting its container is the engine's time.
     let deadline = TokioInstant::now() + job.timeout;
 
@@ -197,7 +200,9 @@ pub(crate) async fn execute(
         breaks_seen,
     };
     let classified = Instant::now();
-    let outcome = outcome::classify(runner, job, ended_at).await;
+    let outcome = outcome::classify(runner, job, ended_at)
+        .await
+        .map(|o| Outcome { ready_after, ..o });
     if stop != frames::Stop::Done {
         runner
             .cleanup

@@ -98,6 +98,10 @@ pub struct Outcome {
     pub imports: Vec<String>,
     /// A session's state after the code ran, as the harness reported it (bounded).
     pub state: Option<StateReport>,
+    /// From the execution's start to its job written: its container's start, or none.
+    pub ready_after: Duration,
+    /// How its container was had, when it was not ready at once.
+    pub start: Option<crate::sandbox::StartNote>,
 }
 
 /// The bytes that followed a cut, up to [`EDGE_BYTES`], never shown: only a rewrite of the cut
@@ -132,6 +136,8 @@ impl Outcome {
             edges: Edges::default(),
             imports: Vec::new(),
             state: None,
+            ready_after: Duration::ZERO,
+            start: None,
         }
     }
 }
@@ -216,6 +222,8 @@ pub(super) async fn classify(
         edges: Edges::default(),
         imports: Vec::new(),
         state: None,
+        ready_after: Duration::ZERO,
+        start: None,
     };
     match stop {
         Stop::Done => {

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::sandbox::StartReason;
 use crate::sandbox::engine::backend::EngineEvent;
 use crate::sandbox::pool::{Pool, Wanted, Wants};
 use crate::sandbox::tests::fake::{Step, ok};
@@ -18,6 +19,7 @@ async fn the_pool_fills_and_a_pooled_run_takes_one_then_refills() {
     assert_eq!(rig.sandbox.pool_ready(), 2);
     let outcome = rig.run(10).await.unwrap();
     assert_eq!(outcome.status, Status::Ok);
+    assert_eq!(outcome.start, None, "a container at hand is not mentioned");
     assert_eq!(rig.stats.snapshot().executions_pooled, 1);
     settle().await;
     assert_eq!(rig.sandbox.pool_ready(), 2, "the taken one was replaced");
@@ -34,6 +36,8 @@ async fn an_empty_pool_waits_for_a_replacement_on_its_way_instead_of_a_cold_star
     let outcome = rig.run(10).await.unwrap();
     assert_eq!(outcome.status, Status::Ok);
     assert_eq!(rig.stats.snapshot().executions_pooled, 1);
+    let start = outcome.start.expect("a call that waited says so");
+    assert_eq!((start.pooled, start.reason), (true, StartReason::PoolEmpty));
     rig.finish().await;
 }
 
@@ -54,6 +58,12 @@ async fn a_replacement_the_engine_is_stuck_on_costs_half_the_start_limit_then_ru
         (Duration::from_secs(15)..Duration::from_secs(16)).contains(&waited),
         "answered after {waited:?}: half the 30 s start limit waiting, then a cold start"
     );
+    let start = outcome.start.expect("a cold call says so");
+    assert_eq!(
+        (start.pooled, start.reason),
+        (false, StartReason::PoolEmpty)
+    );
+    assert!(start.waited_ms >= 15_000, "{start:?}");
     rig.finish().await;
 }
 
@@ -78,6 +88,8 @@ async fn a_set_replacing_the_images_modules_skips_a_pool_that_preloads() {
         .unwrap();
     assert_eq!(outcome.status, Status::Ok);
     assert_eq!(rig.stats.snapshot().executions_pooled, 0, "it ran cold");
+    let start = outcome.start.expect("a cold call says so");
+    assert_eq!((start.pooled, start.reason), (false, StartReason::Packages));
     // A set that replaces nothing takes the pooled container.
     let outcome = rig
         .sandbox
@@ -92,6 +104,43 @@ async fn a_set_replacing_the_images_modules_skips_a_pool_that_preloads() {
         .unwrap();
     assert_eq!(outcome.status, Status::Ok);
     assert_eq!(rig.stats.snapshot().executions_pooled, 1);
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_without_a_pool_says_each_call_started_its_own() {
+    let rig = Rig::new(vec![ok(json!(1))], settings(0, 2));
+    let outcome = rig.run(10).await.unwrap();
+    let start = outcome.start.expect("a cold call says so");
+    assert_eq!((start.pooled, start.reason), (false, StartReason::PoolOff));
+    rig.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_container_without_the_modules_the_pool_imports_ahead_is_told_apart() {
+    let mut preloading = settings(1, 2);
+    preloading.preload =
+        crate::sandbox::pool::preload::Preload::Fixed(vec!["pandas".into(), "numpy".into()]);
+    let rig = Rig::new(Vec::new(), preloading);
+    let imports = |names: &[&str]| Wants::Imports(names.iter().map(|n| n.to_string()).collect());
+    let missing = |wants: &Wants, had: &[&str]| {
+        let had: Vec<String> = had.iter().map(|n| n.to_string()).collect();
+        rig.sandbox.preload_missing(wants, &had)
+    };
+    assert!(
+        missing(&imports(&["pandas"]), &[]),
+        "pandas is imported ahead elsewhere"
+    );
+    assert!(
+        !missing(&imports(&["pandas"]), &["pandas.core"]),
+        "it was here"
+    );
+    assert!(missing(&imports(&["numpy", "json"]), &["pandas"]));
+    assert!(
+        !missing(&imports(&["json"]), &[]),
+        "json is no module imported ahead"
+    );
+    assert!(!missing(&Wants::Plain, &[]));
     rig.finish().await;
 }
 
@@ -121,7 +170,10 @@ async fn two_waiters(rig: &Rig) -> (Arc<Pool>, Waiter, Waiter) {
             let taken = pool
                 .take_or_wait(Duration::from_secs(30), &Wants::Imports(Vec::new()))
                 .await;
-            taken.map(|s| s.name().to_string())
+            taken.map(|h| {
+                assert!(h.waited, "a container that landed is told apart");
+                h.waiting.started.name().to_string()
+            })
         })
     };
     let first = wait();
