@@ -92,6 +92,14 @@ impl Account {
         self.last.lock().expect("account lock")[what as usize] = Some(Instant::now());
     }
 
+    /// Counts a wait for the first container of a pool that was filling (new, or woken from
+    /// idle with nothing kept): the wait is real, but the pool is not behind the calls' pace,
+    /// so it does not hold back preloads. (Counted as behind, the first call on a fresh server
+    /// kept every replacement plain for 10 s: a data call's next calls paid their imports.)
+    pub fn note_filling_wait(&self) {
+        self.counts[Degrade::Waited as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn count(&self, what: Degrade) -> u64 {
         self.counts[what as usize].load(Ordering::Relaxed)
     }

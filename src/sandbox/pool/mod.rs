@@ -92,6 +92,9 @@ pub struct Pool {
     pending: AtomicUsize,
     /// Of those, the ones that import modules ahead.
     pending_preloaded: AtomicUsize,
+    /// No container has landed since the pool was made or fell idle to nothing: a wait now
+    /// is the pool filling, not falling behind.
+    filling: AtomicBool,
     /// Pooled starts that failed since the last one that succeeded.
     failures: AtomicU32,
     /// Signalled (one stored permit) when a pooled start fails.
@@ -238,6 +241,7 @@ impl Pool {
             }),
             pending: AtomicUsize::new(0),
             pending_preloaded: AtomicUsize::new(0),
+            filling: AtomicBool::new(true),
             failures: AtomicU32::new(0),
             failed: Notify::new(),
             pace: Pace::default(),
@@ -338,6 +342,7 @@ impl Pool {
         let before = self.target.swap(self.idle_floor, Ordering::SeqCst);
         if before > 0 && self.idle_floor == 0 {
             self.budget.in_use.fetch_sub(1, Ordering::SeqCst);
+            self.filling.store(true, Ordering::SeqCst);
         }
         let dropped: Vec<Waiting> = {
             let ready = &mut self.slots().ready;
@@ -389,7 +394,9 @@ impl Pool {
     /// cold start beside running replacements only makes them all slower on a busy engine.
     /// Waiters are served in the order they came; an execution that wants a plain container
     /// does not wait (a replacement may import modules ahead). `None`: start one (cold).
-    pub(crate) async fn take_or_wait(&self, limit: Duration, wants: &Wants) -> Option<Started> {
+    /// The container comes with what it imported ahead and whether the execution waited.
+    pub(crate) async fn take_or_wait(&self, limit: Duration, wants: &Wants) -> Option<Handed> {
+        let filling = self.filling.load(Ordering::SeqCst);
         let mut waiting = {
             let mut slots = self.slots();
             // Those who came first are served first: no taking past them.
@@ -422,11 +429,15 @@ impl Pool {
                 waiting.try_recv().ok()
             }
         };
-        self.account.note(match handed {
-            Some(_) => Degrade::Waited,
-            None => Degrade::ColdStart,
-        });
-        handed
+        match handed {
+            Some(_) if filling => self.account.note_filling_wait(),
+            Some(_) => self.account.note(Degrade::Waited),
+            None => self.account.note(Degrade::ColdStart),
+        }
+        Some(Handed {
+            waiting: handed?,
+            waited: true,
+        })
     }
 
     /// Reserves the replacements to start now (release each with [`Pool::put`] or
@@ -489,6 +500,7 @@ impl Pool {
         self.pace.started(!preload.is_empty(), took);
         self.settle_pending(&preload);
         self.started_total.fetch_add(1, Ordering::SeqCst);
+        self.filling.store(false, Ordering::SeqCst);
         self.started_recent
             .lock()
             .expect("pool lock")

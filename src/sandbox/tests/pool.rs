@@ -214,6 +214,65 @@ async fn waiters_are_served_in_the_order_they_came() {
     rig.finish().await;
 }
 
+/// The first calls on a fresh pool wait for its first containers: counted, but the pool is
+/// filling, not behind the calls, and its replacements still import the usual modules. A wait
+/// once a container has landed is the pool falling behind: preloads stop for a while.
+#[tokio::test(start_paused = true)]
+async fn a_wait_while_the_pool_fills_does_not_hold_back_preloads() {
+    let rig = Rig::new(Vec::new(), settings(2, 2));
+    let (pool, first, second) = two_waiters(&rig).await;
+    for (name, waiter) in [("landed-1", first), ("landed-2", second)] {
+        pool.put(
+            started(&rig, name).await,
+            &pool.image(),
+            Vec::new(),
+            Duration::ZERO,
+        );
+        assert_eq!(waiter.await.unwrap().as_deref(), Some(name));
+    }
+    let keeping_up = pool.snapshot().keeping_up;
+    assert_eq!(keeping_up.waits, 2);
+    assert_eq!(
+        keeping_up.pace,
+        crate::sandbox::pool::account::PoolPace::KeepingUp
+    );
+    // Past the ask pace's window: only being behind could hold a preload back now.
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let pandas = Wanted {
+        modules: vec!["pandas".into()],
+        keep: usize::MAX,
+    };
+    let preloads = pool.reserve(&pandas);
+    assert_eq!(preloads, [["pandas"], ["pandas"]]);
+    let waiter = {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            let wants = Wants::Imports(vec!["pandas".into()]);
+            pool.take_or_wait(Duration::from_secs(30), &wants)
+                .await
+                .is_some()
+        })
+    };
+    tokio::task::yield_now().await;
+    let preload = vec!["pandas".to_string()];
+    pool.put(
+        started(&rig, "landed-3").await,
+        &pool.image(),
+        preload,
+        Duration::ZERO,
+    );
+    assert!(waiter.await.unwrap());
+    pool.failed(&["pandas".to_string()]);
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(pool.snapshot().keeping_up.waits, 3);
+    let plain = pool.reserve(&pandas);
+    assert!(
+        !plain.is_empty() && plain.iter().all(Vec::is_empty),
+        "{plain:?}"
+    );
+    rig.finish().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failed_replacement_sends_the_newest_waiter_cold() {
     let rig = Rig::new(Vec::new(), settings(2, 2));
