@@ -419,6 +419,33 @@ async fn fork(t: &TestApp, session: &str, code: &str) -> Result<Executed, Execut
         .await
 }
 
+#[tokio::test]
+async fn a_forks_first_call_takes_the_container_its_source_had_prepared() {
+    let t = TestApp::start_with(|c| (c.pool.pool_size, c.pool.pool_max) = (2, 2)).await;
+    common::wait_for_full_pool(&t.app, 2).await;
+    let src = ok(&t, "new", "x = 41").await.session.unwrap();
+    prepared(&t, 1).await;
+    let before = t.app.execution_stats().executions_prepared;
+    let f = fork(&t, &src, "result = x + 1").await.unwrap();
+    assert_ok(&f.outcome);
+    assert_eq!(f.outcome.result, 42);
+    assert_eq!(
+        t.app.execution_stats().executions_prepared,
+        before + 1,
+        "the fork's first call ran in the container prepared for its source"
+    );
+    assert_eq!(f.outcome.start, None, "{:?}", f.outcome.start);
+    // Both are prepared again: the fork's next call, and its source's.
+    prepared(&t, 2).await;
+    let fork_handle = f.session.unwrap();
+    for (session, x) in [(&src, 41), (&fork_handle, 41)] {
+        let e = ok(&t, session, "result = x").await;
+        assert_eq!(e.outcome.result, x);
+    }
+    assert_eq!(t.app.execution_stats().executions_prepared, before + 3);
+    t.finish().await;
+}
+
 fn revision(e: &Executed) -> u64 {
     e.state
         .as_ref()

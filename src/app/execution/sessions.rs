@@ -10,7 +10,9 @@
 //!
 //! `HANDLE@N` runs a call on revision N (a rewind: its result becomes the newest revision);
 //! `fork` first makes a new session whose revision 1 is the source's state, sharing its blobs,
-//! and runs the call there: the source is never touched.
+//! and runs the call there: the source is never touched. Its first call takes the container
+//! prepared for the source when that loaded the forked state; the source's is prepared again
+//! after it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -176,6 +178,7 @@ impl Sessions {
     pub async fn begin(&self, arg: SessionArg, fork: bool) -> Result<Turn, SessionError> {
         let store = self.store.clone();
         let (mut forked_from, mut created) = (None, false);
+        let mut handed = None;
         let (handle, revision) = match (arg, fork) {
             (SessionArg::New, true) => return Err(SessionError::ForkOfNew),
             (SessionArg::New, false) => {
@@ -192,10 +195,12 @@ impl Sessions {
                 let source = self.live(&handle);
                 let _source_turn = source.turn.clone().lock_owned().await;
                 let store = store.clone();
+                let source_handle = handle.clone();
                 let (forked, from) = crate::host::blocking_here(move || {
                     store.expire_idle();
-                    store.fork(&handle, revision)
+                    store.fork(&source_handle, revision)
                 })?;
+                handed = hand_over(&source, &handle, &from);
                 forked_from = Some(from);
                 (forked, None)
             }
@@ -224,6 +229,10 @@ impl Sessions {
             Err(e) => return Err(e),
         };
         let prepared = live.prepared.lock().expect("session lock").take();
+        let (prepared, source) = match handed {
+            Some((p, source)) => (Some((FORK_REVISION, p)), Some(source)),
+            None => (prepared, None),
+        };
         Ok(Turn {
             handle,
             revision: revision.unwrap_or(newest),
@@ -234,8 +243,37 @@ impl Sessions {
             live,
             guard,
             prepared,
+            source,
         })
     }
+}
+
+/// The revision a fork starts from: its first, the source's state.
+const FORK_REVISION: u64 = 1;
+
+/// The source's container prepared with the state a fork was just made from (`from`,
+/// `HANDLE@N`), taken for the fork's first call: it loaded that very state, so the fork's
+/// first call is as quick as a session's next. The source gets another once the fork's call
+/// has ended ([`Turn::finish`]).
+fn hand_over(source: &Arc<Live>, handle: &str, from: &str) -> Option<(Prepared, Source)> {
+    let revision: u64 = from.rsplit_once('@')?.1.parse().ok()?;
+    let mut prepared = source.prepared.lock().expect("session lock");
+    let (_, p) = prepared.take_if(|(r, _)| *r == revision)?;
+    let again = Source {
+        live: source.clone(),
+        handle: handle.to_string(),
+        revision,
+        package_set: p.package_set.clone(),
+    };
+    Some((p, again))
+}
+
+/// A session whose prepared container a fork took: prepared again after the fork's call.
+struct Source {
+    live: Arc<Live>,
+    handle: String,
+    revision: u64,
+    package_set: Option<String>,
 }
 
 /// One call's hold on its session.
@@ -252,6 +290,8 @@ pub struct Turn {
     live: Arc<Live>,
     guard: OwnedMutexGuard<()>,
     prepared: Option<(u64, Prepared)>,
+    /// The source of a fork whose prepared container this turn took.
+    source: Option<Source>,
 }
 
 impl Turn {
@@ -286,9 +326,18 @@ impl Turn {
     /// Ends a turn whose call did not run: its prepared container is removed, and the next
     /// call of the session may start.
     pub fn abandon(self) {
-        if let Some((_, prepared)) = self.prepared {
-            prepared.cancel();
+        let Some((_, prepared)) = self.prepared else {
+            return;
+        };
+        // A fork's source gets back the container this turn took from it.
+        if let Some(source) = self.source {
+            let mut theirs = source.live.prepared.lock().expect("session lock");
+            if theirs.is_none() {
+                *theirs = Some((source.revision, prepared));
+                return;
+            }
         }
+        prepared.cancel();
     }
 
     /// Ends the turn once the snapshot has arrived (in the background): prepares the
@@ -305,6 +354,7 @@ impl Turn {
             live,
             guard,
             prepared,
+            source,
             ..
         } = self;
         // Taken by the call, or left unused (the call ran elsewhere): either way it is done.
@@ -312,7 +362,18 @@ impl Turn {
             prepared.cancel();
         }
         let taken = saved.store.taken();
-        let ending = async move {
+        let again = source.map(|source| {
+            let reader = Arc::new(TurnStore {
+                store: store.clone(),
+                handle: source.handle,
+                revision: source.revision,
+                next: 0,
+                saved: Mutex::new(None),
+                events: None,
+            });
+            (sandbox.clone(), source.live, reader, source.package_set)
+        });
+        let own = async move {
             if !taken {
                 drop(guard);
                 return;
@@ -341,6 +402,13 @@ impl Turn {
             *live.prepared.lock().expect("session lock") = next.map(|p| (revision, p));
             drop(guard);
             if paused {
+                prepare_when_calm(sandbox, live, reader, package_set).await;
+            }
+        };
+        let ending = async move {
+            own.await;
+            // Then the fork's source, whose prepared container this call took.
+            if let Some((sandbox, live, reader, package_set)) = again {
                 prepare_when_calm(sandbox, live, reader, package_set).await;
             }
         };
