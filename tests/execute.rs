@@ -534,3 +534,28 @@ async fn a_call_takes_the_pooled_container_that_imported_what_its_code_imports()
     );
     t.finish().await;
 }
+
+#[tokio::test]
+async fn a_call_says_so_when_its_container_was_not_ready_at_once() {
+    // No pool: the call starts a container of its own, and its response says so.
+    let t = TestApp::start_with(|c| (c.pool.pool_size, c.pool.pool_max) = (0, 0)).await;
+    let client = common::mcp_client(t.app.clone()).await;
+    let (err, v) = common::call_tool(&client, "execute_code", json!({"code": "result = 1"})).await;
+    assert!(!err, "{v}");
+    assert_eq!(v["start"]["pooled"], false, "{v}");
+    assert_eq!(v["start"]["reason"], "pool_off", "{v}");
+    let waited = v["start"]["waited_ms"].as_u64().expect("waited_ms");
+    assert!(waited > 0, "a container's start takes time: {v}");
+    client.cancel().await.unwrap();
+    t.finish().await;
+    // A full pool: the call takes a ready container, and the response has no `start`.
+    let t = TestApp::start_with(|c| (c.pool.pool_size, c.pool.pool_max) = (1, 1)).await;
+    let client = common::mcp_client(t.app.clone()).await;
+    wait_for_full_pool(&t.app, 1).await;
+    let (err, v) = common::call_tool(&client, "execute_code", json!({"code": "result = 1"})).await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], 1);
+    assert!(v.get("start").is_none(), "{v}");
+    client.cancel().await.unwrap();
+    t.finish().await;
+}
