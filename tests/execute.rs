@@ -295,16 +295,25 @@ async fn the_servers_run_under_the_runtime_and_image_tree_asked_for() {
 
 #[tokio::test]
 async fn a_named_runtime_runs_the_sandbox() {
-    // Docker registers runc also under this name; a container the flag did not reach would
-    // show the engine's default ("runc"). Podman names its runtimes plainly and records none
-    // for its default. CEM_RUNTIME=runsc runs the suite on gVisor.
-    let podman = Engine::connect().await.unwrap().info().await.unwrap().kind == "Podman";
-    let alias = if podman {
-        "runc"
-    } else {
-        "io.containerd.runc.v2"
+    // Docker registers runc also as io.containerd.runc.v2 (unless daemon.json lists runtimes
+    // of its own); a container the flag did not reach would show the engine's default
+    // ("runc"). Podman names its runtimes plainly and records none for its default.
+    // CEM_RUNTIME=runsc runs the suite on gVisor.
+    let engine = Engine::connect().await.unwrap();
+    let podman = engine.info().await.unwrap().kind == "Podman";
+    let runtime = match std::env::var("CEM_RUNTIME") {
+        Ok(named) => named,
+        Err(_) if podman => "runc".into(),
+        Err(_) => {
+            let registered = engine.runtimes().await.unwrap();
+            let mut other: Vec<&String> = registered.keys().filter(|n| *n != "runc").collect();
+            other.sort_by_key(|n| (n.as_str() != "io.containerd.runc.v2", n.as_str()));
+            other
+                .first()
+                .map(|n| n.to_string())
+                .expect("the engine registers a runtime besides its default runc")
+        }
     };
-    let runtime = std::env::var("CEM_RUNTIME").unwrap_or_else(|_| alias.into());
     let t = TestApp::start_with(|c| c.sandbox.runtime = Some(runtime.clone())).await;
     let inspected = common::inspect_pooled(&t.app).await;
     let recorded = if podman {
