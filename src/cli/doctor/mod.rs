@@ -470,6 +470,12 @@ fn memory_verdict(ended: Result<(Status, String), String>, oom_reported: bool) -
             "memory limit",
             "a 64 MB sandbox allocating 256 MB was killed; this engine does not report OOM kills, so executions at their limit are reported as likely memory-limit kills (Podman 5 reports them)",
         ),
+        // Killed while allocating past its limit: the limit at work, whose OOM notice the
+        // engine lost (Docker 20.10 does on a busy machine). A limit not enforced ends `ok`.
+        Ok((Status::Error, error)) if error.contains("SIGKILL") => Check::pass(
+            "memory limit",
+            "a 64 MB sandbox allocating 256 MB was killed, though the engine did not report it as an OOM kill (it loses that notice under load); such executions are reported as likely memory-limit kills",
+        ),
         Ok((status, error)) => Check::fail(
             "memory limit",
             format!(
@@ -506,7 +512,8 @@ mod tests {
         assert!(memory_verdict(Ok((Status::MemoryLimit, String::new())), true).ok);
         assert!(memory_verdict(Ok((Status::Error, killed.into())), false).ok);
         assert!(!memory_verdict(Ok((Status::Error, "MemoryError".into())), false).ok);
-        assert!(!memory_verdict(Ok((Status::Error, killed.into())), true).ok);
+        let unreported = memory_verdict(Ok((Status::Error, killed.into())), true);
+        assert!(unreported.ok && unreported.detail.contains("did not report"));
         let check = memory_verdict(Ok((Status::Ok, String::new())), false);
         assert!(!check.ok);
         assert!(
