@@ -5,9 +5,10 @@
 //! explicit `image build --base` path. The client's handshake is answered before any of that is
 //! done: the sandbox image is still missing when it is, and `get_execution_stats` says the image
 //! is being built; `execute_code` answers with what is left until the image is there. An HTTP
-//! server started beside it on the same engine (it waits for the same build) listens at once:
-//! `/health` says it is starting, its handshake is answered before the image exists, and it
-//! runs code once it has started.
+//! server started beside it on the same engine listens at once: `/health` says it is starting,
+//! its handshake is answered before the image exists, and it runs code once it has started.
+//! The two build once: whichever takes the build lock first builds, the other waits and reuses
+//! (which one is a race, so the build's steps are looked for in the builder's output).
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::common::private_engine::PrivateEngine;
 use crate::common::{call_tool, require_root, serve_command, stop_with_sigterm};
-use crate::server::{Server, error_text};
+use crate::server::{Server, error_text, tee_stderr};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root: starts a private Docker engine in a network namespace and runs debootstrap"]
@@ -83,14 +84,19 @@ async fn a_fresh_offline_engine_gets_its_image_built_on_the_first_start() {
     let v = run_once_started(&server).await;
     let ready = started.elapsed();
     assert_eq!(v["output"], serde_json::json!(["42"]), "{v}");
-    let stderr = server.stderr();
+    // Whichever server took the build lock first built; the other waited and reused.
+    let outputs = [server.stderr(), http.stderr()];
+    let built: Vec<&String> = outputs
+        .iter()
+        .filter(|s| s.contains("not found; building it"))
+        .collect();
+    assert_eq!(built.len(), 1, "exactly one server builds: {outputs:#?}");
     for step in [
-        "not found; building it",
         "cannot pull",
         "building the offline base code-execution-mcp/python-base:3.13-trixie",
         "built code-execution-mcp/python-base:3.13-trixie",
     ] {
-        assert!(stderr.contains(step), "no {step:?} in:\n{stderr}");
+        assert!(built[0].contains(step), "no {step:?} in:\n{}", built[0]);
     }
     eprintln!(
         "first start on a fresh offline engine: handshake answered in {answered:?}, code ran after {ready:?}"
@@ -140,11 +146,12 @@ async fn step_reached(server: &Server, step: &str) -> Value {
     }
 }
 
-/// An HTTP server on the same fresh engine, started beside the stdio one.
+/// An HTTP server on the same fresh engine, started beside the stdio one, its stderr kept.
 struct HttpBeside {
     child: tokio::process::Child,
     port: u16,
     began: Instant,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl HttpBeside {
@@ -156,18 +163,25 @@ impl HttpBeside {
             .port();
         let listen = format!("127.0.0.1:{port}");
         let args = ["--transport", "http", "--listen", &listen];
-        let child = serve_command(dir, &[&args[..], &["--pool-size", "0"]].concat())
+        let mut child = serve_command(dir, &[&args[..], &["--pool-size", "0"]].concat())
             .args(["--image-profile", "minimal"])
             .env("DOCKER_HOST", host)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("spawn the HTTP server");
+        let (stderr, _tee) = tee_stderr(&mut child);
         Self {
             child,
             port,
             began: Instant::now(),
+            stderr,
         }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
     }
 
     /// `/health`: its status and JSON body, once it listens (10 s at most from its spawn).
@@ -209,7 +223,7 @@ impl HttpBeside {
         let _ = client.cancel().await;
     }
 
-    /// Once `/health` answers 200 (the build is the stdio server's, then this one's tree and
+    /// Once `/health` answers 200 (the build is one server's, then this one's tree and
     /// catalog), `execute_code` over HTTP runs.
     async fn runs_code_once_started(&self) {
         use rmcp::ServiceExt;

@@ -102,7 +102,7 @@ impl Server {
 }
 
 /// Copies the child's stderr to the test's, keeping it; the task ends with the stderr.
-fn tee_stderr(child: &mut Child) -> (Arc<Mutex<String>>, tokio::task::JoinHandle<()>) {
+pub(crate) fn tee_stderr(child: &mut Child) -> (Arc<Mutex<String>>, tokio::task::JoinHandle<()>) {
     use tokio::io::AsyncBufReadExt;
     let kept = Arc::new(Mutex::new(String::new()));
     let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
