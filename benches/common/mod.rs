@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod busy;
+pub mod cpu;
 pub mod docker_run;
 pub mod in_process;
 pub mod knobs;

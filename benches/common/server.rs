@@ -120,9 +120,14 @@ pub struct Server {
 impl Server {
     /// Spawns `serve` with its data in a fresh temp dir (stderr to a log there) and connects.
     pub async fn start(storage: Storage, flags: &[&str]) -> Self {
+        Self::start_binary(BIN, storage, flags).await
+    }
+
+    /// [`Server::start`] of the binary at `bin` (another build, for a baseline).
+    pub async fn start_binary(bin: &str, storage: Storage, flags: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = dir.path().join("server.stderr");
-        let mut command = Command::new(BIN);
+        let mut command = Command::new(bin);
         command
             .env("NO_COLOR", "1") // the log is a file, quoted in failure messages
             .args(["serve", "--workspace-quota-mb", "0"]);
