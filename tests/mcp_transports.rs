@@ -1037,5 +1037,13 @@ async fn an_http_server_stopped_while_it_copies_the_image_tree_leaves_no_contain
     );
     let log = log.await.unwrap();
     assert!(log.contains("the start stopped"), "{log}");
+    // The copy was abandoned, not finished: nothing of it is left but its lock file.
+    let trees = dir.path().join("data/image-trees");
+    let left: Vec<String> = std::fs::read_dir(&trees)
+        .unwrap_or_else(|e| panic!("{}: {e}", trees.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.ends_with(".lock"))
+        .collect();
+    assert!(left.is_empty(), "left in {}: {left:?}", trees.display());
     eprintln!("stopped during the tree copy in {took:?}");
 }
