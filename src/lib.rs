@@ -27,8 +27,9 @@
 //!   HTTP APIs the `egress` entries list, reached through the server (guarded egress).
 //! - The subsystems, which do not know each other: [`audit`]: the audit trail's records, files
 //!   and reader; [`discovery`]: the tool catalog and its ranked search;
-//!   [`oauth`]: OAuth 2.1 access tokens checked as a resource server (metadata, JWT
-//!   signatures, introspection, claims); [`packages`]:
+//!   [`links`]: upload and download links (signed, single use, budgeted per tenant) and the
+//!   upload page; [`oauth`]: OAuth 2.1 access tokens checked as a resource server (metadata,
+//!   JWT signatures, introspection, claims); [`packages`]:
 //!   requirements resolved and installed outside the sandbox into a shared, content-named
 //!   cache that sandboxes mount read-only; [`pii`]: detection and reversible tokenization of
 //!   personal data; [`sandbox`]: one fresh container per execution (the engine seam, its
@@ -82,6 +83,7 @@ pub mod gateway;
 // The subsystems, which do not know each other.
 pub mod audit;
 pub mod discovery;
+pub mod links;
 pub mod oauth;
 pub mod packages;
 pub mod pii;

@@ -39,6 +39,8 @@ pub enum StartError {
     Registry { path: PathBuf, message: String },
     #[error("PII engine: {0}")]
     Pii(String),
+    #[error("upload and download links: {0}")]
+    Links(String),
     #[error(transparent)]
     PiiKey(#[from] KeyFileError),
     #[error(transparent)]

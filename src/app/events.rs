@@ -54,6 +54,9 @@ pub struct ResourceChange {
     pub listing_changed: bool,
     /// More resources may have changed than `uris` names.
     pub more: bool,
+    /// A file came in through an upload link: no MCP session's own call made it, so
+    /// handshake-era sessions that subscribed hear of it through [`Events::arrivals`].
+    pub through_link: bool,
 }
 
 /// What one listen stream asked for (and the server accepted).
@@ -117,7 +120,22 @@ impl Events {
     }
 
     /// Resources changed (`uris` as clients see them). Never waits.
-    pub fn resources_changed(&self, mut uris: Vec<String>, listing_changed: bool, more: bool) {
+    pub fn resources_changed(&self, uris: Vec<String>, listing_changed: bool, more: bool) {
+        self.publish(uris, listing_changed, more, false);
+    }
+
+    /// A file came in through an upload link (`uri` as clients see it). Never waits.
+    pub fn arrived(&self, uri: String, listing_changed: bool) {
+        self.publish(vec![uri], listing_changed, false, true);
+    }
+
+    fn publish(
+        &self,
+        mut uris: Vec<String>,
+        listing_changed: bool,
+        more: bool,
+        through_link: bool,
+    ) {
         let more = more || uris.len() > MAX_EVENT_URIS;
         uris.truncate(MAX_EVENT_URIS);
         if uris.is_empty() && !listing_changed && !more {
@@ -128,6 +146,7 @@ impl Events {
             uris,
             listing_changed,
             more,
+            through_link,
         })));
     }
 
@@ -162,6 +181,12 @@ impl Events {
     /// one per session, which ends with it).
     pub fn tool_changes(&self) -> ToolChanges {
         ToolChanges(self.sender.subscribe())
+    }
+
+    /// Files that came in through upload links, for a session of the handshake era that
+    /// subscribed to resources (no stream slot: one per session, which ends with it).
+    pub fn arrivals(&self) -> Arrivals {
+        Arrivals(self.sender.subscribe())
     }
 
     /// Listen streams open now.
@@ -254,6 +279,31 @@ impl ToolChanges {
             match self.0.recv().await {
                 Ok(Event::ToolsListChanged) | Err(RecvError::Lagged(_)) => return Some(()),
                 Ok(Event::Resources(_)) => {}
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    }
+}
+
+/// Files that came in through upload links, as a handshake-era session hears of them.
+pub struct Arrivals(broadcast::Receiver<Event>);
+
+impl Arrivals {
+    /// The next arrival; after lagging, a change of the listing and every subscribed URI
+    /// (`more`); `None` once the tenant is gone.
+    pub async fn next(&mut self) -> Option<Arc<ResourceChange>> {
+        loop {
+            match self.0.recv().await {
+                Ok(Event::Resources(change)) if change.through_link => return Some(change),
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => {
+                    return Some(Arc::new(ResourceChange {
+                        uris: Vec::new(),
+                        listing_changed: true,
+                        more: true,
+                        through_link: true,
+                    }));
+                }
                 Err(RecvError::Closed) => return None,
             }
         }

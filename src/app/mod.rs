@@ -9,6 +9,7 @@
 mod errors;
 pub mod events;
 pub mod execution;
+pub mod links;
 pub mod open;
 mod shared;
 pub mod starting;
@@ -79,6 +80,8 @@ pub struct App {
     tasks: rmcp::task_manager::TaskManager,
     /// This tenant's changes, for `subscriptions/listen` streams.
     events: Arc<events::Events>,
+    /// Upload and download links' markers, budget, counters and known hashes.
+    links: links::TenantLinks,
     /// The tenant's name (none on a server without tenants).
     tenant: Option<String>,
     /// Whether its sandboxes run as the tenant's own uid (`--tenant-uid-range`).
@@ -191,7 +194,9 @@ impl App {
         let paused =
             execution::paused::PausedTable::new(tenant, shared.config.gateway.confirm_wait());
         let audit = execution::audit::open(&shared, tenant);
+        let links = links::TenantLinks::new(&shared, dirs.links.clone());
         Ok(Self {
+            links,
             tenant: tenant.map(str::to_string),
             own_uid: own_user.is_some(),
             audit,

@@ -66,11 +66,18 @@ pub struct Shared {
     pub(super) package_policy: crate::packages::PolicyFile,
     /// Guarded egress, when the upstreams file has an `egress` object.
     pub(super) egress: Option<crate::app::open::egress::ServerEgress>,
+    /// Upload and download links, when `--public-url` says where they point.
+    pub(super) links: Option<Arc<crate::app::links::ServerLinks>>,
     /// Holds the copy (a shared lock) so no other server removes it while this one runs.
     _image_tree_hold: Option<crate::sandbox::image::tree::Prepared>,
 }
 
 impl Shared {
+    /// Upload and download links, when the server makes them (`--public-url`).
+    pub fn links(&self) -> Option<&Arc<crate::app::links::ServerLinks>> {
+        self.links.as_ref()
+    }
+
     /// The configuration this server runs with.
     pub fn config(&self) -> &Config {
         &self.config
@@ -212,7 +219,14 @@ impl Shared {
         let egress = crate::app::open::egress::open(&config, rules, &side.host_paths)?;
         let (packages, package_policy) =
             open_packages(&config, &side, &image, &engine_limits, egress.as_ref())?;
+        let links = crate::app::links::ServerLinks::open(config.links.settings(
+            config.oauth.resource().map(|r| r.public_url),
+            &config.storage.data_dir(),
+        ))
+        .map_err(|e| StartError::Links(e.to_string()))?
+        .map(Arc::new);
         Ok(Arc::new(Self {
+            links,
             packages,
             package_policy,
             gateway: start_gateway(&config, upstreams, ranking),

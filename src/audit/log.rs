@@ -18,8 +18,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::record::AuditRecord;
-
 /// How the trail is kept (from the `--audit-*` flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuditSettings {
@@ -116,7 +114,7 @@ impl AuditLog {
 
     /// Appends `record` as one line (blocking: call it off the async threads). A failure is
     /// counted and logged here; the caller decides nothing on it.
-    pub fn append(&self, record: &AuditRecord) -> Result<(), AuditError> {
+    pub fn append(&self, record: &impl serde::Serialize) -> Result<(), AuditError> {
         let mut line = serde_json::to_string(record).expect("a record serializes");
         line.push('\n');
         let mut open = self.open.lock().expect("audit lock");
@@ -303,6 +301,8 @@ pub fn rotated_stamp<'a>(name: &'a str, stem: &str) -> Option<&'a str> {
 mod tests {
     use super::*;
     use crate::audit::record::{now, sample};
+
+    use crate::audit::AuditRecord;
 
     fn record(i: usize) -> AuditRecord {
         sample(Some("alice"), &now(), &format!("exe_{i:016x}"))

@@ -1,4 +1,5 @@
-//! The audit trail: for each `execute_code` call, one JSON line saying what code ran (its
+//! The audit trail: for each file through an upload or download link, one JSON line of
+//! `kind` upload or download ([`TransferRecord`]); for each `execute_code` call, one JSON line saying what code ran (its
 //! SHA-256; the code itself, tokenized, only with `--audit-code`), for which tenant and client,
 //! with what outcome, calling which upstream tools with what policy decisions, and which
 //! workspace files it changed. Values of personal data never enter it: strings that could carry
@@ -18,7 +19,10 @@ pub mod read;
 pub mod record;
 
 pub use log::{AuditHealth, AuditLog, AuditSettings};
-pub use record::{AuditCall, AuditPlan, AuditPlanCall, AuditRecord, AuditTokens, TokenCount};
+pub use record::{
+    AuditCall, AuditEntry, AuditPlan, AuditPlanCall, AuditRecord, AuditTokens, TokenCount,
+    TransferKind, TransferRecord,
+};
 
 /// The directory of the trail under the data directory.
 pub const DIR_NAME: &str = "audit";

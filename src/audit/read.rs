@@ -1,5 +1,6 @@
 //! Reading the trail back for `code-execution-mcp audit`: every node's files of the chosen
-//! tenants (current and rotated), records filtered by time and execution, sorted by time.
+//! tenants (current and rotated), records (executions and transfers) filtered by time and
+//! execution, sorted by time.
 //! A line that is not a record (one a full disk cut short) is reported and skipped, never
 //! fatal; a line past [`MAX_LINE_BYTES`] is skipped the same way.
 
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use super::record::AuditRecord;
+use super::record::AuditEntry;
 
 /// The longest line read as a record (a record with `--audit-code` carries at most the
 /// largest code a call may send, tokenized).
@@ -21,7 +22,7 @@ pub struct Query {
     pub tenants: Vec<String>,
     /// Only records at or after this time.
     pub since: Option<DateTime<Utc>>,
-    /// Only this execution's record.
+    /// Only this execution's record (no transfers).
     pub execution_id: Option<String>,
 }
 
@@ -55,7 +56,7 @@ pub struct Skipped {
 
 /// The records under `DATA_DIR/audit` that `query` selects, oldest first, and the lines
 /// skipped on the way.
-pub fn read(data_dir: &Path, query: &Query) -> Result<(Vec<AuditRecord>, Vec<Skipped>), ReadError> {
+pub fn read(data_dir: &Path, query: &Query) -> Result<(Vec<AuditEntry>, Vec<Skipped>), ReadError> {
     let root = data_dir.join(super::DIR_NAME);
     if !root.is_dir() {
         return Err(ReadError::Missing(root));
@@ -102,14 +103,14 @@ pub fn read(data_dir: &Path, query: &Query) -> Result<(Vec<AuditRecord>, Vec<Ski
         }
     }
     // RFC 3339 UTC with fixed digits sorts as text; ties keep file order.
-    records.sort_by(|a, b| a.time.cmp(&b.time));
+    records.sort_by(|a, b| a.time().cmp(b.time()));
     Ok((records, skipped))
 }
 
 fn read_file(
     file: &Path,
     query: &Query,
-    records: &mut Vec<AuditRecord>,
+    records: &mut Vec<AuditEntry>,
     skipped: &mut Vec<Skipped>,
 ) -> Result<(), ReadError> {
     let opened = std::fs::File::open(file).map_err(|source| ReadError::Io {
@@ -154,7 +155,7 @@ fn read_file(
         if text.is_empty() {
             continue;
         }
-        let record: AuditRecord = match serde_json::from_str(text) {
+        let record: AuditEntry = match serde_json::from_str(text) {
             Ok(r) => r,
             Err(e) => {
                 skipped.push(skip(format!("not a record: {e}")));
@@ -162,19 +163,17 @@ fn read_file(
             }
         };
         if let Some(since) = query.since {
-            match DateTime::parse_from_rfc3339(&record.time) {
+            match DateTime::parse_from_rfc3339(record.time()) {
                 Ok(t) if t.with_timezone(&Utc) >= since => {}
                 Ok(_) => continue,
                 Err(e) => {
-                    skipped.push(skip(format!("bad time {:?}: {e}", record.time)));
+                    skipped.push(skip(format!("bad time {:?}: {e}", record.time())));
                     continue;
                 }
             }
         }
-        if query
-            .execution_id
-            .as_ref()
-            .is_some_and(|id| *id != record.execution_id)
+        if let Some(id) = &query.execution_id
+            && record.execution().is_none_or(|e| e.execution_id != *id)
         {
             continue;
         }
@@ -220,11 +219,27 @@ fn bad_since(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::AuditRecord;
     use crate::audit::log::{AuditLog, AuditSettings};
     use crate::audit::record::sample;
 
     fn record(tenant: &str, time: &str, id: &str) -> AuditRecord {
         sample(Some(tenant), time, id)
+    }
+
+    fn transfer(tenant: &str, time: &str, link: &str) -> crate::audit::TransferRecord {
+        crate::audit::TransferRecord {
+            kind: crate::audit::TransferKind::Upload,
+            time: time.into(),
+            tenant: Some(tenant.into()),
+            node: "n1".into(),
+            link_id: link.into(),
+            name: Some("in.csv".into()),
+            size: 3,
+            sha256: None,
+            client: "c".into(),
+            status: "ok".into(),
+        }
     }
 
     #[test]
@@ -245,6 +260,9 @@ mod tests {
             .unwrap();
         bob.append(&record("bob", "2026-11-26T10:00:03.000Z", "b1"))
             .unwrap();
+        // A transfer, read beside the executions.
+        bob.append(&transfer("bob", "2026-11-26T10:00:04.000Z", "l1"))
+            .unwrap();
         // A line a full disk cut short.
         let path = dir.path().join("audit/alice/n2.jsonl");
         let mut text = std::fs::read_to_string(&path).unwrap();
@@ -256,14 +274,20 @@ mod tests {
             (
                 records
                     .into_iter()
-                    .map(|r| r.execution_id)
+                    .map(|r| match r {
+                        AuditEntry::Execution(e) => e.execution_id.clone(),
+                        AuditEntry::Transfer(t) => format!("{:?}:{}", t.kind, t.link_id),
+                    })
                     .collect::<Vec<_>>(),
                 skipped.len(),
             )
         };
         assert_eq!(
             ids(&Query::default()),
-            (vec!["a1".into(), "a2".into(), "b1".into()], 1)
+            (
+                vec!["a1".into(), "a2".into(), "b1".into(), "Upload:l1".into()],
+                1
+            )
         );
         let alice = Query {
             tenants: vec!["alice".into()],
@@ -274,7 +298,7 @@ mod tests {
             since: Some(parse_since("2026-11-26T10:00:02Z", Utc::now()).unwrap()),
             ..Query::default()
         };
-        assert_eq!(ids(&since).0, vec!["a2", "b1"]);
+        assert_eq!(ids(&since).0, vec!["a2", "b1", "Upload:l1"]);
         let one = Query {
             execution_id: Some("b1".into()),
             ..Query::default()

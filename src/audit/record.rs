@@ -1,5 +1,7 @@
-//! One audit record: what the trail keeps of one `execute_code` call. Field names are stable
-//! (README's "Audit trail" lists them); new fields may be added, none renamed.
+//! The audit trail's records: one per `execute_code` call ([`AuditRecord`]) and one per file
+//! that came in or went out through a link ([`TransferRecord`], told apart by its `kind`).
+//! Field names are stable (docs/operations.md lists them); new fields may be added, none
+//! renamed.
 
 use serde::{Deserialize, Serialize};
 
@@ -269,4 +271,65 @@ mod tests {
         );
         assert!(record.time.ends_with('Z'));
     }
+}
+
+/// One line of the trail: a transfer (it has a `kind`), else an execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AuditEntry {
+    Transfer(TransferRecord),
+    Execution(Box<AuditRecord>),
+}
+
+impl AuditEntry {
+    /// When it was recorded (RFC 3339 UTC, milliseconds).
+    pub fn time(&self) -> &str {
+        match self {
+            AuditEntry::Transfer(t) => &t.time,
+            AuditEntry::Execution(e) => &e.time,
+        }
+    }
+
+    /// The execution's record, when it is one.
+    pub fn execution(&self) -> Option<&AuditRecord> {
+        match self {
+            AuditEntry::Execution(e) => Some(e),
+            AuditEntry::Transfer(_) => None,
+        }
+    }
+}
+
+/// Which way a file went through a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransferKind {
+    Upload,
+    Download,
+}
+
+/// A file that came in through an upload link or went out through a download link (or a
+/// use of a link that was refused after its signature checked).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransferRecord {
+    pub kind: TransferKind,
+    /// When it ended: RFC 3339, UTC, milliseconds.
+    pub time: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    pub node: String,
+    /// The link's id (as the tool that made it returned it).
+    pub link_id: String,
+    /// The file's workspace path (tokenized), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Bytes received or sent.
+    pub size: u64,
+    /// SHA-256 of the content, hex (an upload's, or a download of the whole file's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// The client's address, keyed-hashed (the same address gives the same value on every
+    /// node; the address cannot be read back).
+    pub client: String,
+    /// `ok`, else why it was refused or failed.
+    pub status: String,
 }

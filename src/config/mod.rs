@@ -1,7 +1,7 @@
 //! One `Config` for the whole server, built from command-line flags and their environment
 //! variables (clap), in groups of one subsystem each ([`TransportConfig`], [`TenantsConfig`],
 //! [`OAuthConfig`], [`StorageConfig`], [`SandboxConfig`], [`LimitsConfig`], [`PoolConfig`], [`PiiConfig`],
-//! [`GatewayConfig`], [`EgressConfig`], [`OperationsConfig`]). Each group checks its own flags and converts them into its subsystem's
+//! [`GatewayConfig`], [`EgressConfig`], [`LinksConfig`], [`OperationsConfig`]). Each group checks its own flags and converts them into its subsystem's
 //! settings; ranges of a single flag are clap value parsers, so a bad value is refused while
 //! parsing, naming the flag. [`Config::validate`] adds the checks that span groups.
 //!
@@ -13,6 +13,7 @@ mod discovery;
 mod egress;
 mod gateway;
 mod limits;
+mod links;
 mod oauth;
 mod operations;
 mod packages;
@@ -31,6 +32,7 @@ pub use discovery::{DiscoveryConfig, Ranker};
 pub use egress::{EgressConfig, pem_roots};
 pub use gateway::GatewayConfig;
 pub use limits::{LimitsConfig, MIN_MEMORY_MB};
+pub use links::LinksConfig;
 pub use oauth::OAuthConfig;
 pub use operations::OperationsConfig;
 pub use packages::{PackagesConfig, PackagesMode};
@@ -101,6 +103,11 @@ pub struct Config {
         next_help_heading = "Guarded egress (HTTP through the server)"
     )]
     pub egress: EgressConfig,
+    #[command(
+        flatten,
+        next_help_heading = "Upload and download links (files in and out by URL)"
+    )]
+    pub links: LinksConfig,
     #[command(flatten, next_help_heading = "Operations (metrics, audit trail)")]
     pub operations: OperationsConfig,
 }
@@ -161,6 +168,7 @@ impl Config {
         self.gateway.validate()?;
         self.egress.validate()?;
         self.operations.validate()?;
+        self.links.validate()?;
         if self.storage.shared_data
             && self
                 .egress
@@ -179,6 +187,33 @@ impl Config {
             }
             if self.storage.workspace.is_some() || self.storage.skills_dir.is_some() {
                 return Err(ConfigError::Conflict("--workspace and --skills-dir name one tenant's directories; with tokens or OAuth each tenant has DATA_DIR/tenants/NAME/{workspace,skills}: set --data-dir (CEM_DATA_DIR) instead".into()));
+            }
+        }
+        self.validate_links()
+    }
+
+    /// Where the link routes are served: beside /mcp over HTTP; on --links-listen, a loopback
+    /// address --public-url names, with stdio.
+    fn validate_links(&self) -> Result<(), ConfigError> {
+        if self.transport.transport == Transport::Stdio
+            && self.oauth.public_url().is_some()
+            && self.links.links_listen.is_none()
+        {
+            return Err(ConfigError::Conflict("--public-url with stdio names where upload and download links point, which only --links-listen serves: add --links-listen ADDR (the address --public-url names), or remove --public-url".into()));
+        }
+        if let Some(addr) = self.links.links_listen {
+            if self.transport.transport != Transport::Stdio {
+                return Err(ConfigError::Conflict("--links-listen serves the link routes of a stdio server; over HTTP they are served beside /mcp: remove it".into()));
+            }
+            if self.oauth.public_url().is_none() {
+                return Err(ConfigError::Conflict(format!(
+                    "--links-listen {addr} needs --public-url: the address a browser reaches it at, which links are built on (http://{addr} when the browser runs on this machine)"
+                )));
+            }
+            if !addr.ip().is_loopback() {
+                return Err(ConfigError::Conflict(format!(
+                    "--links-listen {addr} is not a loopback address: a stdio server has no tokens to guard other hosts with, so serve links on 127.0.0.1 (behind a proxy if others must reach them), or serve over HTTP with tokens"
+                )));
             }
         }
         Ok(())

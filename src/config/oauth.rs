@@ -65,9 +65,14 @@ impl OAuthConfig {
         !self.oauth_issuers.is_empty() || self.oauth_introspection.is_some()
     }
 
+    /// `--public-url`, when set to something (compose passes an empty one for "none").
+    pub fn public_url(&self) -> Option<&str> {
+        self.public_url.as_deref().filter(|u| !u.trim().is_empty())
+    }
+
     /// The flags' forms and the flags each needs.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if let Some(url) = &self.public_url {
+        if let Some(url) = self.public_url() {
             Resource::new(url).map_err(|problem| ConfigError::Invalid {
                 flag: "--public-url",
                 problem: problem.trim_start_matches("--public-url ").to_string(),
@@ -87,7 +92,7 @@ impl OAuthConfig {
         };
         needs(
             "--public-url: the address clients use, which tokens must name as their audience",
-            self.public_url.is_none(),
+            self.public_url().is_none(),
         )?;
         needs(
             "--oauth-tenants: the file mapping the tenant claim's values to tenants",
@@ -147,9 +152,7 @@ impl OAuthConfig {
 
     /// The resource of `--public-url`, when set (checked by [`OAuthConfig::validate`]).
     pub fn resource(&self) -> Option<Resource> {
-        self.public_url
-            .as_deref()
-            .and_then(|u| Resource::new(u).ok())
+        self.public_url().and_then(|u| Resource::new(u).ok())
     }
 
     /// OAuth's settings when it is enabled, reading the tenants file.

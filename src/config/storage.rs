@@ -86,6 +86,7 @@ impl StorageConfig {
             servers: data.join("servers"),
             pii_vault: data.join("pii").join("vault"),
             sessions: data.join("sessions"),
+            links: data.join("links"),
         }
     }
 
@@ -100,6 +101,7 @@ impl StorageConfig {
             servers: root.join("servers"),
             pii_vault: root.join("pii").join("vault"),
             sessions: root.join("sessions"),
+            links: root.join("links"),
         }
     }
 

@@ -159,6 +159,7 @@ impl UpstreamCalls {
                 "the arguments of `{server}/{tool}` must be a dict of argument names to values"
             ));
         };
+        refuse_links(server, tool, &arguments, audit)?;
         let decision = upstream.config.policy.decide(tool, destructive);
         // The user decides on the arguments as the code passed them (tokens, not values).
         let shown = match decision {
@@ -434,6 +435,24 @@ pub(super) fn listed_tool(upstream: &Upstream, server: &str, tool: &str) -> Resu
         );
     };
     Ok(found.destructive)
+}
+
+/// An upload or download link in a call's arguments is refused: a live link is a credential
+/// to a workspace, for the person it was made for, never for an upstream.
+fn refuse_links(
+    server: &str,
+    tool: &str,
+    arguments: &Map<String, Value>,
+    audit: &mut CallAudit,
+) -> Result<(), String> {
+    let text = serde_json::to_string(arguments).unwrap_or_default();
+    if crate::links::mentions_link(&text) {
+        audit.outcome = CallOutcome::Withheld;
+        return Err(format!(
+            "the arguments of `{server}/{tool}` hold an upload or download link of this server; links are for the person they were made for, never for an upstream: pass the file's content or its workspace path instead"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -270,7 +270,7 @@ impl CodeExecutionServer {
     }
 
     #[tool(
-        description = "A tool's full definition (input schema; for a tool code can call, the Python call), by its search_tools id.",
+        description = "A tool's full definition by its search_tools id, with the Python call when code can call it.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn get_tool_definition(

@@ -122,6 +122,31 @@ pub fn forward_tool_changes(app: &App, peer: Peer<RoleServer>) {
     tokio::spawn(forward.instrument(app.span().clone()));
 }
 
+/// Tells a handshake-era session of the files that come in through upload links (no MCP
+/// call of its own made them, so nothing else would), until the session ends or the tenant
+/// goes.
+pub fn forward_arrivals(
+    app: &App,
+    subscriptions: super::resources::Subscriptions,
+    peer: Peer<RoleServer>,
+) {
+    let mut arrivals = app.events().arrivals();
+    let privacy = app.privacy().clone();
+    let forward = async move {
+        let mut check = tokio::time::interval(SESSION_CHECK);
+        loop {
+            tokio::select! {
+                change = arrivals.next() => match change {
+                    Some(change) => subscriptions.announce_arrival(&privacy, &peer, &change).await,
+                    None => return,
+                },
+                _ = check.tick() => if peer.is_transport_closed() { return },
+            }
+        }
+    };
+    tokio::spawn(forward.instrument(app.span().clone()));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

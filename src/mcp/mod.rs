@@ -12,6 +12,7 @@ mod cache_hints;
 mod discovery_tools;
 mod execute;
 mod front;
+mod link_tools;
 mod listen;
 mod pii_tools;
 mod reference;
@@ -57,6 +58,7 @@ pub use tool_list::PACKAGE_META_KEY;
 pub mod args {
     pub use super::discovery_tools::{DefinitionArgs, DetailLevel, SearchArgs};
     pub use super::execute::ExecuteCodeArgs;
+    pub use super::link_tools::{DownloadArgs, UploadArgs};
     pub use super::pii_tools::TextArgs;
     pub use super::skills_tools::{SaveSkillArgs, SkillNameArgs};
     pub use super::workspace_tools::{FileArgs, ListArgs, WriteArgs};
@@ -101,6 +103,7 @@ impl CodeExecutionServer {
             + Self::skills_router()
             + Self::pii_router()
             + Self::workspace_router()
+            + Self::link_router()
             + Self::stats_router()
     }
 
@@ -298,7 +301,8 @@ impl ServerHandler for CodeExecutionServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        listen::forward_tool_changes(&self.app, context.peer);
+        listen::forward_tool_changes(&self.app, context.peer.clone());
+        listen::forward_arrivals(&self.app, self.subscriptions.clone(), context.peer);
     }
 
     async fn subscribe(

@@ -40,7 +40,7 @@ pub struct RestoreResponse {
 #[tool_router(router = pii_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
-        description = "Replace personal data and secrets in text (emails, phones, card numbers, IBANs, keys...) with tokens like [EMAIL_ab12cd34].",
+        description = "Replace personal data and secrets in text with tokens like [EMAIL_ab12cd34].",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn sanitize_pii(

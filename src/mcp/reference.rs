@@ -108,6 +108,22 @@ fn guide(tool: &str) -> Option<&'static str> {
              The same value always gets the same token; restore_pii turns tokens back into values."
         }
         "restore_pii" => "Only tokens this server minted (e.g. [EMAIL_ab12cd34]) are restored.",
+        "request_upload" => {
+            "Arguments: `filename` (a workspace path; default: the name the user's file has), \
+             `max_mb` (default and most: the server's --upload-max-mb), `expires_in_seconds` \
+             (30 to the server's --link-ttl-secs, also the default), `overwrite` (replace a file \
+             of that name; default: refuse). The link opens a page with a file picker and a drop \
+             zone; `curl -T FILE URL` works too (`URL/` or `URL/NAME` when the link names no file). It works once: the first upload that lands \
+             spends it, a failed one leaves it usable. The file arrives as the user gave it; \
+             list_workspace_files then shows it with its size and SHA-256, and clients that \
+             subscribed are told."
+        }
+        "request_download" => {
+            "Arguments: `path` (a workspace file), `expires_in_seconds` (30 to the server's \
+             --link-ttl-secs, also the default). The first download of the whole file spends \
+             the link; HEAD and ranges do not. Pictures open in the browser, anything else is \
+             saved."
+        }
         "write_workspace_file" => {
             "Creates parent directories; replaces an existing file atomically."
         }

@@ -71,6 +71,34 @@ impl Subscriptions {
     }
 }
 
+impl Subscriptions {
+    /// Tells the client of a file that came in through an upload link: `resources/updated`
+    /// for the URIs it subscribed to (each in its own words; every one of them when the
+    /// change may be wider than its URIs), and that the list changed.
+    pub async fn announce_arrival(
+        &self,
+        privacy: &Privacy,
+        peer: &Peer<RoleServer>,
+        change: &crate::app::events::ResourceChange,
+    ) {
+        let updated: Vec<String> = {
+            let set = self.0.lock().expect("subscriptions lock");
+            set.iter()
+                .filter(|u| change.more || change.uris.contains(u))
+                .cloned()
+                .collect()
+        };
+        for uri in updated {
+            let _ = peer
+                .notify_resource_updated(privacy::resource_updated(privacy.echoed(uri)))
+                .await;
+        }
+        if change.listing_changed || change.more {
+            let _ = peer.notify_resource_list_changed().await;
+        }
+    }
+}
+
 fn invalid(privacy: &Privacy, e: ResourceError) -> Refusal {
     privacy.refusal(ErrorCode::INVALID_PARAMS, e)
 }

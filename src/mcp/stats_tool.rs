@@ -11,7 +11,7 @@ use crate::privacy::{Json, Reply};
 #[tool_router(router = stats_router, vis = "pub(crate)")]
 impl CodeExecutionServer {
     #[tool(
-        description = "Statistics of this server: executions, latency, limits, workspace, sessions, pool, engine.",
+        description = "Statistics of this server (executions, latency, limits, workspace, sessions, pool, engine).",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn get_execution_stats(

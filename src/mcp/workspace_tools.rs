@@ -15,7 +15,7 @@ use crate::privacy::{Json, Reply};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteArgs {
-    /// Relative to the workspace, e.g. "data/input.json".
+    /// Relative to the workspace.
     pub filename: String,
     pub content: String,
 }
@@ -30,7 +30,7 @@ pub struct FileArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListArgs {
-    /// A subdirectory (default: the whole workspace).
+    // Default: the whole workspace.
     #[serde(default = "dot")]
     pub subpath: String,
 }
@@ -65,11 +65,24 @@ pub struct ListResponse {
     pub path: String,
     /// Regular files, relative to the workspace, sorted.
     pub files: Vec<String>,
+    /// Each file's size in bytes, in the order of `files`.
+    #[serde(default)]
+    pub sizes: Vec<u64>,
+    /// SHA-256 of the listed files that came in through upload links, unchanged since.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sha256: Vec<FileHash>,
     pub count: usize,
     /// True when the listing stopped at the server's entry limit.
     pub truncated: bool,
     /// Entries left out because their names are not printable UTF-8.
     pub skipped: usize,
+}
+
+/// A listed file's SHA-256, known from its upload.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct FileHash {
+    pub path: String,
+    pub sha256: String,
 }
 
 #[tool_router(router = workspace_router, vis = "pub(crate)")]
@@ -149,7 +162,7 @@ impl CodeExecutionServer {
     }
 
     #[tool(
-        description = "List the files in the sandbox workspace (recursive, relative paths).",
+        description = "List the files in the sandbox workspace (recursive, relative paths, sizes).",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn list_workspace_files(
@@ -163,10 +176,22 @@ impl CodeExecutionServer {
             .with_workspace(move |ws| ws.list_files(&subpath))
             .await
             .map_err(|e| self.failure(e))?;
+        let links = self.app.links();
+        let sha256 = (listing.files.iter().zip(&listing.stats))
+            .filter_map(|(path, stat)| {
+                let sha256 = links.known_hash(path, *stat)?;
+                Some(FileHash {
+                    path: path.clone(),
+                    sha256,
+                })
+            })
+            .collect();
         Ok(self.app.privacy().json(ListResponse {
             success: true,
             path,
             count: listing.files.len(),
+            sizes: listing.stats.iter().map(|s| s.size).collect(),
+            sha256,
             files: listing.files,
             truncated: listing.truncated,
             skipped: listing.skipped,

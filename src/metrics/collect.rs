@@ -37,6 +37,7 @@ pub async fn render(shared: &Shared, apps: &[Arc<App>]) -> String {
     upstreams(&mut e, shared, &tenants);
     tenant_state(&mut e, &tenants);
     egress(&mut e, &tenants);
+    links(&mut e, &tenants);
     e.finish()
 }
 
@@ -457,6 +458,47 @@ fn egress(e: &mut Exposition, tenants: &[(&str, &App)]) {
                 ("direction", direction),
             ];
             e.sample("cem_egress_bytes_total", &labels, n as f64);
+        }
+    }
+}
+
+/// Upload and download links: made, used (by outcome), bytes moved.
+fn links(e: &mut Exposition, tenants: &[(&str, &App)]) {
+    e.family(
+        "cem_links_issued_total",
+        Kind::Counter,
+        "Upload and download links made (request_upload, request_download), by kind.",
+    );
+    for (tenant, app) in tenants {
+        for (kind, n) in app.links().stats.issued_counts() {
+            let labels = [("tenant", *tenant), ("kind", kind.as_str())];
+            e.sample("cem_links_issued_total", &labels, n as f64);
+        }
+    }
+    e.family(
+        "cem_link_transfers_total",
+        Kind::Counter,
+        "Uses of upload and download links, by kind and outcome (ok, bad_link, too_large, busy, bad_request, conflict, failed).",
+    );
+    for (tenant, app) in tenants {
+        for (kind, outcome, n) in app.links().stats.transfers() {
+            let labels = [
+                ("tenant", *tenant),
+                ("kind", kind.as_str()),
+                ("outcome", outcome.as_str()),
+            ];
+            e.sample("cem_link_transfers_total", &labels, n as f64);
+        }
+    }
+    e.family(
+        "cem_link_bytes_total",
+        Kind::Counter,
+        "Bytes received through upload links and sent through download links, by kind.",
+    );
+    for (tenant, app) in tenants {
+        for (kind, n) in app.links().stats.bytes() {
+            let labels = [("tenant", *tenant), ("kind", kind.as_str())];
+            e.sample("cem_link_bytes_total", &labels, n as f64);
         }
     }
 }

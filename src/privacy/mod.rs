@@ -172,7 +172,8 @@ impl Privacy {
     }
 
     /// [`Privacy::json`], except the top-level string fields named in `binary`, which carry
-    /// bytes as base64 (a file that is not text): not text, so nothing the engine should read.
+    /// bytes as base64 (a file that is not text), or what the server minted whole (a signed
+    /// link): nothing the engine should read.
     pub fn json_keeping<T: Serialize>(&self, value: T, binary: &[&str]) -> Json<T> {
         Json::new(self.value(to_value(&value), binary))
     }

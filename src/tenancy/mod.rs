@@ -36,6 +36,8 @@ pub struct TenantDirs {
     pub pii_vault: PathBuf,
     /// Sessions' snapshots (never mounted in a sandbox: they travel through the channel).
     pub sessions: PathBuf,
+    /// Upload and download links' single-use markers (never mounted in a sandbox).
+    pub links: PathBuf,
 }
 
 /// Creates `dir` and its missing parents with mode 0700, and makes `dir` and its parent (the

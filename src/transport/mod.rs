@@ -7,6 +7,7 @@ pub mod authentication;
 mod http;
 pub mod http_input;
 pub mod jsonrpc_input;
+pub mod links;
 pub mod stdio;
 pub mod tenants;
 

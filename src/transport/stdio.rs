@@ -44,6 +44,7 @@ pub async fn serve_stdio(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let metrics = tokio::spawn(metrics_once_started(starting.clone()));
+    let links = tokio::spawn(links_once_started(starting.clone()));
     let mut session = Box::pin(async {
         let front = Front::new(starting.clone());
         let door = front.clone();
@@ -67,6 +68,7 @@ pub async fn serve_stdio(
     // Dropping the session's future ends the service on a signal as it ends on stdin's end.
     drop(session);
     metrics.abort();
+    links.abort();
     let app = match starting.now() {
         StartState::Ready(app) => app,
         // A signal stops the start where that leaves no container behind.
@@ -94,6 +96,34 @@ async fn metrics_once_started(starting: Starting) {
             drop(metrics);
         }
         Err(e) => tracing::error!("{e}: the server goes on without its metrics endpoint"),
+    }
+}
+
+/// The link routes on `--links-listen`, once the server has started, for as long as this task
+/// runs.
+async fn links_once_started(starting: Starting) {
+    let Ok(app) = starting.finished().await else {
+        return;
+    };
+    let Some(addr) = app.config().links.links_listen else {
+        return;
+    };
+    let (shared, one) = (app.shared().clone(), app.clone());
+    let host = crate::transport::links::LinkHost {
+        shared: Box::new(move || StartState::Ready(shared.clone())),
+        app: Box::new(move |tenant| {
+            let app = match tenant {
+                None => crate::transport::links::LinkApp::Ready(one.clone()),
+                Some(_) => crate::transport::links::LinkApp::Unknown,
+            };
+            Box::pin(async move { app })
+        }),
+        authenticator: None,
+    };
+    let served =
+        crate::transport::links::serve_links(addr, Arc::new(host), std::future::pending()).await;
+    if let Err(e) = served {
+        tracing::error!("{e}: the server goes on without its upload and download links");
     }
 }
 

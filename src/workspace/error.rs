@@ -44,6 +44,10 @@ pub enum WorkspaceError {
         HumanBytes(*limit)
     )]
     TooLarge { path: String, size: u64, limit: u64 },
+    #[error(
+        "'{path}' exists already and this upload may not replace it: ask for a link with overwrite, or another name"
+    )]
+    Exists { path: String },
     #[error("file not found: '{path}'; list_workspace_files shows what exists")]
     NotFound { path: String },
     #[error("workspace is full (quota {}): delete files to free space", HumanBytes(*quota_bytes))]
@@ -59,7 +63,7 @@ pub enum WorkspaceError {
 }
 
 impl WorkspaceError {
-    pub(super) fn io(context: impl Into<String>, source: impl Into<std::io::Error>) -> Self {
+    pub fn io(context: impl Into<String>, source: impl Into<std::io::Error>) -> Self {
         Self::Io {
             context: context.into(),
             source: source.into(),
@@ -75,7 +79,8 @@ impl WorkspaceError {
 pub(super) type Result<T, E = WorkspaceError> = std::result::Result<T, E>;
 
 impl Workspace {
-    pub(super) fn full(&self) -> WorkspaceError {
+    /// The error of a full workspace (its quota reached).
+    pub fn full(&self) -> WorkspaceError {
         WorkspaceError::Full {
             quota_bytes: self.limits.quota_bytes,
         }

@@ -7,7 +7,7 @@ use rustix::fs::FileType;
 use super::error::{Result, WorkspaceError};
 use super::path::{check_name, ctx};
 use super::walk::{Flow, walk};
-use super::{LIST_MAX_DEPTH, Listing, Workspace, validate_relative_subpath};
+use super::{FileStat, LIST_MAX_DEPTH, Listing, Workspace, validate_relative_subpath};
 
 /// A listing examines at most this many entries per file it may return.
 const LIST_SCAN_FACTOR: usize = 10;
@@ -65,13 +65,26 @@ impl Workspace {
                 listing.truncated = true;
                 return Flow::Stop;
             }
+            let stat = rustix::fs::statat(e.dir, e.name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .map(|st| FileStat {
+                    size: u64::try_from(st.st_size).unwrap_or(0),
+                    modified_ns: i128::from(st.st_mtime) * 1_000_000_000
+                        + i128::from(st.st_mtime_nsec),
+                })
+                .unwrap_or_default();
             listing.files.push(path);
+            listing.stats.push(stat);
             Flow::Next
         })
         .map_err(|e| WorkspaceError::io(ctx("list", &comps), e))?;
         listing.truncated |= end.depth_limited;
         listing.skipped += end.unreadable;
-        listing.files.sort_unstable();
+        let mut pairs: Vec<(String, FileStat)> = std::mem::take(&mut listing.files)
+            .into_iter()
+            .zip(std::mem::take(&mut listing.stats))
+            .collect();
+        pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        (listing.files, listing.stats) = pairs.into_iter().unzip();
         Ok(listing)
     }
 }

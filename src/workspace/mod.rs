@@ -73,7 +73,7 @@
 //! walk), `read`, `write` (writes and deletes), `list`, `usage` (and the soft quota), `temp` (temp
 //! file names and the stale-temp sweep), `owner` (the sandbox user and ownership of new entries),
 //! `handover` (a workspace given to a tenant's own uid), `changes` (what an execution
-//! created or changed),
+//! created or changed), `upload` (a file received in parts, moved in whole),
 //! `error` (errors and their wording) and [`quota`].
 
 pub mod quota;
@@ -88,6 +88,7 @@ mod path;
 mod read;
 mod resolve;
 mod temp;
+mod upload;
 mod usage;
 mod walk;
 mod write;
@@ -99,6 +100,7 @@ pub use changes::{FileChange, Snapshot};
 pub use error::WorkspaceError;
 pub use handover::{Handover, PRIVATE_ROOT_MODE};
 pub use path::{validate_relative_path, validate_relative_subpath};
+pub use upload::{Committed, Staged};
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
@@ -178,6 +180,9 @@ pub struct FileContent {
 pub struct Listing {
     /// Regular files, as paths relative to the workspace root, sorted bytewise.
     pub files: Vec<String>,
+    /// Each file's size and modification time, in the order of `files` (zero when the file
+    /// went away during the listing).
+    pub stats: Vec<FileStat>,
     /// True when the walk stopped early: `max_list_entries` files, the scan budget, or
     /// [`LIST_MAX_DEPTH`] reached. The files returned are then an arbitrary subset.
     pub truncated: bool,
@@ -185,6 +190,14 @@ pub struct Listing {
     /// characters such as newlines, backslashes, over-long paths), plus directories that could not
     /// be opened.
     pub skipped: usize,
+}
+
+/// A listed file's size and modification time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FileStat {
+    pub size: u64,
+    /// Nanoseconds since the Unix epoch.
+    pub modified_ns: i128,
 }
 
 /// The result of [`Workspace::usage`].

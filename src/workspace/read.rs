@@ -54,7 +54,7 @@ impl Workspace {
 
     /// Opens a regular file beneath the root without blocking; returns it with its size (from
     /// `fstat` on the fd opened) and the path's components.
-    fn open_regular<'a>(&self, rel: &'a str) -> Result<(OwnedFd, u64, Vec<&'a str>)> {
+    pub(super) fn open_regular<'a>(&self, rel: &'a str) -> Result<(OwnedFd, u64, Vec<&'a str>)> {
         let comps = validate_relative_path(rel, self.limits.max_path_len)?;
         let fd = self
             .root

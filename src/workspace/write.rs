@@ -16,6 +16,18 @@ use super::temp::temp_name;
 use super::{DIR_MODE, FILE_MODE, SandboxUser, Workspace, validate_relative_path};
 use crate::host::safe_fs::{self, AtomicWriteError};
 
+/// Makes the names created in `dir` (an `O_PATH` fd) durable: not worth failing a write over.
+pub(super) fn sync_names(dir: &OwnedFd) {
+    if let Ok(d) = rfs::openat(
+        dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        let _ = safe_fs::sync_dir(d.as_fd());
+    }
+}
+
 impl Workspace {
     /// Writes `content` to `rel` atomically (temp file + `renameat`), creating missing parent
     /// directories. Returns the number of bytes written.
@@ -83,15 +95,7 @@ impl Workspace {
             AtomicWriteError::Rename(e) if is_no_space(Some(e.raw_os_error())) => self.full(),
             AtomicWriteError::Rename(e) => WorkspaceError::io(ctx("rename into place", &comps), e),
         })?;
-        // Durability of the rename; not worth failing the write over.
-        if let Ok(d) = rfs::openat(
-            &dir,
-            ".",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) {
-            let _ = safe_fs::sync_dir(d.as_fd());
-        }
+        sync_names(&dir);
         Ok(len)
     }
 
@@ -119,7 +123,11 @@ impl Workspace {
     }
 
     /// Like `open_dir`, creating missing directories one component at a time.
-    fn open_dir_creating(&self, comps: &[&str], owner: Option<SandboxUser>) -> Result<OwnedFd> {
+    pub(super) fn open_dir_creating(
+        &self,
+        comps: &[&str],
+        owner: Option<SandboxUser>,
+    ) -> Result<OwnedFd> {
         match self.open_dir(comps) {
             Err(WorkspaceError::NotFound { .. }) => {}
             other => return other,

@@ -257,7 +257,8 @@ pub async fn serve_http(
         let _ = tx.send(local);
     }
     let stop = stop_when(shutdown, state.clone(), ct);
-    let result = axum::serve(listener, router(state.clone()))
+    let routes = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let result = axum::serve(listener, routes)
         .with_graceful_shutdown(stop)
         .await
         .map_err(ServeError::Http);
@@ -317,13 +318,14 @@ async fn metrics(
     ))
 }
 
-/// `/mcp` (its tenant found from the bearer token, its body checked), `/health`, and with
-/// OAuth the protected resource's metadata.
+/// `/mcp` (its tenant found from the bearer token, its body checked), `/health`, the link
+/// routes, and with OAuth the protected resource's metadata.
 fn router(state: Arc<HttpState>) -> axum::Router {
     let router = match state.oauth() {
         Some(oauth) => metadata::routes(oauth.metadata(), &oauth.resource().prefix()),
         None => axum::Router::new(),
     };
+    let links = crate::transport::links::routes(link_host(&state));
     router
         .route(
             "/mcp",
@@ -338,6 +340,43 @@ fn router(state: Arc<HttpState>) -> axum::Router {
         )
         .route("/health", axum::routing::get(health::health))
         .with_state(state)
+        .merge(links)
+}
+
+/// Where the link routes find the key and a link's tenant: the one app, or a configured
+/// tenant (opened at its first request, as for `/mcp`).
+fn link_host(state: &Arc<HttpState>) -> Arc<crate::transport::links::LinkHost> {
+    let (for_shared, for_apps) = (state.clone(), state.clone());
+    let authenticator = match &state.endpoint {
+        Endpoint::Tenants { authenticator, .. } => Some(authenticator.clone()),
+        Endpoint::Open(_) => None,
+    };
+    Arc::new(crate::transport::links::LinkHost {
+        shared: Box::new(move || for_shared.shared_now()),
+        app: Box::new(move |tenant| {
+            let state = for_apps.clone();
+            Box::pin(async move {
+                use crate::transport::links::LinkApp;
+                let app = match (&state.endpoint, tenant) {
+                    (Endpoint::Open(door), None) => match door.lobby.starting().now() {
+                        StartState::Ready(app) => Some(app),
+                        _ => None,
+                    },
+                    (
+                        Endpoint::Tenants {
+                            tenants,
+                            authenticator,
+                            ..
+                        },
+                        Some(name),
+                    ) if authenticator.tenants().contains(&name) => tenants.get(&name).await.app(),
+                    _ => return LinkApp::Unknown,
+                };
+                app.map_or(LinkApp::Opening, LinkApp::Ready)
+            })
+        }),
+        authenticator,
+    })
 }
 
 /// The MCP endpoint: one start's sessions, or the tenants', each with a start and sessions

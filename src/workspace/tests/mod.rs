@@ -10,6 +10,7 @@ mod owner;
 mod path;
 mod renewal;
 mod root;
+mod upload;
 
 use super::*;
 use proptest::prelude::*;
