@@ -38,8 +38,8 @@ async fn stdio_binary_lists_tools_and_runs_code() {
     let tools = client.list_all_tools().await.unwrap();
     let mut names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
     names.sort();
-    // The 13 tools of the Python server this one replaces, plus delete_workspace_file and
-    // delete_skill.
+    // The 13 tools of the Python server this one replaces, plus delete_workspace_file,
+    // delete_skill, and the upload and download links.
     assert_eq!(
         names,
         [
@@ -53,6 +53,8 @@ async fn stdio_binary_lists_tools_and_runs_code() {
             "list_workspace_files",
             "load_skill",
             "read_workspace_file",
+            "request_download",
+            "request_upload",
             "restore_pii",
             "sanitize_pii",
             "save_skill",

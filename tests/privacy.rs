@@ -29,7 +29,12 @@ async fn call(client: &rmcp::Peer<rmcp::RoleClient>, name: &str, args: Value) ->
 
 #[tokio::test]
 async fn no_tool_answers_with_personal_data_in_clear() {
-    let t = TestApp::start().await;
+    // With links (a stdio server's, on --links-listen), so the link tools answer in full.
+    let t = TestApp::start_with(|c| {
+        c.oauth.public_url = Some("http://127.0.0.1:9".into());
+        c.links.links_listen = Some("127.0.0.1:9".parse().unwrap());
+    })
+    .await;
     std::fs::create_dir_all(t.workspace().join(EMAIL)).unwrap();
     std::fs::write(
         t.workspace().join(EMAIL).join("notes.txt"),
@@ -84,6 +89,11 @@ async fn no_tool_answers_with_personal_data_in_clear() {
             json!({"filename": format!("{OTHER_EMAIL}/out.txt")}),
         ),
         ("get_execution_stats", json!({})),
+        (
+            "request_upload",
+            json!({"filename": format!("{OTHER_EMAIL}/in.csv")}),
+        ),
+        ("request_download", json!({"path": file})),
     ];
     let mut called = BTreeSet::new();
     for (name, args) in cases {

@@ -16,10 +16,8 @@ use std::time::Duration;
 
 use code_execution_mcp::config::{Config, Secret, Transport};
 use common::{HttpServer, call_tool};
+use rmcp::RoleClient;
 use rmcp::service::{Peer, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice-0123456789abcdef0123456789abcdef";
@@ -693,11 +691,7 @@ impl TenantServer {
 
     /// An MCP client sending `token`.
     async fn client(&self, token: &str) -> RunningService<RoleClient, ()> {
-        let config =
-            StreamableHttpClientTransportConfig::with_uri(self.http.url.clone()).auth_header(token);
-        code_execution_mcp::install_tls_provider();
-        let transport = StreamableHttpClientTransport::from_config(config);
-        ().serve(transport).await.expect("MCP handshake over HTTP")
+        common::http_client(&self.http.url, Some(token)).await
     }
 
     /// Closes the clients, stops the server and checks that it left no container.

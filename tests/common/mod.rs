@@ -699,6 +699,20 @@ impl HttpServer {
     }
 }
 
+/// An MCP client of the streamable HTTP endpoint `url`, sending the bearer `token` if given.
+pub async fn http_client(url: &str, token: Option<&str>) -> RunningService<RoleClient, ()> {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    code_execution_mcp::install_tls_provider();
+    let transport = StreamableHttpClientTransport::from_config(config);
+    ().serve(transport).await.expect("MCP handshake over HTTP")
+}
+
 /// A free loopback port (bound, then released for the server to take).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

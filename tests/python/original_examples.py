@@ -231,11 +231,11 @@ def free_port():
 
 
 @contextlib.contextmanager
-def http_server(binary, args):
-    """`binary serve --transport http` on a free loopback port with `args`; yields its MCP URL
-    once it has started (it listens from the start: `/health` answers 200 once it has), and
-    checks that it exits cleanly on SIGTERM afterwards."""
-    port = free_port()
+def http_server(binary, args, port=None):
+    """`binary serve --transport http` on loopback `port` (default: a free one) with `args`;
+    yields its MCP URL once it has started (it listens from the start: `/health` answers 200
+    once it has), and checks that it exits cleanly on SIGTERM afterwards."""
+    port = port or free_port()
     server = subprocess.Popen([binary, "serve", "--transport", "http", "--listen",
                                f"127.0.0.1:{port}", *args])
     try:

@@ -4,6 +4,7 @@
     python swarm_tenants.py check URL TOKENS_FILE STATE_FILE
     python swarm_tenants.py probe URL TOKENS_FILE TENANT LIMIT
     python swarm_tenants.py load URL TOKENS_FILE CLIENTS SECONDS
+    python swarm_tenants.py links URL TOKENS_FILE TENANT NODE=BASE,NODE=BASE,...
 
 `examples`: every tenant of TOKENS_FILE (`name:token` lines) runs the original project's README
 examples at once with the others, then leaves something of its own: a file, a skill, a PII token
@@ -26,6 +27,12 @@ unless --data-only, its old session id is answered 404 when the tenant is now on
 `load`: CLIENTS concurrent clients spread over the tenants, each running `print(1)` in a loop
 for SECONDS; prints `{"executions": N, "seconds": S, "per_second": R, "errors": E,
 "error_samples": [...]}` (executions that did not print 1, and up to three of their errors).
+
+`links TENANT NODES`: TENANT asks for an upload link through the proxy (served on its node);
+the file is sent to another node's own address (NODES maps node names to their base URLs), and
+lands: the tenant's next execution reads it; the same link sent to a third node is refused (410),
+its single use recorded on the shared volume. Prints `{"issued_on": NODE, "uploaded_on": NODE,
+"refused_on": NODE}`.
 
 Exits non-zero with a message on the first mismatch.
 """
@@ -235,6 +242,40 @@ async def probe(url, tokens_file, tenant, limit):
     sys.exit(f"{tenant} was not served within {limit} s")
 
 
+def put(url, body):
+    """PUT `body` to `url`: the status and the answer's text."""
+    import urllib.error
+    import urllib.request
+    request = urllib.request.Request(url, data=body, method="PUT",
+                                     headers={"Content-Type": "text/csv"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+async def links(url, tokens_file, tenant, nodes):
+    token = tenants(tokens_file)[tenant]
+    bases = dict(pair.split("=", 1) for pair in nodes.split(","))
+    body = "".join(f"{i},{i * i}\n" for i in range(1000)).encode()
+    async with session_for(url, token, "legacy", f"{tenant} links") as s:
+        issued_on = await node_of(s)
+        _, p = await call(s, "request_upload", {"filename": "by-link.csv"})
+        check(p.get("success") and "/links/" in p.get("url", ""), f"{tenant}: request_upload: {p}")
+        path = "/links/" + p["url"].split("/links/", 1)[1]
+        others = [n for n in sorted(bases) if n != issued_on]
+        check(len(others) >= 2, f"two nodes other than {issued_on} in {sorted(bases)}")
+        status, text = put(bases[others[0]] + path, body)
+        check(status == 201, f"{tenant}: upload on {others[0]}: {status} {text}")
+        status, text = put(bases[others[1]] + path, b"again\n")
+        check(status == 410, f"{tenant}: the used link on {others[1]}: {status} {text}")
+        code = "result = open('/workspace/by-link.csv', 'rb').read().count(b'\\n')"
+        _, p = await call(s, "execute_code", {"code": code})
+        check(p.get("result") == 1000, f"{tenant}: the file read on {issued_on}: {p}")
+    print(json.dumps({"issued_on": issued_on, "uploaded_on": others[0], "refused_on": others[1]}))
+
+
 if __name__ == "__main__":
     phase, url, tokens_file = sys.argv[1:4]
     if phase == "examples":
@@ -243,6 +284,8 @@ if __name__ == "__main__":
         asyncio.run(check_tenants(url, tokens_file, sys.argv[4], sessions="--data-only" not in sys.argv[5:]))
     elif phase == "probe":
         asyncio.run(probe(url, tokens_file, sys.argv[4], float(sys.argv[5])))
+    elif phase == "links":
+        asyncio.run(links(url, tokens_file, sys.argv[4], sys.argv[5]))
     elif phase == "load":
         asyncio.run(load(url, tokens_file, int(sys.argv[4]), float(sys.argv[5])))
     else:

@@ -49,7 +49,11 @@ fn a_swarm_serves_tenants_through_the_proxy_and_loses_nothing_with_a_node() {
         &TENANTS,
         common::upstreams::sdk_python(),
     );
-    swarm.deploy(&server_image.tag, &[]);
+    // Links are built on the proxy's address; the test sends them to each node's own.
+    swarm.deploy(
+        &server_image.tag,
+        &[("CEM_PUBLIC_URL", "http://127.0.0.1:8080")],
+    );
 
     // Each node's part, as its operator checks it.
     for i in 1..=3 {
@@ -90,6 +94,7 @@ fn a_swarm_serves_tenants_through_the_proxy_and_loses_nothing_with_a_node() {
     let again = check(&swarm, state_arg).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(again, first_nodes, "tenants stay on their nodes");
     oauth_users_of_a_tenant_meet_on_one_node(&swarm);
+    a_link_works_on_a_node_other_than_the_one_that_made_it(&swarm);
 
     // Lose the node serving the first tenant.
     let victim_name = first_nodes[TENANTS[0]].clone();
@@ -252,6 +257,18 @@ fn a_swarm_serves_tenants_through_the_proxy_and_loses_nothing_with_a_node() {
         network_before,
         "the host's network changed (links, addresses, routes or namespaces)"
     );
+}
+
+/// swarm_tenants.py `links`: an upload link made on one node lands through another, and is
+/// spent for the third (its marker on the shared volume).
+fn a_link_works_on_a_node_other_than_the_one_that_made_it(swarm: &Swarm) {
+    let nodes: Vec<String> = (1..=3)
+        .map(|i| format!("cem-node{i}=http://{}:8080", swarm.node_ip(i)))
+        .collect();
+    let out = swarm
+        .python("links", &[TENANTS[1], &nodes.join(",")])
+        .unwrap_or_else(|e| panic!("{e}\n{}", swarm.diagnostics()));
+    eprintln!("swarm: an upload link {}", out.lines().last().unwrap_or(""));
 }
 
 /// swarm_tenants.py `check`: every tenant's data, its isolation, and its old session's answer.
