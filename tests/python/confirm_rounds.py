@@ -213,7 +213,15 @@ async def expiry(make, label, container_gone, stamps):
         check(r.is_error and "expired" in r.content[0].text, f"{label}: expired: {r}")
         stats = payload(await c.call_tool("get_execution_stats", {}))
         check(stats["executions_paused"] == 0, f"{label}: nothing stays paused: {stats['executions_paused']}")
-        by_status = stats["executions"]["executions_by_status"]
+        # The execution is counted once its container's removal has ended, which on a loaded
+        # machine may come after the container is gone from the engine's list: asked again
+        # for up to 10 s.
+        for _ in range(20):
+            by_status = stats["executions"]["executions_by_status"]
+            if by_status.get("cancelled", 0) >= 1:
+                break
+            await asyncio.sleep(0.5)
+            stats = payload(await c.call_tool("get_execution_stats", {}))
         check(by_status.get("cancelled", 0) >= 1, f"{label}: ended as cancelled: {by_status}")
 
 
