@@ -224,9 +224,13 @@ impl Sessions {
                     p.cancel();
                 }
                 self.live.lock().expect("sessions lock").remove(&handle);
+                cancel_handed(handed);
                 return Err(e);
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                cancel_handed(handed);
+                return Err(e);
+            }
         };
         let prepared = live.prepared.lock().expect("session lock").take();
         let (prepared, source) = match handed {
@@ -266,6 +270,13 @@ fn hand_over(source: &Arc<Live>, handle: &str, from: &str) -> Option<(Prepared, 
         package_set: p.package_set.clone(),
     };
     Some((p, again))
+}
+
+/// Removes the container a fork took from its source, when the fork's call cannot begin.
+fn cancel_handed(handed: Option<(Prepared, Source)>) {
+    if let Some((p, _)) = handed {
+        p.cancel();
+    }
 }
 
 /// A session whose prepared container a fork took: prepared again after the fork's call.
@@ -329,8 +340,13 @@ impl Turn {
         let Some((_, prepared)) = self.prepared else {
             return;
         };
-        // A fork's source gets back the container this turn took from it.
-        if let Some(source) = self.source {
+        // A fork's source gets back the container this turn took from it, when no call of
+        // the source runs and its state is still the one the container loaded.
+        if let Some(source) = self.source
+            && let Ok(_turn) = source.live.turn.clone().try_lock_owned()
+            && crate::host::blocking_here(|| self.store.newest(&source.handle))
+                .is_ok_and(|n| n == source.revision)
+        {
             let mut theirs = source.live.prepared.lock().expect("session lock");
             if theirs.is_none() {
                 *theirs = Some((source.revision, prepared));
@@ -399,7 +415,14 @@ impl Turn {
             });
             let next = sandbox.prepare(reader.clone(), package_set.clone());
             let paused = next.is_none();
-            *live.prepared.lock().expect("session lock") = next.map(|p| (revision, p));
+            let replaced = std::mem::replace(
+                &mut *live.prepared.lock().expect("session lock"),
+                next.map(|p| (revision, p)),
+            );
+            // One a fork's abandoned call gave back meanwhile: of an older revision now.
+            if let Some((_, old)) = replaced {
+                old.cancel();
+            }
             drop(guard);
             if paused {
                 prepare_when_calm(sandbox, live, reader, package_set).await;
