@@ -500,7 +500,6 @@ impl Pool {
         self.pace.started(!preload.is_empty(), took);
         self.settle_pending(&preload);
         self.started_total.fetch_add(1, Ordering::SeqCst);
-        self.filling.store(false, Ordering::SeqCst);
         self.started_recent
             .lock()
             .expect("pool lock")
@@ -521,6 +520,7 @@ impl Pool {
             match waiter.send(waiting) {
                 Ok(()) => {
                     self.budget.release(1);
+                    self.filling.store(false, Ordering::SeqCst);
                     return;
                 }
                 // That waiter gave up meanwhile: the next one.
@@ -530,6 +530,9 @@ impl Pool {
         // Above the target (it shrank while this one started): dropped, and so removed.
         if slots.ready.len() < self.target() {
             slots.ready.push_back(waiting);
+            // Filled no more once one is served or kept (not when one is dropped: a pool
+            // shrunk to nothing is still to fill when it wakes).
+            self.filling.store(false, Ordering::SeqCst);
         } else {
             self.budget.release(1);
         }
