@@ -60,12 +60,31 @@ pub fn error(title: &str, message: &str) -> String {
     fill(ERROR, &[("TITLE", title), ("MESSAGE", message)])
 }
 
-/// `template` with each `{{NAME}}` replaced by its value, escaped.
+/// `template` with each `{{NAME}}` replaced by its value, escaped, in one pass: a value that
+/// holds `{{…}}` (a file's name may) is shown as it is, never filled in turn. A placeholder
+/// without a value stays as written.
 fn fill(template: &str, values: &[(&str, &str)]) -> String {
-    let mut page = template.to_string();
-    for (name, value) in values {
-        page = page.replace(&format!("{{{{{name}}}}}"), &escape(value));
+    let mut page = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find("{{") {
+        page.push_str(&rest[..open]);
+        let after = &rest[open + 2..];
+        let value = after.find("}}").and_then(|close| {
+            let found = values.iter().find(|(name, _)| *name == &after[..close])?;
+            Some((close, found.1))
+        });
+        match value {
+            Some((close, value)) => {
+                page.push_str(&escape(value));
+                rest = &after[close + 2..];
+            }
+            None => {
+                page.push_str("{{");
+                rest = after;
+            }
+        }
     }
+    page.push_str(rest);
     page
 }
 
@@ -103,5 +122,8 @@ mod tests {
         assert!(page.contains("&lt;script&gt;&quot;x&quot;.csv"));
         assert!(page.contains("50 MiB"));
         assert!(!error("a", "<b>").contains("<b>"));
+        // A name that looks like a placeholder is shown as given.
+        link.path = Some("{{EXPIRES}}.csv".into());
+        assert!(upload(&link).contains("data-filename=\"{{EXPIRES}}.csv\""));
     }
 }
